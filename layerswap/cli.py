@@ -1,0 +1,50 @@
+"""`layerswap <command>`: the one entry point the Snakemake rules call.
+
+Only the module of the requested command is imported, so light commands (tables, select) do not pay for
+torch/transformers/lm-eval start-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from layerswap.errors import UserError
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "check-config": ("layerswap.config", "validate a workflow config file"),
+    "toy-data": ("layerswap.toyworld", "write the synthetic toy-world datasets"),
+    "mix": ("layerswap.data", "normalise source datasets into one SFT mix"),
+    "toy-base": ("layerswap.pretrain", "build the toy tokenizer and pretrain the toy base model"),
+    "sft": ("layerswap.sft", "fine-tune an expert, saving a checkpoint every N samples"),
+    "select": ("layerswap.select", "pick the top-k checkpoints of an expert type"),
+    "recipes": ("layerswap.merge.recipes", "write merge recipes for the 3x3 pairs of one language"),
+    "merge": ("layerswap.merge.cli", "build a merge recipe and write it as a HF model directory"),
+    "evaluate": ("layerswap.evaluate", "evaluate checkpoints or in-memory merges with lm-eval"),
+    "tables": ("layerswap.tables", "build the paper's tables from evaluation files"),
+    "heatmap": ("layerswap.figures", "plot parameter-change heatmaps"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help"} or argv[0] not in COMMANDS:
+        lines = [f"  {name:<13} {help_}" for name, (_, help_) in COMMANDS.items()]
+        print("usage: layerswap <command> [options]\n\ncommands:\n" + "\n".join(lines), file=sys.stderr)
+        return 0 if argv and argv[0] in {"-h", "--help"} else 2
+    name, rest = argv[0], argv[1:]
+    module = importlib.import_module(COMMANDS[name][0])
+    parser = argparse.ArgumentParser(prog=f"layerswap {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(rest)
+    try:
+        module.run(args)
+    except UserError as err:  # one clear line, no traceback, for bad input
+        print(f"layerswap {name}: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,34 @@
+"""Source fingerprints of package modules.
+
+Snakemake's `code` rerun trigger sees only a rule's own body, not the package code it calls. Each rule passes
+`code_hash(<modules it runs>)` as a param, so an edit to, say, the merge module reruns merges and what reads
+them, and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def module_files(name: str) -> list[Path]:
+    """Source files of `name`: a module (`sft`) or a subpackage (`merge`), relative to the package."""
+    path = PACKAGE_DIR / name.replace(".", "/")
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".py", ".yaml", ".json"})
+    file = path.with_suffix(".py")
+    if not file.is_file():
+        raise FileNotFoundError(f"no module layerswap.{name} at {file}")
+    return [file]
+
+
+def code_hash(*names: str) -> str:
+    """sha256 (first 16 hex digits) over the sources of the named modules, plus the shared CLI/errors modules."""
+    digest = hashlib.sha256()
+    for name in sorted(set(names) | {"cli", "errors"}):
+        for file in module_files(name):
+            digest.update(str(file.relative_to(PACKAGE_DIR)).encode())
+            digest.update(file.read_bytes())
+    return digest.hexdigest()[:16]
