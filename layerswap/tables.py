@@ -1,0 +1,754 @@
+"""`layerswap tables`: the paper's Tables 1, 2, 5 and 6 from selection and evaluation files only.
+
+Inputs (all through arguments, never the workflow config):
+  --selection-dir DIR   <DIR>/<expert_type>.json (math, each target language, joint_<lang>)
+  --evals-dir DIR       <DIR>/<model_id>/<benchmark>.json (docs/ARCHITECTURE.md, "Evaluation file")
+  --params-json JSON    {"languages", "mgsm_languages", "top_k", "best_of": {"soup", "swap", "ties"},
+                         "default_swap", "table2_language", "world": "toy"|"hf" ("paper" is an alias of
+                         "hf": real models, the paper's numbers shown beside ours), "language_names" (optional),
+                         "benchmarks" (optional, Table 5; default mgsm belebele flores mbpp mmlu)}
+  --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md};
+                        world "hf"/"paper" also: table{1,2,5,6}_paper_vs_ours.{csv,md}
+
+Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
+expert rank, j = math expert rank); merge/soupswap/<lang>/{langsoup,multisoup}.
+
+"Best config" of a merge group (soup / swap / ties): per pair (i, j), the config of params.best_of[group] whose
+merged model scores highest on MGSM in the target language (ties go to the earlier config in the list); the
+English and all-languages rows of Table 2 use the same winning model. Avg/min/max are then over the pairs.
+Tables 1, 2, 6 show MGSM in percent with one decimal, as the paper does; Table 5 keeps the paper's units
+(fractions with three decimals, FLORES BLEU with one).
+
+A cell whose evaluation file is missing, unreadable or skipped (where a score is needed) is an error naming the
+file, never a blank. Table 5 is the exception for skipped benchmarks (MBPP without opt-in), shown as "skipped".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from layerswap.errors import UserError
+
+TOY_LABEL = "TOY WORLD — synthetic languages"
+PAPER_RESULTS = Path(__file__).with_name("data") / "paper_results.yaml"
+BENCHMARKS = ("mgsm", "belebele", "flores", "mbpp", "mmlu")
+BENCH_LABELS = {
+    "mgsm": "MGSM (exact match)",
+    "belebele": "Belebele (accuracy)",
+    "flores": "FLORES (BLEU)",
+    "mbpp": "MBPP (pass@1)",
+    "mmlu": "MMLU (accuracy)",
+}
+GROUP_LABELS = {"soup": "model soup", "swap": "layer swap", "ties": "TIES-merging"}
+MISSING = "n/a"
+SKIPPED = "skipped"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# inputs
+
+
+@dataclass
+class Params:
+    languages: list[str]
+    mgsm_languages: list[str]
+    top_k: int
+    best_of: dict[str, list[str]]
+    default_swap: str
+    table2_language: str
+    world: str
+    language_names: dict[str, str] = field(default_factory=dict)
+    benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Params":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise UserError(f"--params-json: not valid JSON ({err.msg} at char {err.pos})") from None
+        if not isinstance(raw, dict):
+            raise UserError("--params-json: expected a JSON object")
+        for key in ("languages", "mgsm_languages", "top_k", "best_of", "default_swap", "table2_language", "world"):
+            if raw.get(key) in (None, "", []):
+                raise UserError(f"--params-json: missing key '{key}'")
+        for key in ("languages", "mgsm_languages"):
+            if not isinstance(raw[key], list) or not all(isinstance(x, str) for x in raw[key]):
+                raise UserError(f"--params-json: '{key}' must be a list of language codes")
+        if not isinstance(raw["top_k"], int) or isinstance(raw["top_k"], bool) or raw["top_k"] < 1:
+            raise UserError("--params-json: 'top_k' must be a positive integer")
+        best_of = raw["best_of"]
+        if not isinstance(best_of, dict):
+            raise UserError("--params-json: 'best_of' must map soup/swap/ties to lists of config names")
+        for group in ("soup", "swap", "ties"):
+            names = best_of.get(group)
+            if not names or not isinstance(names, list) or not all(isinstance(x, str) for x in names):
+                raise UserError(f"--params-json: 'best_of.{group}' must be a non-empty list of config names")
+        if raw["world"] not in ("toy", "hf", "paper"):
+            raise UserError(f"--params-json: 'world' must be 'toy' or 'hf' (alias 'paper'), not {raw['world']!r}")
+        if raw["table2_language"] not in raw["languages"]:
+            raise UserError(f"--params-json: 'table2_language' {raw['table2_language']!r} is not in 'languages'")
+        names = raw.get("language_names") or {}
+        if not isinstance(names, dict):
+            raise UserError("--params-json: 'language_names' must map language codes to names")
+        benchmarks = raw.get("benchmarks") or list(BENCHMARKS)
+        unknown = [b for b in benchmarks if b not in BENCHMARKS] if isinstance(benchmarks, list) else [benchmarks]
+        if unknown:
+            raise UserError(f"--params-json: 'benchmarks' has unknown entries {unknown}; known: {list(BENCHMARKS)}")
+        return cls(
+            languages=list(raw["languages"]),
+            mgsm_languages=list(raw["mgsm_languages"]),
+            top_k=raw["top_k"],
+            best_of={g: list(best_of[g]) for g in ("soup", "swap", "ties")},
+            default_swap=raw["default_swap"],
+            table2_language=raw["table2_language"],
+            world="toy" if raw["world"] == "toy" else "paper",
+            language_names={str(k): str(v) for k, v in names.items()},
+            benchmarks=list(benchmarks),
+        )
+
+
+class Evals:
+    """Evaluation files under one directory, loaded once each."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self._cache: dict[Path, dict] = {}
+
+    def path(self, model_id: str, bench: str) -> Path:
+        return self.root / model_id / f"{bench}.json"
+
+    def load(self, model_id: str, bench: str) -> dict:
+        path = self.path(model_id, bench)
+        if path not in self._cache:
+            if not path.is_file():
+                raise UserError(f"missing evaluation file {path}")
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError) as err:
+                raise UserError(f"{path}: not a readable JSON evaluation file ({err})") from None
+            if not isinstance(data, dict) or not isinstance(data.get("scores", {}), dict):
+                raise UserError(f"{path}: 'scores' must be an object keyed by language")
+            self._cache[path] = data
+        return self._cache[path]
+
+    def skipped(self, model_id: str, bench: str) -> str | None:
+        reason = self.load(model_id, bench).get("skipped")
+        return str(reason) if reason else None
+
+    def score(self, model_id: str, bench: str, key: str) -> float:
+        """One score; a missing file, a skipped benchmark or a missing key is an error naming the file."""
+        data = self.load(model_id, bench)
+        path = self.path(model_id, bench)
+        if data.get("skipped"):
+            raise UserError(f"{path}: benchmark skipped ({data['skipped']}), but a score for '{key}' is needed")
+        value = (data.get("scores") or {}).get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise UserError(f"{path}: no numeric score for '{key}' in 'scores'")
+        return float(value)
+
+    def maybe_score(self, model_id: str, bench: str, key: str) -> float | str:
+        """Like score(), but a skipped benchmark gives SKIPPED and a missing key MISSING (Table 5)."""
+        data = self.load(model_id, bench)
+        if data.get("skipped"):
+            return SKIPPED
+        value = (data.get("scores") or {}).get(key)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            return MISSING
+        return float(value)
+
+
+def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> list[str]:
+    """Model ids (ckpt/<run>/<checkpoint>) of the top-k selected experts, by rank."""
+    path = Path(selection_dir) / f"{expert_type}.json"
+    if not path.is_file():
+        raise UserError(f"missing selection file {path}")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a readable JSON selection file ({err})") from None
+    selected = data.get("selected") if isinstance(data, dict) else None
+    if not isinstance(selected, list):
+        raise UserError(f"{path}: 'selected' must be a list")
+    entries = []
+    for n, entry in enumerate(selected):
+        if not isinstance(entry, dict) or not entry.get("run") or not entry.get("checkpoint"):
+            raise UserError(f"{path}: selected[{n}] needs 'run' and 'checkpoint'")
+        entries.append(entry)
+    entries.sort(key=lambda e: e.get("rank", 10**9))
+    if len(entries) < top_k:
+        raise UserError(f"{path}: {len(entries)} selected experts, top_k is {top_k}")
+    return [f"ckpt/{e['run']}/{e['checkpoint']}" for e in entries[:top_k]]
+
+
+def load_paper_results(path: str | Path = PAPER_RESULTS) -> dict:
+    import yaml
+
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise UserError(f"{path}: cannot read the paper's numbers ({err})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping")
+    return data
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# numbers
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def pct(x: float) -> float:
+    return 100.0 * x
+
+
+@dataclass
+class Stats:
+    min: float
+    avg: float
+    max: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> "Stats":
+        return cls(min(values), mean(values), max(values))
+
+
+@dataclass
+class BestChoice:
+    language: str
+    group: str
+    pair: str
+    config: str
+    model_id: str
+    score: float  # MGSM in the target language, fraction
+    candidates: dict[str, float]
+
+
+class Workspace:
+    """Resolves the models of each table column and their MGSM scores."""
+
+    def __init__(self, selection_dir: str | Path, evals: Evals, params: Params):
+        self.selection_dir = Path(selection_dir)
+        self.evals = evals
+        self.p = params
+        self._experts: dict[str, list[str]] = {}
+
+    def experts(self, expert_type: str) -> list[str]:
+        if expert_type not in self._experts:
+            self._experts[expert_type] = load_selection(self.selection_dir, expert_type, self.p.top_k)
+        return self._experts[expert_type]
+
+    def pairs(self) -> list[str]:
+        k = self.p.top_k
+        return [f"l{i}m{j}" for i in range(1, k + 1) for j in range(1, k + 1)]
+
+    def merge_models(self, config: str, lang: str) -> list[str]:
+        return [f"merge/{config}/{lang}/{pair}" for pair in self.pairs()]
+
+    def mgsm(self, model_id: str, lang: str) -> float:
+        return self.evals.score(model_id, "mgsm", lang)
+
+    def mgsm_all(self, model_id: str) -> float:
+        return mean([self.mgsm(model_id, lang) for lang in self.p.mgsm_languages])
+
+    def best(self, group: str, lang: str) -> list[BestChoice]:
+        choices = []
+        for pair in self.pairs():
+            candidates = {
+                config: self.mgsm(f"merge/{config}/{lang}/{pair}", lang) for config in self.p.best_of[group]
+            }
+            winner = max(candidates, key=lambda c: candidates[c])  # first of equal maxima
+            choices.append(
+                BestChoice(lang, group, pair, winner, f"merge/{winner}/{lang}/{pair}", candidates[winner], candidates)
+            )
+        return choices
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# table objects and rendering
+
+
+Cell = float | str | None
+
+
+@dataclass
+class Table:
+    name: str
+    title: str
+    index: list[str]  # names of the label columns
+    rows: list[tuple[Any, tuple[str, ...]]]  # (row key, labels)
+    columns: list[tuple[str, str]]  # (column key, label)
+    cells: dict[tuple[Any, str], Cell]
+    fmt: Callable[[Any, float], str]
+    notes: list[str] = field(default_factory=list)
+    paper: dict[tuple[Any, str], float] = field(default_factory=dict)
+
+    def display(self, row: Any, col: str) -> str:
+        value = self.cells.get((row, col))
+        if value is None:
+            return ""
+        if isinstance(value, str):
+            return value
+        return self.fmt(row, value)
+
+    def frame(self, numeric: bool = True):
+        import pandas as pd
+
+        records = []
+        for row, labels in self.rows:
+            record = dict(zip(self.index, labels))
+            for col, label in self.columns:
+                value = self.cells.get((row, col))
+                if numeric and isinstance(value, float):
+                    record[label] = round(value, 6)
+                elif numeric:
+                    record[label] = value if value is not None else ""
+                else:
+                    record[label] = self.display(row, col)
+            records.append(record)
+        return pd.DataFrame.from_records(records, columns=self.index + [label for _, label in self.columns])
+
+    def markdown(self, paper: bool = False) -> str:
+        import pandas as pd
+
+        lines = [f"# {self.title}", ""]
+        if paper:
+            records = []
+            for row, labels in self.rows:
+                record = dict(zip(self.index, labels))
+                for col, label in self.columns:
+                    ours = self.display(row, col)
+                    ref = self.paper.get((row, col))
+                    record[label] = f"{ours} ({self.fmt(row, ref)})" if ref is not None else ours
+                records.append(record)
+            frame = pd.DataFrame.from_records(records, columns=self.index + [lab for _, lab in self.columns])
+            lines += ["Cells: ours (paper). The paper's numbers are Llama 3.1 8B, from "
+                      "layerswap/data/paper_results.yaml.", ""]
+        else:
+            frame = self.frame(numeric=False)
+        lines.append(self._md(frame))
+        if self.notes:
+            lines += [""] + [f"- {note}" for note in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def latex(self) -> str:
+        frame = self.frame(numeric=False)
+        cols = list(frame.columns)
+        spec = "l" * len(self.index) + "r" * (len(cols) - len(self.index))
+        out = [
+            "% " + _latex_escape(self.title),
+            "\\begin{tabular}{" + spec + "}",
+            "\\toprule",
+            " & ".join(_latex_escape(c) for c in cols) + " \\\\",
+            "\\midrule",
+        ]
+        for _, rec in frame.iterrows():
+            out.append(" & ".join(_latex_escape(str(rec[c])) for c in cols) + " \\\\")
+        out += ["\\bottomrule", "\\end{tabular}"]
+        return "\n".join(out) + "\n"
+
+    def paper_frame(self, formatted: bool = False):
+        """Long format: one record per cell with ours and/or the paper's number (and ours - paper)."""
+        import pandas as pd
+
+        records = []
+        for row, labels in self.rows:
+            for col, label in self.columns:
+                ours = self.cells.get((row, col))
+                ref = self.paper.get((row, col))
+                if ref is None and not isinstance(ours, float):
+                    continue
+                record = dict(zip(self.index, labels))
+                ours_num = ours if isinstance(ours, float) else None
+                diff = ours_num - ref if ours_num is not None and ref is not None else None
+                if formatted:
+                    record.update(
+                        column=label,
+                        ours=self.display(row, col),
+                        paper=self.fmt(row, ref) if ref is not None else "",
+                        diff=f"{diff:+.{self._decimals(row)}f}" if diff is not None else "",
+                    )
+                else:
+                    record.update(
+                        column=label,
+                        ours=round(ours_num, 6) if ours_num is not None else (ours or ""),
+                        paper=ref if ref is not None else "",
+                        diff=round(diff, 6) if diff is not None else "",
+                    )
+                records.append(record)
+        return pd.DataFrame.from_records(records, columns=self.index + ["column", "ours", "paper", "diff"])
+
+    def _md(self, frame, labels: int | None = None) -> str:
+        labels = len(self.index) if labels is None else labels
+        align = ["left"] * labels + ["right"] * (len(frame.columns) - labels)
+        return frame.to_markdown(index=False, disable_numparse=True, colalign=align)
+
+    def _decimals(self, row: Any) -> int:
+        text = self.fmt(row, 0.0)
+        return len(text.split(".", 1)[1]) if "." in text else 0
+
+    def write(self, out_dir: Path, world: str) -> list[Path]:
+        written = [out_dir / f"{self.name}.csv", out_dir / f"{self.name}.md", out_dir / f"{self.name}.tex"]
+        self.frame(numeric=True).to_csv(written[0], index=False)
+        written[1].write_text(self.markdown(paper=world == "paper"))
+        written[2].write_text(self.latex())
+        if world == "paper":
+            extra = [out_dir / f"{self.name}_paper_vs_ours.csv", out_dir / f"{self.name}_paper_vs_ours.md"]
+            self.paper_frame().to_csv(extra[0], index=False)
+            frame = self.paper_frame(formatted=True)
+            extra[1].write_text(
+                f"# {self.title}: paper vs ours\n\n" + self._md(frame, labels=len(self.index) + 1) + "\n"
+            )
+            written += extra
+        return written
+
+
+def _latex_escape(text: str) -> str:
+    repl = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+            "→": r"$\rightarrow$", "—": "---", "×": r"$\times$"}
+    return "".join(repl.get(ch, ch) for ch in text)
+
+
+def fmt_pct(_row: Any, value: float) -> str:
+    return f"{value:.1f}"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the tables
+
+
+class Builder:
+    def __init__(self, ws: Workspace, paper: dict | None):
+        self.ws = ws
+        self.p = ws.p
+        self.paper = paper or {}
+        self.best_cache: dict[tuple[str, str], list[BestChoice]] = {}
+        self._aliases = {}
+        for code, info in (self.paper.get("languages") or {}).items():
+            self._aliases[code] = code
+            for alias in (info or {}).get("aliases") or []:
+                self._aliases[alias] = code
+
+    # names ---------------------------------------------------------------------------------------------------
+    def paper_code(self, lang: str) -> str | None:
+        return self._aliases.get(lang)
+
+    def name(self, lang: str) -> str:
+        if lang in self.p.language_names:
+            return self.p.language_names[lang]
+        if lang == "en":
+            return "English"
+        code = self.paper_code(lang)
+        if self.p.world == "paper" and code:
+            return self.paper["languages"][code].get("name", lang)
+        return lang
+
+    def title(self, text: str) -> str:
+        return f"{text} — {TOY_LABEL}" if self.p.world == "toy" else text
+
+    def best(self, group: str, lang: str) -> list[BestChoice]:
+        if (group, lang) not in self.best_cache:
+            self.best_cache[(group, lang)] = self.ws.best(group, lang)
+        return self.best_cache[(group, lang)]
+
+    # Table 1 --------------------------------------------------------------------------------------------------
+    T1_COLUMNS = [
+        ("base", "base model"),
+        ("language_expert", "language expert (top {k} training runs)"),
+        ("math_expert", "math expert (top {k} training runs)"),
+        ("soup_best", "model soup (best config, {n} pairs)"),
+        ("swap_default", "layer swap (default config, {n} pairs)"),
+        ("swap_best", "layer swap (best config, {n} pairs)"),
+    ]
+
+    def _columns(self, spec: list[tuple[str, str]], **extra: str) -> list[tuple[str, str]]:
+        k = self.p.top_k
+        return [(key, label.format(k=k, n=k * k, **extra)) for key, label in spec]
+
+    def mgsm_stats(self, models: list[str], lang: str) -> Stats:
+        return Stats.of([pct(self.ws.mgsm(m, lang)) for m in models])
+
+    def column_models(self, col: str, lang: str) -> list[str]:
+        ws, p = self.ws, self.p
+        if col == "base":
+            return ["base"]
+        if col == "language_expert":
+            return ws.experts(lang)
+        if col == "math_expert":
+            return ws.experts("math")
+        if col == "joint_sft":
+            return ws.experts(f"joint_{lang}")
+        if col == "swap_default":
+            return ws.merge_models(p.default_swap, lang)
+        group = {"soup_best": "soup", "swap_best": "swap", "ties_best": "ties"}[col]
+        return [c.model_id for c in self.best(group, lang)]
+
+    def table1(self) -> Table:
+        cols = self._columns(self.T1_COLUMNS)
+        rows, cells, paper = [], {}, {}
+        for lang in self.p.languages:
+            stats = {col: self.mgsm_stats(self.column_models(col, lang), lang) for col, _ in cols}
+            for stat in ("avg", "max"):
+                key = (lang, stat)
+                rows.append((key, (f"{self.name(lang)} {stat}",)))
+                for col, _ in cols:
+                    cells[(key, col)] = getattr(stats[col], stat)
+                    ref = self._paper_get("table1", self.paper_code(lang), stat, col)
+                    if ref is not None:
+                        paper[(key, col)] = ref
+        k = self.p.top_k
+        notes = [
+            f"MGSM exact match (%) in the target language. Experts: the top {k} selected checkpoints; merges: the "
+            f"{k}x{k} pairs (language expert rank x math expert rank).",
+            f"Default layer-swap config: {self.p.default_swap}. Best config = per pair, the best on target-language "
+            f"MGSM among soup {self.p.best_of['soup']} / swap {self.p.best_of['swap']}; winners in "
+            "table1_best_configs.csv.",
+        ]
+        return Table("table1", self.title("Table 1: MGSM results of layer swapping"), ["Setting"], rows, cols,
+                     cells, fmt_pct, notes, paper)
+
+    # Table 2 --------------------------------------------------------------------------------------------------
+    def table2(self) -> Table:
+        lang = self.p.table2_language
+        spec = [
+            ("base", "base model"),
+            ("language_expert", "{lang} expert (top {k} training runs)"),
+            ("math_expert", "math expert (top {k} training runs)"),
+            ("joint_sft", "{lang} & math joint SFT (top {k} training runs)"),
+            ("soup_best", "model soup (best config, {n} pairs)"),
+            ("ties_best", "TIES-merging (best config, {n} pairs)"),
+            ("swap_default", "layer swap (default config, {n} pairs)"),
+            ("swap_best", "layer swap (best config, {n} pairs)"),
+        ]
+        cols = self._columns(spec, lang=self.name(lang))
+        name = self.name(lang)
+        row_spec = [("min", f"{name} min"), ("avg", f"{name} avg"), ("max", f"{name} max"),
+                    ("en_avg", "English avg"), ("all_avg", "All langs avg")]
+        paper_lang = (self.paper.get("table2") or {}).get("language")
+        use_paper = paper_lang is not None and self.paper_code(lang) == paper_lang
+        cells, paper = {}, {}
+        for col, _ in cols:
+            models = self.column_models(col, lang)
+            target = self.mgsm_stats(models, lang)
+            values = {
+                "min": target.min, "avg": target.avg, "max": target.max,
+                "en_avg": mean([pct(self.ws.mgsm(m, "en")) for m in models]),
+                "all_avg": mean([pct(self.ws.mgsm_all(m)) for m in models]),
+            }
+            for row, _ in row_spec:
+                cells[(row, col)] = values[row]
+                if use_paper:
+                    ref = self._paper_get("table2", "rows", row, col)
+                    if ref is not None:
+                        paper[(row, col)] = ref
+        rows = [(key, (label,)) for key, label in row_spec]
+        notes = [
+            f"MGSM exact match (%). 'All langs avg' = mean over {', '.join(self.p.mgsm_languages)}.",
+            f"Best config = per pair, the best on {name} MGSM among soup {self.p.best_of['soup']} / TIES "
+            f"{self.p.best_of['ties']} / swap {self.p.best_of['swap']}; the English and all-languages rows use the "
+            "same winning models; winners in table2_best_configs.csv.",
+            f"Joint SFT: the top {self.p.top_k} checkpoints of selection joint_{lang}.",
+        ]
+        if self.p.world == "paper" and paper:
+            notes.append("The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "
+                         "('all 9 languages', Table 2 caption).")
+        return Table("table2", self.title(f"Table 2: MGSM results of layer swapping for {name}"), ["Setting"],
+                     rows, cols, cells, fmt_pct, notes, paper)
+
+    # Table 5 --------------------------------------------------------------------------------------------------
+    def table5_rows(self) -> list[tuple[str, str]]:
+        langs = self.p.languages
+        mgsm = ["en"] + [l for l in langs if l != "en"]
+        rows = [("mgsm", l) for l in mgsm] + [("mgsm", "avg")]
+        rows += [("belebele", l) for l in mgsm]
+        for l in langs:
+            rows += [("flores", f"en-{l}"), ("flores", f"{l}-en")]
+        rows += [("mbpp", l) for l in langs]
+        rows += [("mmlu", l) for l in langs]
+        return rows
+
+    def table5(self) -> Table:
+        ws = self.ws
+        cols = [("base", "base model"), ("math", "math experts")]
+        cols += [(lang, f"{self.name(lang)} experts") for lang in self.p.languages]
+        models = {"base": ["base"], "math": ws.experts("math")}
+        models.update({lang: ws.experts(lang) for lang in self.p.languages})
+        cells, paper, rows = {}, {}, []
+        for bench, key in self.table5_rows():
+            if bench not in self.p.benchmarks:
+                continue
+            row = (bench, key)
+            for col, _ in cols:
+                if key == "avg":
+                    per_model = []
+                    for m in models[col]:
+                        vals = [ws.evals.maybe_score(m, bench, l) for l in self.p.mgsm_languages]
+                        if SKIPPED in vals:
+                            per_model.append(SKIPPED)
+                        elif MISSING in vals:
+                            per_model.append(MISSING)
+                        else:
+                            per_model.append(mean(vals))
+                else:
+                    per_model = [ws.evals.maybe_score(m, bench, key) for m in models[col]]
+                if SKIPPED in per_model:
+                    cells[(row, col)] = SKIPPED
+                elif MISSING in per_model:
+                    cells[(row, col)] = MISSING
+                else:
+                    cells[(row, col)] = mean(per_model)
+                ref = self._paper_table5(bench, key, col)
+                if ref is not None:
+                    paper[(row, col)] = ref
+            if all(cells[(row, col)] == MISSING for col, _ in cols):
+                for col, _ in cols:
+                    del cells[(row, col)]
+                    paper.pop((row, col), None)
+                continue
+            if key == "avg":
+                label = f"{len(self.p.mgsm_languages)}-lang avg"
+            elif "-" in key:
+                src, tgt = key.split("-", 1)
+                label = f"{self.name(src)} → {self.name(tgt)}"
+            else:
+                label = self.name(key)
+            rows.append((row, (BENCH_LABELS[bench], label)))
+        notes = [
+            f"Each expert column is the average over the top {self.p.top_k} selected checkpoints of that expert type.",
+            "Accuracy / exact match / pass@1 as fractions, FLORES as BLEU (0-100); 'skipped' = benchmark not run "
+            "(see the evaluation file's 'skipped' reason); 'n/a' = no score for that language in the file.",
+            f"'{len(self.p.mgsm_languages)}-lang avg' = mean over {', '.join(self.p.mgsm_languages)}.",
+        ]
+
+        if self.p.world == "paper":
+            notes.append("The paper's MGSM avg (beside ours) is its 10-language average (English, German, French, "
+                         "Chinese, Russian, Spanish, Japanese, Bengali, Swahili, Telugu).")
+
+        def fmt(row: Any, value: float) -> str:
+            return f"{value:.1f}" if row[0] == "flores" else f"{value:.3f}"
+
+        return Table("table5", self.title("Table 5: results of each set of experts"), ["Task", "Language"], rows,
+                     cols, cells, fmt, notes, paper)
+
+    def _paper_table5(self, bench: str, key: str, col: str) -> float | None:
+        if key == "avg":
+            pkey = "avg"
+        elif "-" in key:
+            src, tgt = key.split("-", 1)
+            a, b = self.paper_code(src), self.paper_code(tgt)
+            pkey = f"{a}-{b}" if a and b else None
+        else:
+            pkey = self.paper_code(key)
+        pcol = col if col in ("base", "math") else self.paper_code(col)
+        if pkey is None or pcol is None:
+            return None
+        return self._paper_get("table5", bench, pkey, pcol)
+
+    # Table 6 --------------------------------------------------------------------------------------------------
+    def table6(self) -> Table:
+        k = self.p.top_k
+        cols = [
+            ("soup_pairwise", f"model soup, pairwise (best config, avg of {k * k} pairs)"),
+            ("swap_pairwise", f"layer swap, pairwise (default config, avg of {k * k} pairs)"),
+            ("swap_langsoup", "layer swap, language soup w/ math soup (1 version)"),
+            ("swap_multisoup", "layer swap, multilingual soup w/ math soup (1 version)"),
+        ]
+        cells, paper, rows = {}, {}, []
+        for lang in self.p.languages:
+            values = {
+                "soup_pairwise": self.mgsm_stats(self.column_models("soup_best", lang), lang).avg,
+                "swap_pairwise": self.mgsm_stats(self.column_models("swap_default", lang), lang).avg,
+                "swap_langsoup": pct(self.ws.mgsm(f"merge/soupswap/{lang}/langsoup", lang)),
+                "swap_multisoup": pct(self.ws.mgsm(f"merge/soupswap/{lang}/multisoup", lang)),
+            }
+            rows.append((lang, (self.name(lang),)))
+            for col, _ in cols:
+                cells[(lang, col)] = values[col]
+                ref = self._paper_get("table6", self.paper_code(lang), col)
+                if ref is not None:
+                    paper[(lang, col)] = ref
+        notes = [
+            "MGSM exact match (%) in the target language. Language soup: uniform soup of the language's top "
+            f"{k} experts; multilingual soup: uniform soup of all language experts; each swapped with the math soup.",
+        ]
+        return Table("table6", self.title("Table 6: layer swapping combined with model souping"), ["Setting"],
+                     rows, cols, cells, fmt_pct, notes, paper)
+
+    # helpers --------------------------------------------------------------------------------------------------
+    def _paper_get(self, *keys: Any) -> float | None:
+        node: Any = self.paper
+        for key in keys:
+            if key is None or not isinstance(node, dict) or key not in node:
+                return None
+            node = node[key]
+        return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+    def best_configs(self, groups: list[str], langs: list[str], name: str) -> Table:
+        rows, cells = [], {}
+        cols = [("config", "winning config"), ("score", "MGSM target (%)"), ("candidates", "candidates (%)")]
+        for lang in langs:
+            for group in groups:
+                for choice in self.best(group, lang):
+                    key = (lang, group, choice.pair)
+                    rows.append((key, (lang, GROUP_LABELS[group], choice.pair)))
+                    cells[(key, "config")] = choice.config
+                    cells[(key, "score")] = pct(choice.score)
+                    cells[(key, "candidates")] = "; ".join(
+                        f"{c}={pct(v):.1f}" for c, v in choice.candidates.items()
+                    )
+        return Table(name, self.title(f"Table {name[len('table')]}: best config per pair"),
+                     ["language", "method", "pair"], rows, cols, cells, fmt_pct,
+                     ["pair l<i>m<j>: language expert rank i, math expert rank j."])
+
+
+def build_tables(selection_dir: str | Path, evals_dir: str | Path, params: Params,
+                 paper_results: str | Path | None = None) -> dict[str, Table]:
+    """All tables, keyed by file stem. Raises UserError on any missing input."""
+    paper = load_paper_results(paper_results or PAPER_RESULTS) if params.world == "paper" else None
+    builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), paper)
+    tables = {
+        "table1": builder.table1(),
+        "table2": builder.table2(),
+        "table5": builder.table5(),
+        "table6": builder.table6(),
+    }
+    tables["table1_best_configs"] = builder.best_configs(["soup", "swap"], params.languages, "table1_best_configs")
+    tables["table2_best_configs"] = builder.best_configs(
+        ["soup", "ties", "swap"], [params.table2_language], "table2_best_configs"
+    )
+    return tables
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--selection-dir", required=True, help="directory of <expert_type>.json selection files")
+    parser.add_argument("--evals-dir", required=True, help="directory of <model_id>/<benchmark>.json evaluations")
+    parser.add_argument("--params-json", required=True, help="JSON object of table parameters (see module doc)")
+    parser.add_argument("--out-dir", required=True, help="where table{1,2,5,6}.{csv,md,tex} are written")
+    parser.add_argument("--paper-results", default=None,
+                        help="YAML of the paper's numbers (default: layerswap/data/paper_results.yaml)")
+
+
+def run(args: argparse.Namespace) -> None:
+    params = Params.from_json(args.params_json)
+    tables = build_tables(args.selection_dir, args.evals_dir, params, args.paper_results)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for name, table in tables.items():
+        if name.endswith("_best_configs"):
+            table.frame(numeric=True).to_csv(out_dir / f"{name}.csv", index=False)
+            (out_dir / f"{name}.md").write_text(table.markdown())
+        else:
+            table.write(out_dir, params.world)
