@@ -1,0 +1,27 @@
+# layerswap: Layer Swapping for Zero-Shot Cross-Lingual Transfer in LLMs, end to end.
+# data -> base -> experts -> selection -> merge recipes -> evaluations -> tables/figures -> report
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/train.smk"
+include: "rules/select.smk"
+include: "rules/merge.smk"
+include: "rules/evaluate.smk"
+include: "rules/analysis.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        tables=TABLES,
+        heatmap=f"{R}/figures/param_change.svg",

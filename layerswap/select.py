@@ -1,0 +1,90 @@
+"""Top-k checkpoint selection per expert type (paper section 3.1), with a per-run cap for diversity.
+
+Math experts are ranked by MGSM English plus the MGSM average over languages; language experts by Belebele plus
+FLORES in their language; joint runs by MGSM in the target language plus English. Weights come from config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from statistics import mean
+
+from layerswap.errors import UserError
+
+
+def _scores(index: dict, ckpt_id: str, benchmark: str, index_path: Path) -> dict[str, float]:
+    try:
+        path = index["files"][ckpt_id][benchmark]
+    except KeyError:
+        raise UserError(f"{index_path}: no '{benchmark}' evaluation for {ckpt_id}") from None
+    return json.loads(Path(path).read_text())["scores"]
+
+
+def metrics_of(kind: str, lang: str | None, get, mgsm_languages: list[str]) -> dict[str, float]:
+    """Selection metrics of one checkpoint; `get(benchmark)` returns that benchmark's scores dict."""
+    if kind == "math":
+        mgsm = get("mgsm")
+        return {"mgsm_en": mgsm["en"], "mgsm_avg": mean(mgsm[l] for l in mgsm_languages)}
+    if kind == "joint":
+        mgsm = get("mgsm")
+        return {"mgsm_target": mgsm[lang], "mgsm_en": mgsm["en"]}
+    flores = get("flores")
+    return {"belebele": get("belebele")[lang], "flores_from_en": flores[f"en-{lang}"],
+            "flores_to_en": flores[f"{lang}-en"]}
+
+
+def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weights: dict[str, float],
+           top_k: int, max_per_run: int, mgsm_languages: list[str]) -> dict:
+    candidates = []
+    for index_path in indexes:
+        index = json.loads(Path(index_path).read_text())
+        for ckpt in index["checkpoints"]:
+            cid = ckpt["model_id"]
+            metrics = metrics_of(kind, lang, lambda b: _scores(index, cid, b, index_path), mgsm_languages)
+            unknown = set(weights) - set(metrics)
+            if unknown:
+                raise UserError(f"selection weights for '{kind}': unknown metric {sorted(unknown)[0]!r}; "
+                                f"allowed: {', '.join(metrics)}")
+            score = sum(w * metrics[m] for m, w in weights.items())
+            candidates.append({"run": index["run"], "checkpoint": ckpt["name"], "path": ckpt["path"],
+                               "model_id": cid, "score": round(score, 6), "metrics": metrics})
+    # Highest score first; ties broken by run then checkpoint name, so the choice is deterministic.
+    candidates.sort(key=lambda c: (-c["score"], c["run"], c["checkpoint"]))
+    per_run: dict[str, int] = {}
+    selected = []
+    for c in candidates:
+        if len(selected) == top_k:
+            c["status"] = "below top-k"
+        elif per_run.get(c["run"], 0) >= max_per_run:
+            c["status"] = "run cap"
+        else:
+            per_run[c["run"]] = per_run.get(c["run"], 0) + 1
+            c["status"] = "selected"
+            selected.append({**c, "rank": len(selected) + 1})
+    if len(selected) < top_k:
+        raise UserError(f"expert '{expert}': only {len(selected)} checkpoints selectable for top_k={top_k} "
+                        f"(max_per_run={max_per_run}, {len(candidates)} candidates)")
+    return {"expert_type": expert, "kind": kind, "top_k": top_k, "max_per_run": max_per_run, "weights": weights,
+            "selected": selected, "candidates": candidates}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--index", nargs="+", required=True, type=Path, help="evaluation index files of the runs")
+    parser.add_argument("--expert", required=True)
+    parser.add_argument("--params-json", required=True,
+                        help="kind, lang, weights, top_k, max_per_run, mgsm_languages")
+    parser.add_argument("--out", required=True, type=Path)
+
+
+def run(args: argparse.Namespace) -> None:
+    p = json.loads(args.params_json)
+    result = select(args.index, args.expert, p["kind"], p.get("lang"), p["weights"], p["top_k"], p["max_per_run"],
+                    p["mgsm_languages"])
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
+    tmp.replace(args.out)
+    for s in result["selected"]:
+        print(f"{args.expert} #{s['rank']}: {s['run']}/{s['checkpoint']} score={s['score']}")

@@ -1,0 +1,367 @@
+"""The toy world: synthetic languages and datasets in the real datasets' schemas.
+
+Every toy language is a relexified English with its own vocabulary (invented words from its own syllables),
+its own word order (svo, sov or vso) and no articles, so language skill has to be learned. Names, digits and
+arithmetic symbols are shared across languages, as Arabic numerals are in MGSM. Toy languages are named
+`toy_<code>` and are stand-ins, never the real languages.
+
+Hand-written on purpose: no library generates parallel synthetic languages with controllable grammar.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from layerswap.errors import UserError
+
+NAMES = ["tom", "mia", "sam", "ana", "leo", "eva", "max", "zoe", "ben", "ivy", "noa", "kai"]
+OBJECTS = ["apples", "pens", "books", "cups", "balls", "coins", "cards", "eggs", "hats", "keys"]
+ANIMALS = ["cat", "dog", "bird", "fish", "horse", "cow", "duck", "frog"]
+COLORS = ["red", "blue", "green", "yellow", "black", "white"]
+PLACES = ["park", "school", "house", "shop", "farm", "river", "city", "garden"]
+FOODS = ["bread", "rice", "corn", "grass", "seeds", "milk", "meat", "fruit"]
+GAIN = {"buys": "buys", "finds": "finds", "gets": "gets"}
+LOSS = {"gives": "gives away", "loses": "loses", "sells": "sells"}
+FUNCTION_WORDS = [
+    "has", "have", "buys", "finds", "gets", "gives", "away", "loses", "sells", "more", "then", "how", "many",
+    "does", "now", "the", "a", "answer", "is", "what", "where", "who", "lives", "live", "in", "likes", "like",
+    "animal", "color", "eats", "eat", "food", "translate", "to", "write", "function", "that", "returns", "plus",
+    "minus", "times", "x", "and", "sees", "big", "small", "day", "every", "goes", "with", "friend", "of", "at", "hat",
+]
+ARTICLES = {"the", "a", "does"}  # dropped in every toy language
+SHARED = ["+", "-", "*", "=", ".", ",", "?", ":", "(", ")", "==", "def", "f", "return", "assert"]
+SHARED += [str(n) for n in range(0, 100)]
+ENGLISH_WORDS = NAMES + OBJECTS + ANIMALS + COLORS + PLACES + FOODS + FUNCTION_WORDS
+
+SYLLABLES = {
+    "svo": ["ka", "mi", "zu", "ta", "ne", "lo", "ri", "sa", "vu", "de", "po", "hi"],
+    "sov": ["tel", "ru", "va", "nga", "di", "kon", "pa", "li", "mu", "se", "tho", "ri"],
+    "vso": ["ko", "shi", "na", "ya", "to", "mo", "ki", "su", "ha", "ne", "ro", "wa"],
+}
+
+
+@dataclass(frozen=True)
+class Language:
+    """One language: code, word order and lexicon (English word -> word in this language)."""
+
+    code: str
+    order: str
+    lexicon: dict[str, str]
+
+    def words(self, tokens: list[str]) -> list[str]:
+        if self.code == "en":
+            return tokens
+        return [self.lexicon.get(t, t) for t in tokens if t not in ARTICLES]
+
+    def clause(self, s: list[str], v: list[str], o: list[str], x: list[str] = []) -> str:
+        """Linearise a clause (subject, verb, object, extra) in this language's word order, ending with '.'."""
+        parts = {"svo": (s, v, o, x), "sov": (s, o, x, v), "vso": (v, s, o, x)}[self.order]
+        return " ".join(self.words([t for p in parts for t in p]) + ["."])
+
+    def question(self, wh: list[str], s: list[str], v: list[str]) -> str:
+        """A wh-question: English 'wh does s v ?', toy: s wh v (sov), v s wh (vso), wh s v (svo)."""
+        if self.code == "en":
+            return " ".join(wh + ["does"] + s + v + ["?"])
+        parts = {"svo": (wh, s, v), "sov": (s, wh, v), "vso": (v, s, wh)}[self.order]
+        return " ".join(self.words([t for p in parts for t in p]) + ["?"])
+
+    def text(self, english: str) -> str:
+        """Relexify a fixed English phrase (no reordering)."""
+        return " ".join(self.words(english.split()))
+
+
+def make_language(code: str, order: str, seed: int) -> Language:
+    """A toy language with invented words of 2-3 syllables, unique within the language."""
+    if order not in SYLLABLES:
+        raise UserError(f"toy language '{code}': unknown word_order '{order}'; allowed: {', '.join(SYLLABLES)}")
+    rng = random.Random(f"{seed}-{code}")
+    syllables = SYLLABLES[order]
+    used: set[str] = set(ENGLISH_WORDS) | set(SHARED)
+    lexicon: dict[str, str] = {}
+    for word in ENGLISH_WORDS:
+        if word in NAMES or word in ARTICLES:
+            continue
+        while True:
+            candidate = "".join(rng.choice(syllables) for _ in range(rng.choice([2, 3])))
+            if candidate not in used:
+                break
+        used.add(candidate)
+        lexicon[word] = candidate
+    return Language(code, order, lexicon)
+
+
+def english() -> Language:
+    return Language("en", "svo", {})
+
+
+def vocabulary(languages: list[Language]) -> list[str]:
+    """Every word any generated text can contain, in a fixed order."""
+    words = list(dict.fromkeys(ENGLISH_WORDS + SHARED))
+    for lang in languages:
+        words += [w for w in lang.lexicon.values() if w not in words]
+    return words + ["\n", "Q:", "A:", "en"] + [lang.code for lang in languages]
+
+
+class World:
+    """Fixed facts of the toy world (where animals live, what they eat) and sentence generators."""
+
+    def __init__(self, seed: int, languages: list[Language]):
+        self.rng = random.Random(seed)
+        self.languages = languages
+        self.home = dict(zip(ANIMALS, self.rng.sample(PLACES, len(ANIMALS))))
+        self.food = dict(zip(ANIMALS, self.rng.sample(FOODS, len(ANIMALS))))
+
+    # ---- math -------------------------------------------------------------------------------------------
+    def math_problem(self, rng: random.Random, steps: int) -> dict:
+        name, obj = rng.choice(NAMES), rng.choice(OBJECTS)
+        total = rng.randint(2, 9)
+        story = [("has", [str(total)])]
+        equations = []
+        for _ in range(steps):
+            if (rng.random() < 0.5 or total < 3) and total < 15:
+                verb, n = rng.choice(list(GAIN)), rng.randint(1, 5)
+                equations.append((total, "+", n, total + n))
+                total += n
+                story.append((verb, [str(n), "more"]))
+            else:
+                verb, n = rng.choice(list(LOSS)), rng.randint(1, total - 1)
+                equations.append((total, "-", n, total - n))
+                total -= n
+                story.append((verb, [str(n)]))
+        return {"name": name, "obj": obj, "story": story, "equations": equations, "answer": total}
+
+    def render_math(self, p: dict, lang: Language) -> tuple[str, str]:
+        sentences = []
+        for i, (verb, amount) in enumerate(p["story"]):
+            v = LOSS.get(verb, GAIN.get(verb, verb)).split()
+            x = ["then"] if i > 1 else []
+            sentences.append(lang.clause([p["name"]], v, amount + [p["obj"]], x))
+        question = lang.question(["how", "many", p["obj"]], [p["name"]], ["have", "now"])
+        work = " . ".join(f"{a} {op} {b} = {c}" for a, op, b, c in p["equations"])
+        solution = f"{work} . {lang.text('the answer is')} {p['answer']}"
+        return " ".join(sentences + [question]), solution
+
+    # ---- reading comprehension and facts ------------------------------------------------------------------
+    def fact(self, rng: random.Random) -> tuple[list[str], list[str], list[str], list[str], str, str]:
+        """A random fact about a person: (s, v, o, x, question kind, answer word)."""
+        name = rng.choice(NAMES)
+        kind = rng.choice(["animal", "place", "likes", "color"])
+        if kind == "animal":
+            animal = rng.choice(ANIMALS)
+            return [name], ["has"], ["a", animal], [], "animal", animal
+        if kind == "place":
+            place = rng.choice(PLACES)
+            return [name], ["lives"], [], ["in", "the", place], "place", place
+        if kind == "likes":
+            obj = rng.choice(OBJECTS)
+            return [name], ["likes"], [obj], [], "likes", obj
+        color = rng.choice(COLORS)
+        return [name], ["has"], ["a", color, "hat"], [], "color", color
+
+    def comprehension(self, rng: random.Random, lang: Language, n_facts: int = 3) -> dict:
+        facts, names = [], set()
+        while len(facts) < n_facts:
+            f = self.fact(rng)
+            if f[0][0] not in names:
+                names.add(f[0][0])
+                facts.append(f)
+        s, _, _, _, kind, answer = rng.choice(facts)
+        wh, verb = {
+            "animal": (["what", "animal"], ["have"]), "place": (["where"], ["live"]),
+            "likes": (["what"], ["like"]), "color": (["what", "color", "hat"], ["have"]),
+        }[kind]
+        pool = {"animal": ANIMALS, "place": PLACES, "likes": OBJECTS, "color": COLORS}[kind]
+        distractors = rng.sample([w for w in pool if w != answer], 3)
+        passage = " ".join(lang.clause(fs, fv, fo, fx) for fs, fv, fo, fx, _, _ in facts)
+        return {"passage": passage, "question": lang.question(wh, s, verb),
+                "answer": lang.text(answer), "options": [lang.text(w) for w in distractors], "kind": kind}
+
+    def world_fact(self, rng: random.Random, lang: Language) -> dict:
+        animal = rng.choice(ANIMALS)
+        if rng.random() < 0.5:
+            statement = lang.clause(["the", animal], ["lives"], [], ["in", "the", self.home[animal]])
+            question = lang.question(["where"], ["the", animal], ["live"])
+            return {"statement": statement, "question": question, "answer": lang.text(self.home[animal]),
+                    "pool": [lang.text(p) for p in PLACES if p != self.home[animal]], "subject": "toy_geography"}
+        statement = lang.clause(["the", animal], ["eats"], [self.food[animal]])
+        question = lang.question(["what", "food"], ["the", animal], ["eat"])
+        return {"statement": statement, "question": question, "answer": lang.text(self.food[animal]),
+                "pool": [lang.text(f) for f in FOODS if f != self.food[animal]], "subject": "toy_biology"}
+
+    def story(self, rng: random.Random, lang: Language, n: int = 4) -> str:
+        sentences = []
+        for _ in range(n):
+            s, v, o, x, _, _ = self.fact(rng)
+            if rng.random() < 0.3:
+                sentences.append(self.world_fact(rng, lang)["statement"])
+            else:
+                sentences.append(lang.clause(s, v, o, x))
+        return " ".join(sentences)
+
+    def code_task(self, rng: random.Random, lang: Language) -> dict:
+        op, word = rng.choice([("+", "plus"), ("-", "minus"), ("*", "times")])
+        k = rng.randint(1, 9)
+        text = lang.text(f"write a function that returns x {word}") + f" {k}"
+        code = f"def f ( x ) : return x {op} {k}"
+        tests = [f"assert f ( {x} ) == {eval(f'{x} {op} {k}')}" for x in rng.sample(range(1, 20), 3)]
+        return {"text": text, "code": code, "tests": tests}
+
+
+# ---- writers in the real datasets' schemas ----------------------------------------------------------------
+
+
+def _write_jsonl(path: Path, rows: Iterator[dict] | list[dict]) -> int:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    n = 0
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    tmp.replace(path)
+    return n
+
+
+def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int]) -> None:
+    """Write pretraining corpus, SFT sources and evaluation sets for English and every toy language."""
+    langs = [make_language(code, spec["word_order"], seed) for code, spec in languages.items()]
+    en = english()
+    world = World(seed, langs)
+    rng = random.Random(seed + 1)
+    every = [en] + langs
+
+    # Pretraining corpus: English-heavy (like Llama), a little of each toy language, some parallel text.
+    docs: list[str] = []
+    for _ in range(sizes["pretrain_docs"]):
+        r = rng.random()
+        lang = en if r < 0.62 else rng.choice(langs)
+        kind = rng.random()
+        if lang is en and kind < 0.12:
+            q, a = world.render_math(world.math_problem(rng, steps=1), en)
+            docs.append(f"Q: {q}\nA: {a}")
+        elif lang is en and kind < 0.24:
+            c = world.comprehension(rng, en)
+            docs.append(f"Q: {c['passage']} {c['question']}\nA: {c['answer']}")
+        elif lang is en and kind < 0.30:
+            t = world.code_task(rng, en)
+            docs.append(f"Q: {t['text']}\nA: {t['code']}")
+        elif lang is not en and kind < 0.06:
+            q, a = world.render_math(world.math_problem(rng, steps=1), lang)
+            docs.append(f"Q: {q}\nA: {a}")
+        elif lang is not en and kind < 0.30:
+            s, v, o, x, _, _ = world.fact(rng)
+            docs.append(f"{en.clause(s, v, o, x)} = {lang.clause(s, v, o, x)}")
+        else:
+            docs.append(world.story(rng, lang, n=rng.randint(2, 5)))
+    out_raw.mkdir(parents=True, exist_ok=True)
+    _write_jsonl(out_raw / "pretrain.jsonl", ({"text": d} for d in docs))
+    (out_raw / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
+
+    # Orca-Math style English math (two-step word problems with worked solutions).
+    def orca() -> Iterator[dict]:
+        for _ in range(sizes["math_sft"]):
+            q, a = world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
+            yield {"question": q, "answer": a}
+
+    _write_jsonl(out_raw / "orca_math.jsonl", orca())
+
+    for lang in langs:
+        _write_jsonl(out_raw / f"aya_{lang.code}.jsonl", _aya(world, rng, lang, sizes["aya_per_language"]))
+        _write_jsonl(out_raw / f"nllb_{lang.code}.jsonl", _nllb(world, rng, lang, sizes["nllb_per_language"]))
+
+    # Evaluation sets: parallel across languages like MGSM/Belebele/FLORES (same items, translated).
+    eval_rng = random.Random(seed + 2)
+    problems = [world.math_problem(eval_rng, steps=2) for _ in range(sizes["mgsm"])]
+    for lang in every:
+        rows = []
+        for p in problems:
+            q, a = world.render_math(p, lang)
+            eq = "; ".join(f"{x}{op}{y}={z}" for x, op, y, z in p["equations"])
+            rows.append({"question": q, "answer": a, "answer_number": p["answer"], "equation_solution": eq})
+        _write_jsonl(out_eval / f"mgsm_{lang.code}.jsonl", rows)
+        _write_jsonl(out_eval / f"belebele_{lang.code}.jsonl",
+                     _belebele(world, random.Random(seed + 3), lang, sizes["belebele"]))
+        _write_jsonl(out_eval / f"mmlu_{lang.code}.jsonl", _mmlu(world, random.Random(seed + 4), lang, sizes["mmlu"]))
+        _write_jsonl(out_eval / f"mbpp_{lang.code}.jsonl", _mbpp(world, random.Random(seed + 5), lang, sizes["mbpp"]))
+        if lang is not en:
+            _write_jsonl(out_eval / f"flores_{lang.code}.jsonl",
+                         _flores(world, random.Random(seed + 6), lang, sizes["flores"]))
+
+
+def _aya(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
+    """Aya-style generic instructions in a toy language: reading QA, facts and story continuation; no math."""
+    for i in range(n):
+        kind = rng.random()
+        if kind < 0.45:
+            c = world.comprehension(rng, lang, n_facts=rng.choice([2, 3, 4]))
+            inputs, targets = f"{c['passage']} {c['question']}", c["answer"]
+        elif kind < 0.7:
+            f = world.world_fact(rng, lang)
+            inputs, targets = f["question"], f["answer"]
+        else:
+            story = world.story(rng, lang, n=rng.randint(2, 4)).split(" . ")
+            inputs, targets = " . ".join(story[:-1]) + " .", story[-1]
+        yield {"inputs": inputs, "targets": targets, "language": lang.code, "language_code": lang.code,
+               "annotation_type": "synthetic-toy", "user_id": f"toy-{i % 7}"}
+
+
+def _nllb(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
+    en = english()
+    for _ in range(n):
+        facts = [world.fact(rng)[:4] for _ in range(rng.choice([1, 2]))]
+        yield {"translation": {"eng_Latn": " ".join(en.clause(*f) for f in facts),
+                               lang.code: " ".join(lang.clause(*f) for f in facts)},
+               "laser_score": 1.0, "source_sentence_lid": 1.0, "target_sentence_lid": 1.0}
+
+
+def _belebele(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
+    for i in range(n):
+        c = world.comprehension(rng, lang, n_facts=4)
+        options = c["options"] + [c["answer"]]
+        order = rng.sample(range(4), 4)
+        shuffled = [options[j] for j in order]
+        row = {"link": f"toy://belebele/{i}", "question_number": 1, "flores_passage": c["passage"],
+               "question": c["question"], "correct_answer_num": str(order.index(3) + 1),
+               "dialect": lang.code, "ds": "toy"}
+        row.update({f"mc_answer{k + 1}": shuffled[k] for k in range(4)})
+        yield row
+
+
+def _mmlu(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
+    for _ in range(n):
+        f = world.world_fact(rng, lang)
+        choices = rng.sample(f["pool"], 3) + [f["answer"]]
+        rng.shuffle(choices)
+        yield {"question": f["question"], "subject": f["subject"], "choices": choices,
+               "answer": choices.index(f["answer"])}
+
+
+def _mbpp(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
+    for i in range(n):
+        t = world.code_task(rng, lang)
+        yield {"task_id": i + 1, "text": t["text"], "code": t["code"], "test_list": t["tests"],
+               "test_setup_code": "", "challenge_test_list": []}
+
+
+def _flores(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
+    en = english()
+    for i in range(n):
+        facts = [world.fact(rng)[:4] for _ in range(2)]
+        yield {"id": i, "sentence_eng": " ".join(en.clause(*f) for f in facts),
+               "sentence": " ".join(lang.clause(*f) for f in facts)}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--raw-dir", required=True, type=Path)
+    parser.add_argument("--eval-dir", required=True, type=Path)
+    parser.add_argument("--params-json", required=True, help="toy_world config section as JSON")
+
+
+def run(args: argparse.Namespace) -> None:
+    params = json.loads(args.params_json)
+    generate(args.raw_dir, args.eval_dir, params["seed"], params["languages"], params["sizes"])

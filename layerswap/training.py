@@ -1,0 +1,104 @@
+"""Shared training pieces: tokenised datasets, Trainer arguments, atomic checkpoint export, progress logging."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import PreTrainedTokenizerBase, TrainerCallback
+
+from layerswap.errors import UserError
+
+
+def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
+    """Rows of a JSONL file; a row missing a required field is an error naming file, line and field."""
+    rows = []
+    with Path(path).open(encoding="utf-8") as f:
+        for i, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise UserError(f"{path}:{i}: not valid JSON ({err.msg})") from None
+            for field in required:
+                if field not in row:
+                    raise UserError(f"{path}:{i}: missing field '{field}'")
+            rows.append(row)
+    if not rows:
+        raise UserError(f"{path}: no rows")
+    return rows
+
+
+class TokenDataset(torch.utils.data.Dataset):
+    """Pre-tokenised examples: dicts of input_ids and labels (lists of ints)."""
+
+    def __init__(self, examples: list[dict[str, list[int]]]):
+        self.examples = examples
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __getitem__(self, i: int) -> dict[str, list[int]]:
+        return self.examples[i]
+
+
+def sft_examples(rows: list[dict], tokenizer: PreTrainedTokenizerBase, template: str, seq_len: int) -> TokenDataset:
+    """Prompt/response pairs with the loss on the response only (prompt labels are -100).
+
+    Uses the tokenizer's chat template when it has one, else `template` (e.g. "Q: {prompt}\\nA:").
+    """
+    examples = []
+    for row in rows:
+        if tokenizer.chat_template:
+            messages = [{"role": "user", "content": row["prompt"]}]
+            prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+            if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "keys"):
+                prompt_ids = prompt_ids["input_ids"]
+            response_ids = tokenizer(row["response"], add_special_tokens=False)["input_ids"]
+        else:
+            prompt_ids = tokenizer(template.format(prompt=row["prompt"]), add_special_tokens=False)["input_ids"]
+            response_ids = tokenizer(" " + row["response"], add_special_tokens=False)["input_ids"]
+        response_ids = response_ids + [tokenizer.eos_token_id]
+        ids = (list(prompt_ids) + response_ids)[:seq_len]
+        labels = ([-100] * len(prompt_ids) + response_ids)[:seq_len]
+        examples.append({"input_ids": ids, "labels": labels})
+    return TokenDataset(examples)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, meta: dict) -> None:
+    """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically (tmp dir, rename)."""
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    os.replace(tmp, out_dir)
+
+
+class JsonlLogger(TrainerCallback):
+    """Appends every Trainer log (loss, lr, step) to a JSONL file, so progress is visible while a run goes on."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102 (Trainer hook)
+        if logs and state.is_world_process_zero:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a") as f:
+                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")

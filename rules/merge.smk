@@ -1,0 +1,36 @@
+# Merge recipes: small JSON files naming the selected experts by rank; evaluation builds them in memory.
+
+
+rule merge_recipes:
+    input:
+        lang=f"{R}/selection/{{lang}}.json",
+        task=f"{R}/selection/math.json",
+    output:
+        expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
+    params:
+        merge=lambda w: as_json(config["merges"]["configs"][w.cfg]),
+        code=code_hash("merge"),
+    log:
+        f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
+    shell:
+        "layerswap recipes --params-json {params.merge} --lang-selection {input.lang} "
+        "--task-selection {input.task} --base {R}/base --out-dir {R}/merges/{wildcards.cfg}/{wildcards.lang} "
+        "> {log} 2>&1"
+
+
+rule soup_then_swap_recipes:
+    input:
+        lang=f"{R}/selection/{{lang}}.json",
+        task=f"{R}/selection/math.json",
+        all_langs=expand(f"{R}/selection/{{l}}.json", l=LANGS),
+    output:
+        expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=["langsoup", "multisoup"]),
+    params:
+        merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
+        code=code_hash("merge"),
+    log:
+        f"{R}/logs/merge_recipes/soupswap_{{lang}}.log",
+    shell:
+        "layerswap recipes --soup-then-swap --params-json {params.merge} --lang-selection {input.lang} "
+        "--task-selection {input.task} --all-lang-selections {input.all_langs} --base {R}/base "
+        "--out-dir {R}/merges/soupswap/{wildcards.lang} > {log} 2>&1"
