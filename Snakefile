@@ -5,7 +5,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# The embedded default, unless --configfile names another (configs are complete; they are not merged).
+if not workflow.overwrite_configfiles:
+
+    configfile: "config/config.yaml"
+
 
 
 report: "report/workflow.rst"

@@ -184,6 +184,21 @@ def parse_experts(items: list[str]) -> dict[str, str]:
     return experts
 
 
+def experts_from_selections(items: list[str]) -> dict[str, str]:
+    """NAME=SELECTION_JSON -> the directory of that selection's rank-1 checkpoint."""
+    experts: dict[str, str] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"--expert-from-selection {item!r}: expected NAME=SELECTION_JSON")
+        try:
+            selected = json.loads(Path(path).read_text())["selected"]
+            experts[name] = min(selected, key=lambda s: s["rank"])["path"]
+        except (OSError, json.JSONDecodeError, KeyError, ValueError) as err:
+            raise UserError(f"{path}: not a selection file with a 'selected' list ({err})") from None
+    return experts
+
+
 def parse_thresholds(text: str, experts: dict[str, str]) -> dict[str, float]:
     try:
         raw = json.loads(text)
@@ -206,6 +221,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, help="HF model directory of the pretrained base")
     parser.add_argument("--expert", action="append", default=[], metavar="NAME=DIR",
                         help="an expert checkpoint directory, one panel each (repeatable)")
+    parser.add_argument("--expert-from-selection", action="append", default=[], metavar="NAME=SELECTION_JSON",
+                        help="the rank-1 checkpoint of a selection file, one panel each (repeatable)")
     parser.add_argument("--threshold-json", required=True,
                         help="JSON object {expert name: threshold}; key '*' is a default for the others")
     parser.add_argument("--out-prefix", required=True, help="writes <prefix>.svg, <prefix>.png and <prefix>.csv")
@@ -217,7 +234,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    experts = parse_experts(args.expert)
+    experts = experts_from_selections(args.expert_from_selection)
+    experts.update(parse_experts(args.expert) if args.expert or not experts else {})
     thresholds = parse_thresholds(args.threshold_json, experts)
     records = change_shares(args.base, experts, thresholds, rows=args.rows)
     frame = pd.DataFrame.from_records(records)

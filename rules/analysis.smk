@@ -1,7 +1,8 @@
 # Aggregation: the paper's tables and the parameter-change heatmap, from evaluation and selection files only.
 
 EXPERT_TYPES = expert_types()
-TABLES = expand(f"{R}/tables/table{{n}}.{{ext}}", n=[1, 2, 5, 6], ext=["csv", "md"])
+TABLES = expand(f"{R}/tables/table{{n}}.{{ext}}", n=[1, 2, 5, 6], ext=["csv", "md", "tex"])
+BEST_CONFIGS = expand(f"{R}/tables/table{{n}}_best_configs.{{ext}}", n=[1, 2], ext=["csv", "md"])
 
 
 def table_inputs():
@@ -31,7 +32,7 @@ rule tables:
         table_inputs(),
     output:
         [report(f, category="Tables", caption="../report/tables.rst") for f in TABLES],
-        best=f"{R}/tables/table1_best_configs.csv",
+        best=BEST_CONFIGS,
     params:
         tables=table_params(),
         code=code_hash("tables"),
@@ -52,7 +53,7 @@ rule heatmap:
         csv=f"{R}/figures/param_change.csv",
     params:
         experts=" ".join(f"--expert-from-selection {e}={R}/selection/{e}.json" for e in ["math"] + LANGS),
-        thresholds=as_json(config["analysis"]["heatmap_thresholds"]),
+        thresholds=as_json({e: config["analysis"]["heatmap_thresholds"][expert_kind(e)] for e in ["math"] + LANGS}),
         code=code_hash("figures"),
     log:
         f"{R}/logs/heatmap.log",

@@ -102,10 +102,11 @@ def test_shares_output_rows(checkpoints):
 def test_cli_writes_svg_png_csv(checkpoints, tmp_path):
     base, lang, math = checkpoints
     prefix = tmp_path / "figs" / "param_change"
-    args = argparse.Namespace(base=str(base), expert=[f"lang={lang}", f"math={math}"],
-                              threshold_json=json.dumps({"lang": 0.1, "*": 0.15}), out_prefix=str(prefix),
-                              rows="input")
-    figures.run(args)
+    parser = argparse.ArgumentParser()
+    figures.add_arguments(parser)
+    figures.run(parser.parse_args(["--base", str(base), "--expert", f"lang={lang}", "--expert", f"math={math}",
+                                   "--threshold-json", json.dumps({"lang": 0.1, "*": 0.15}),
+                                   "--out-prefix", str(prefix)]))
     svg = (tmp_path / "figs" / "param_change.svg").read_text()
     assert svg.lstrip().startswith("<svg") and "threshold 1.0e-01" in svg and "threshold 1.5e-01" in svg
     assert (tmp_path / "figs" / "param_change.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -144,3 +145,12 @@ def test_errors(checkpoints, tmp_path):
     (math / "model-00002-of-00003.safetensors").unlink()
     with pytest.raises(UserError, match="missing checkpoint shard .*model-00002-of-00003"):
         figures.change_shares(base, {"math": math}, {"math": 0.1})
+
+
+def test_expert_from_selection_takes_rank_one(checkpoints, tmp_path):
+    base, lang, math = checkpoints
+    selection = tmp_path / "math.json"
+    selection.write_text(json.dumps({"selected": [{"rank": 2, "path": str(lang)}, {"rank": 1, "path": str(math)}]}))
+    assert figures.experts_from_selections([f"math={selection}"]) == {"math": str(math)}
+    with pytest.raises(UserError, match="not a selection file"):
+        figures.experts_from_selections([f"math={tmp_path / 'missing.json'}"])
