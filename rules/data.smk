@@ -8,20 +8,22 @@ def toy_raw_files():
     ]
 
 
-rule toy_data:
-    output:
-        corpus=f"{R}/data/raw/pretrain.jsonl",
-        vocab=f"{R}/data/raw/vocab.json",
-        sources=toy_raw_files(),
-        evals=eval_data_files(["mgsm", "belebele", "flores", "mmlu", "mbpp"]),
-    params:
-        world=as_json(config.get("toy_world", {})),
-        code=code_hash("toyworld"),
-    log:
-        f"{R}/logs/toy_data.log",
-    shell:
-        "layerswap toy-data --raw-dir {R}/data/raw --eval-dir {R}/data/eval "
-        "--params-json {params.world} > {log} 2>&1"
+if config["world"] == "toy":
+
+  rule toy_data:
+      output:
+          corpus=f"{R}/data/raw/pretrain.jsonl",
+          vocab=f"{R}/data/raw/vocab.json",
+          sources=toy_raw_files(),
+          evals=eval_data_files(["mgsm", "belebele", "flores", "mmlu", "mbpp"]),
+      params:
+          world=as_json(config.get("toy_world", {})),
+          code=code_hash("toyworld"),
+      log:
+          f"{R}/logs/toy_data.log",
+      shell:
+          "layerswap toy-data --raw-dir {R}/data/raw --eval-dir {R}/data/eval "
+          "--params-json {params.world} > {log} 2>&1"
 
 
 def mix_sources(expert):
@@ -29,10 +31,13 @@ def mix_sources(expert):
     mixes, sources = config["mixes"], config["data_sources"]
 
     def entries(group, lang):
+        mix = mixes[group]
+        if group == "language" and any(isinstance(v, dict) for v in mix.values()):
+            mix = mix[lang]  # per-language mixes (paper config)
         return [
             {"name": name, "schema": sources[name]["schema"], "n": n, "lang": lang,
-             "path": f"{R}/data/raw/" + sources[name]["file"].format(lang=lang)}
-            for name, n in mixes[group].items()
+             "path": f"{R}/data/raw/" + sources[name].get("file", "{name}_{lang}.jsonl").format(name=name, lang=lang)}
+            for name, n in mix.items()
         ]
 
     if expert == "math":

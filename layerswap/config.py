@@ -1,0 +1,539 @@
+"""Workflow config: JSON-schema validation with defaults, and the checks a schema cannot express.
+
+The Snakefile calls, at parse time::
+
+    validate_config(config, "config/schema.yaml")   # fills defaults in place, one-line UserError on failure
+    check(config)                                    # cross-key rules below, one-line UserError on failure
+
+and uses `effective_runs`, `checkpoints_of`, `expert_type`, `mix_of` to build the DAG. `layerswap check-config FILE`
+does the same from the command line and prints `ok`.
+
+Every error is one line: ``config key '<dotted.path>': <what is wrong>; allowed: <values>``.
+
+Language codes
+--------------
+``en`` is English. Real languages use ISO 639-3 codes (``swh``, ``tel``, ``ben``, ``jpn``, ``deu``, ``fra``, ``zho``,
+``rus``, ``spa``, ``tha``): the paper's four targets are ISO 639-3 and so are Aya's ``language_code`` and the FLORES
+prefixes, so one scheme covers targets, MGSM languages and data sources; `HF_LANGUAGES` maps each code to the MGSM
+split and FLORES/Belebele code. Toy languages are ``toy_<code>`` and exist only as keys of ``toy_world.languages``.
+
+Known target languages
+----------------------
+* world ``toy``: the keys of ``toy_world.languages``.
+* world ``hf``: the paper's targets `PAPER_TARGETS` (swh, tel, ben, jpn), plus any language code that some entry of
+  ``data_sources`` lists under ``languages`` (so a new target needs at least one data source that names it).
+``mgsm_languages`` (and ``evaluation.tasks.mgsm.languages``) must be ``en`` or a toy language (toy world), or one of
+MGSM's languages (hf world).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import string
+from pathlib import Path
+from typing import Any, Iterable
+
+from layerswap.errors import UserError
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
+
+#: Real languages the hf world knows: MGSM split code and FLORES-200 / Belebele code.
+HF_LANGUAGES: dict[str, dict[str, str]] = {
+    "en": {"name": "English", "mgsm": "en", "flores": "eng_Latn"},
+    "swh": {"name": "Swahili", "mgsm": "sw", "flores": "swh_Latn"},
+    "tel": {"name": "Telugu", "mgsm": "te", "flores": "tel_Telu"},
+    "ben": {"name": "Bengali", "mgsm": "bn", "flores": "ben_Beng"},
+    "jpn": {"name": "Japanese", "mgsm": "ja", "flores": "jpn_Jpan"},
+    "deu": {"name": "German", "mgsm": "de", "flores": "deu_Latn"},
+    "fra": {"name": "French", "mgsm": "fr", "flores": "fra_Latn"},
+    "zho": {"name": "Chinese (simplified)", "mgsm": "zh", "flores": "zho_Hans"},
+    "rus": {"name": "Russian", "mgsm": "ru", "flores": "rus_Cyrl"},
+    "spa": {"name": "Spanish", "mgsm": "es", "flores": "spa_Latn"},
+    "tha": {"name": "Thai", "mgsm": "th", "flores": "tha_Thai"},
+}
+#: The paper's target languages (hf world).
+PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
+#: Selection metric -> evaluation task it is computed from.
+METRIC_TASK: dict[str, str] = {
+    "mgsm_en": "mgsm", "mgsm_avg": "mgsm", "mgsm_target": "mgsm", "belebele": "belebele",
+    "flores_from_en": "flores", "flores_to_en": "flores", "mmlu": "mmlu", "mbpp": "mbpp",
+}
+LAYER_KEYS = ("bottom", "transition_bottom", "transition_top", "top")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# helpers the Snakefile uses
+
+
+def effective_runs(config: dict) -> dict[str, dict]:
+    """Each SFT run merged over ``sft.defaults`` (run values win), in config order."""
+    defaults = config["sft"].get("defaults") or {}
+    return {name: {**defaults, **run} for name, run in config["sft"]["runs"].items()}
+
+
+def checkpoints_of(run: dict) -> list[int]:
+    """Samples seen at each checkpoint of an (effective) run: every, 2*every, ..., up to num_samples."""
+    every, total = int(run["checkpoint_every"]), int(run["num_samples"])
+    if every <= 0:
+        raise UserError(f"checkpoint_every must be > 0, got {every}")
+    return [every * k for k in range(1, total // every + 1)]
+
+
+def expert_type(expert: str) -> str:
+    """``math`` | ``joint`` (joint_<lang>) | ``language``."""
+    if expert == "math":
+        return "math"
+    return "joint" if expert.startswith("joint_") else "language"
+
+
+def expert_language(expert: str) -> str | None:
+    """Target language of a language or joint expert, None for math."""
+    kind = expert_type(expert)
+    return None if kind == "math" else expert[len("joint_"):] if kind == "joint" else expert
+
+
+def experts(config: dict) -> list[str]:
+    """Every expert the workflow selects checkpoints for: math, each language, joint_<lang> where a run exists."""
+    joint = {run["expert"] for run in config["sft"]["runs"].values() if expert_type(run["expert"]) == "joint"}
+    return ["math", *config["languages"], *[f"joint_{lang}" for lang in config["languages"] if f"joint_{lang}" in joint]]
+
+
+def runs_by_expert(config: dict) -> dict[str, list[str]]:
+    """Expert -> names of its SFT runs (config order)."""
+    out: dict[str, list[str]] = {}
+    for name, run in config["sft"]["runs"].items():
+        out.setdefault(run["expert"], []).append(name)
+    return out
+
+
+def mix_of(config: dict, expert: str) -> dict[str, int]:
+    """{source: count} of the SFT data of `expert` (joint = sum of the mixes listed in ``mixes.joint``)."""
+    mixes = config["mixes"]
+    kind, lang = expert_type(expert), expert_language(expert)
+
+    def language_mix() -> dict[str, int]:
+        mix = mixes["language"]
+        return dict(mix[lang]) if any(isinstance(v, dict) for v in mix.values()) else dict(mix)
+
+    if kind == "math":
+        return dict(mixes["math"])
+    if kind == "language":
+        return language_mix()
+    out: dict[str, int] = {}
+    for part in mixes.get("joint", ["math", "language"]):
+        for source, count in (dict(mixes["math"]) if part == "math" else language_mix()).items():
+            out[source] = out.get(source, 0) + count
+    return out
+
+
+def known_languages(config: dict) -> list[str]:
+    """Target languages this config may use (see module docstring)."""
+    if config.get("world") == "toy":
+        return list((config.get("toy_world") or {}).get("languages") or {})
+    out = list(PAPER_TARGETS)
+    for source in (config.get("data_sources") or {}).values():
+        out += [code for code in source.get("languages") or {} if code not in out and code != "en"]
+    return out
+
+
+def mgsm_allowed(config: dict) -> list[str]:
+    if config.get("world") == "toy":
+        return ["en", *known_languages(config)]
+    return [code for code, info in HF_LANGUAGES.items() if "mgsm" in info]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# schema validation
+
+
+def _key(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    text = repr(value).replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _fail(path: Iterable[Any] | str, message: str, allowed: Iterable[Any] | str | None = None) -> UserError:
+    key = path if isinstance(path, str) else _key(path)
+    head = f"config key '{key}'" if key else "config"
+    if allowed is not None and not isinstance(allowed, str):
+        allowed = ", ".join(str(a) for a in allowed)
+    text = f"{head}: {message}" + (f"; allowed: {allowed}" if allowed is not None else "")
+    return UserError(" ".join(text.split("\n")))
+
+
+def _load_yaml(path: str | Path, what: str) -> Any:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.load(handle, Loader=loader)
+    except OSError as err:
+        raise UserError(f"cannot read {what} {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise UserError(f"cannot parse {what} {path}{where}: {getattr(err, 'problem', None) or err}") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _schema(path: str, mtime: float) -> dict:
+    return _load_yaml(path, "schema")
+
+
+@functools.lru_cache(maxsize=1)
+def _validator_class():
+    from jsonschema import Draft202012Validator, validators
+
+    validate_properties = Draft202012Validator.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return validators.extend(Draft202012Validator, {"properties": set_defaults})
+
+
+def _error_to_user(error) -> UserError:
+    """One line for a jsonschema ValidationError, naming the key path and, where known, the allowed values."""
+    path, kind, schema, value = list(error.absolute_path), error.validator, error.schema, error.instance
+    if kind in ("anyOf", "oneOf"):
+        # descend into the branch that got furthest into the value (e.g. a wrong count inside a right-shaped mix)
+        deeper = [e for e in error.context if len(e.relative_path) > 0]
+        if deeper:
+            return _error_to_user(max(deeper, key=lambda e: len(e.relative_path)))
+        expected = schema.get("description") or " or ".join(
+            str(s.get("type") or s.get("const") or s.get("enum") or "another form") for s in error.validator_value)
+        return _fail(path, f"{_short(value)} is not valid; expected {expected}")
+    if kind == "additionalProperties":
+        known = list(schema.get("properties", {}))
+        extra = sorted(k for k in value if k not in known)
+        what = f"unknown key '{extra[0]}'" if len(extra) == 1 else f"unknown keys {', '.join(map(repr, extra))}"
+        if not path:
+            return _fail(path, f"{what} at top level", known)
+        return _fail(path, what, known)
+    if kind == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else str(error.validator_value)
+        return _fail([*path, missing], "required key is missing")
+    if "propertyNames" in error.absolute_schema_path:  # a key of a mapping (the value here) is at fault
+        if kind == "enum":
+            return _fail(path, f"unknown key {_short(value)}", error.validator_value)
+        rule = schema.get("description") or error.message
+        return _fail(path, f"key {_short(value)} is not a valid name ({rule})")
+    if kind in ("enum", "const"):
+        allowed = error.validator_value if kind == "enum" else [error.validator_value]
+        return _fail(path, f"{_short(value)} is not allowed", allowed)
+    if kind in ("minProperties", "minItems") and error.validator_value == 1:
+        return _fail(path, "must not be empty")
+    if kind == "pattern":
+        rule = schema.get("description")
+        if path and path[-1] == "prompt_template":
+            rule = "must contain {prompt}"
+        return _fail(path, f"{_short(value)} is not valid ({rule or 'must match ' + error.validator_value})")
+    if kind == "type" and isinstance(value, str):
+        hint = ""
+        try:
+            float(value)
+            hint = " (YAML reads 1e-5 as a string: write 1.0e-5)"
+        except ValueError:
+            pass
+        return _fail(path, f"{_short(value)} is not of type {error.validator_value!r}{hint}")
+    message = error.message
+    if len(message) > 200:
+        message = message[:197] + "..."
+    return _fail(path, message)
+
+
+def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """Validate `config` against the JSON schema, filling schema defaults in place; return it.
+
+    The first (most relevant) error becomes a one-line UserError naming the key path.
+    """
+    from jsonschema.exceptions import relevance
+
+    if not isinstance(config, dict):
+        raise UserError(f"config: expected a mapping of keys, got {type(config).__name__}")
+    path = Path(schema_path)
+    try:
+        mtime = path.stat().st_mtime
+    except OSError as err:
+        raise UserError(f"cannot read schema {path}: {err.strerror}") from None
+    schema = _schema(str(path), mtime)
+    errors = list(_validator_class()(schema).iter_errors(config))
+    if errors:
+        raise _error_to_user(max(errors, key=relevance))
+    return config
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# checks beyond the schema
+
+
+def check(config: dict) -> None:
+    """Cross-key rules; raise a one-line UserError naming the key and the allowed values. Assumes validate_config."""
+    world = config["world"]
+    languages = list(config["languages"])
+    known = known_languages(config)
+
+    # world-specific structure
+    if world == "toy":
+        if "toy_world" not in config:
+            raise _fail("toy_world", "required key is missing (world is toy)")
+        base = config["base"]
+        if base["source"] == "toy":
+            for key in ("toy_model", "toy_pretrain"):
+                if key not in base:
+                    raise _fail(f"base.{key}", "required key is missing (base.source is toy)")
+    else:
+        if config["base"]["source"] == "toy":
+            raise _fail("base.source", "'toy' needs world: toy", "a local HF model directory or a hub id")
+
+    # languages
+    for i, lang in enumerate(languages):
+        if lang not in known:
+            raise _fail(f"languages[{i}]", f"unknown language '{lang}'", known)
+    mgsm_ok = mgsm_allowed(config)
+    for i, lang in enumerate(config["mgsm_languages"]):
+        if lang not in mgsm_ok:
+            raise _fail(f"mgsm_languages[{i}]", f"unknown MGSM language '{lang}'", mgsm_ok)
+    eval_ok = list(dict.fromkeys(["en", *known, *([] if world == "toy" else HF_LANGUAGES)]))
+    for task, spec in config["evaluation"]["tasks"].items():
+        ok = mgsm_ok if task == "mgsm" else eval_ok
+        for i, lang in enumerate(spec.get("languages") or []):
+            if lang not in ok:
+                raise _fail(f"evaluation.tasks.{task}.languages[{i}]", f"unknown language '{lang}'", ok)
+    for lang in config.get("language_names") or {}:
+        if lang not in eval_ok:
+            raise _fail(f"language_names.{lang}", f"unknown language '{lang}'", eval_ok)
+    if config["analysis"]["table2_language"] not in languages:
+        raise _fail("analysis.table2_language", f"'{config['analysis']['table2_language']}' is not a target "
+                    "language", languages)
+
+    _check_prompt(config)
+    _check_mixes(config, languages, known)
+    _check_runs(config, languages)
+    _check_selection(config)
+    _check_merges(config)
+    _check_evaluation(config)
+
+
+def _check_prompt(config: dict) -> None:
+    fields = _placeholders(config.get("prompt_template", "{prompt}"))
+    if fields - {"prompt"}:
+        raise _fail("prompt_template", f"unknown placeholder {{{sorted(fields - {'prompt'})[0]}}} (write {{{{ }}}} "
+                    "for a literal brace)", ["{prompt}"])
+
+
+def _placeholders(text: str | None) -> set[str]:
+    try:
+        return {f for _, f, _, _ in string.Formatter().parse(text or "") if f is not None}
+    except ValueError:
+        return {"<unbalanced brace>"}
+
+
+def _check_sources(config: dict, known: list[str]) -> None:
+    ok_codes = ["en", *known, *([] if config["world"] == "toy" else HF_LANGUAGES)]
+    for name, src in config["data_sources"].items():
+        where = f"data_sources.{name}"
+        if ("file" in src) == ("hub_id" in src):
+            raise _fail(where, "needs exactly one of file, hub_id", ["file", "hub_id"])
+        for field, allowed in (("file", {"lang"}), ("subset", {"lang", "code"}), ("data_files", {"lang", "code"})):
+            extra = _placeholders(src.get(field)) - allowed
+            if extra:
+                raise _fail(f"{where}.{field}", f"unknown placeholder {{{sorted(extra)[0]}}}",
+                            ", ".join(f"{{{a}}}" for a in sorted(allowed)))
+            if "code" in _placeholders(src.get(field)) and not src.get("languages"):
+                raise _fail(f"{where}.{field}", "uses {code} but the source has no languages mapping",
+                            "a languages: {<target>: <code>} mapping")
+        for lang in src.get("languages") or {}:
+            if lang not in ok_codes:
+                raise _fail(f"{where}.languages.{lang}", f"unknown language '{lang}'", ok_codes)
+
+
+def _per_language(source: dict) -> bool:
+    fields = [source.get(k) for k in ("file", "subset", "data_files")]
+    return bool(source.get("languages")) or any(_placeholders(f) & {"lang", "code"} for f in fields)
+
+
+def _check_mixes(config: dict, languages: list[str], known: list[str]) -> None:
+    mixes, sources = config["mixes"], config["data_sources"]
+    _check_sources(config, known)
+    lang_mix = mixes["language"]
+    per_language = [isinstance(v, dict) for v in lang_mix.values()]
+    if any(per_language) and not all(per_language):
+        raise _fail("mixes.language", "mixes {source: count} and {language: {source: count}} forms",
+                    "either one shared {source: count} or one {source: count} per target language")
+    if all(per_language):
+        for lang in lang_mix:
+            if lang not in known:
+                raise _fail(f"mixes.language.{lang}", f"unknown language '{lang}'", known)
+        for lang in languages:
+            if lang not in lang_mix:
+                raise _fail("mixes.language", f"no mix for target language '{lang}'", list(lang_mix))
+        lang_parts = [(f"mixes.language.{lang}", lang, lang_mix[lang]) for lang in languages]
+    else:
+        lang_parts = [("mixes.language", lang, lang_mix) for lang in languages]
+
+    for source in mixes["math"]:
+        if source not in sources:
+            raise _fail(f"mixes.math.{source}", f"unknown data source '{source}'", list(sources))
+        if _per_language(sources[source]):
+            raise _fail(f"mixes.math.{source}", f"source '{source}' is per target language (the math mix is "
+                        "English)", [n for n, s in sources.items() if not _per_language(s)])
+    for where, lang, mix in lang_parts:
+        for source in mix:
+            if source not in sources:
+                raise _fail(f"{where}.{source}", f"unknown data source '{source}'", list(sources))
+            mapping = sources[source].get("languages")
+            if mapping and lang not in mapping:
+                raise _fail(f"data_sources.{source}.languages", f"no entry for language '{lang}' (used in {where})",
+                            list(mapping))
+
+
+def _origin(config: dict, run_name: str, field: str) -> str:
+    return f"sft.runs.{run_name}.{field}" if field in config["sft"]["runs"][run_name] else f"sft.defaults.{field}"
+
+
+def _check_runs(config: dict, languages: list[str]) -> None:
+    allowed = ["math", *languages, *[f"joint_{lang}" for lang in languages]]
+    for name, run in effective_runs(config).items():
+        if run["expert"] not in allowed:
+            raise _fail(f"sft.runs.{name}.expert", f"unknown expert '{run['expert']}'", allowed)
+        for field in ("num_samples", "checkpoint_every"):
+            if field not in run:
+                raise _fail(f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in "
+                            "sft.defaults)")
+        every, total, batch = run["checkpoint_every"], run["num_samples"], run["batch_size"]
+        if every <= 0 or every > total:
+            raise _fail(_origin(config, name, "checkpoint_every"),
+                        f"{every} does not fit num_samples {total} of run '{name}'", f"1..{total}")
+        if every % batch:
+            raise _fail(_origin(config, name, "checkpoint_every"),
+                        f"{every} is not a multiple of batch_size {batch} of run '{name}' (checkpoints are saved "
+                        "at whole steps)", f"multiples of {batch}")
+
+
+def _check_selection(config: dict) -> None:
+    selection = config["selection"]
+    top_k, cap = selection["top_k"], selection.get("max_per_run")
+    runs = effective_runs(config)
+    by_expert = runs_by_expert(config)
+    for expert in experts(config):
+        names = by_expert.get(expert, [])
+        if not names:
+            raise _fail("sft.runs", f"no run trains expert '{expert}' (every target language needs one)",
+                        f"runs with expert: {expert}")
+        counts = {n: len(checkpoints_of(runs[n])) for n in names}
+        usable = sum(min(c, cap) if cap else c for c in counts.values())
+        if usable < top_k:
+            detail = ", ".join(f"{n}: {c}" for n, c in counts.items())
+            capped = f", at most {cap} per run (selection.max_per_run)" if cap else ""
+            raise _fail("selection.top_k", f"{top_k} needs {top_k} checkpoints of expert '{expert}' but its runs "
+                        f"give {usable} ({detail}{capped})", f"top_k <= {usable}, or more runs/checkpoints")
+    kinds = {expert_type(e) for e in experts(config)}
+    if "joint" in kinds and "joint" not in selection["weights"]:
+        raise _fail("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
+    evaluated = config["evaluation"]["checkpoint_tasks"]
+    mbpp_runs = (config["evaluation"]["tasks"].get("mbpp") or {}).get("execute_code", False)
+    for kind, weights in selection["weights"].items():
+        for metric in weights:
+            task = METRIC_TASK[metric]
+            if task not in evaluated:
+                ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
+                raise _fail(f"selection.weights.{kind}.{metric}", f"needs task '{task}' in "
+                            "evaluation.checkpoint_tasks", ok)
+            if task == "mbpp" and not mbpp_runs:
+                raise _fail(f"selection.weights.{kind}.{metric}", "MBPP gives no score unless "
+                            "evaluation.tasks.mbpp.execute_code is true",
+                            [m for m in METRIC_TASK if m != "mbpp"])
+
+
+def _check_merges(config: dict) -> None:
+    merges, num_layers = config["merges"], config["base"]["num_layers"]
+    configs = merges["configs"]
+    for name, cfg in configs.items():
+        if cfg["method"] != "layer_swap":
+            continue
+        where = f"merges.configs.{name}"
+        if cfg.get("lang_layers") is not None:
+            for key in ("bottom", "top"):
+                if key in cfg:
+                    raise _fail(f"{where}.{key}", "cannot be combined with lang_layers",
+                                "either lang_layers or bottom/top/transition_*")
+            for key in ("transition_bottom", "transition_top"):
+                if cfg.get(key, 0):
+                    raise _fail(f"{where}.{key}", "cannot be combined with lang_layers", "0")
+            for i, layer in enumerate(cfg["lang_layers"]):
+                if not 0 <= layer < num_layers:
+                    raise _fail(f"{where}.lang_layers[{i}]", f"layer {layer} is outside the model "
+                                f"(base.num_layers = {num_layers})", f"0..{num_layers - 1}")
+            continue
+        for key in ("bottom", "top"):
+            if key not in cfg:
+                raise _fail(f"{where}.{key}", "required key is missing (layer_swap needs bottom and top, or "
+                            "lang_layers)")
+        values = [cfg.get(k, 0) for k in LAYER_KEYS]
+        if sum(values) > num_layers:
+            terms = "+".join(str(v) for v in values)
+            raise _fail(where, f"bottom+transition_bottom+transition_top+top = {terms} = {sum(values)} exceeds "
+                        f"base.num_layers = {num_layers}", f"a sum <= {num_layers}")
+
+    def of_method(method: str) -> list[str]:
+        return [n for n, c in configs.items() if c["method"] == method]
+
+    def need(key: str, value: str, method: str) -> None:
+        ok = of_method(method)
+        if value not in ok:
+            what = (f"unknown config '{value}'" if value not in configs
+                    else f"config '{value}' has method {configs[value]['method']}")
+            raise _fail(key, f"{what} (needs method {method})", ok or f"none: add a {method} config")
+
+    need("merges.default_swap", merges["default_swap"], "layer_swap")
+    if merges.get("soup_then_swap") is not None:
+        need("merges.soup_then_swap", merges["soup_then_swap"], "layer_swap")
+    for group, method in (("soup", "soup"), ("swap", "layer_swap"), ("ties", "ties")):
+        for i, value in enumerate(merges["best_of"].get(group, [])):
+            need(f"merges.best_of.{group}[{i}]", value, method)
+
+
+def _check_evaluation(config: dict) -> None:
+    evaluation = config["evaluation"]
+    tasks = list(evaluation["tasks"])
+    for key in ("checkpoint_tasks", "merge_tasks"):
+        for i, task in enumerate(evaluation[key]):
+            if task not in tasks:
+                raise _fail(f"evaluation.{key}[{i}]", f"task '{task}' has no entry in evaluation.tasks", tasks)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI: layerswap check-config FILE
+
+
+def load_config(path: str | Path, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """Read a config file, validate it (defaults filled) and check it; return the completed config."""
+    config = _load_yaml(path, "config file")
+    if not isinstance(config, dict):
+        raise UserError(f"config file {path}: expected a mapping of keys, got {type(config).__name__}")
+    validate_config(config, schema_path)
+    check(config)
+    return config
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", help="workflow config (YAML), e.g. config/config.yaml")
+    parser.add_argument("--schema", default=str(SCHEMA_PATH), help="JSON schema (default: %(default)s)")
+
+
+def run(args) -> None:
+    load_config(args.file, args.schema)
+    print("ok")
