@@ -30,12 +30,6 @@ def load(name: str) -> dict:
 @pytest.fixture(scope="module")
 def default_raw() -> dict:
     config = load("config.yaml")
-    joint = [r for r in config["sft"]["runs"].values() if r["expert"] == "joint_toy_swh"]
-    if len(joint) == 1 and config["selection"].get("max_per_run") == 2:
-        # config.yaml as first written cannot give top_k=3 joint checkpoints at max_per_run=2 from one run
-        # (test_shipped_configs_pass flags it); the bad-input tests start from the fixed config.
-        config["sft"]["runs"]["joint_toy_swh_2"] = {"expert": "joint_toy_swh", "lr": 2.0e-3, "scheduler": "wsd",
-                                                    "seed": 1, "num_samples": 4800, "checkpoint_every": 1600}
     return config
 
 
