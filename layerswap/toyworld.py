@@ -119,17 +119,17 @@ class World:
     # ---- math -------------------------------------------------------------------------------------------
     def math_problem(self, rng: random.Random, steps: int) -> dict:
         name, obj = rng.choice(NAMES), rng.choice(OBJECTS)
-        total = rng.randint(2, 9)
+        total = rng.randint(1, 9)
         story = [("has", [str(total)])]
         equations = []
         for _ in range(steps):
-            if (rng.random() < 0.5 or total < 3) and total < 15:
-                verb, n = rng.choice(list(GAIN)), rng.randint(1, 5)
+            if (rng.random() < 0.5 or total < 2) and total < 15:
+                verb, n = rng.choice(list(GAIN)), rng.randint(1, 4)
                 equations.append((total, "+", n, total + n))
                 total += n
                 story.append((verb, [str(n), "more"]))
             else:
-                verb, n = rng.choice(list(LOSS)), rng.randint(1, total - 1)
+                verb, n = rng.choice(list(LOSS)), rng.randint(1, min(4, total - 1))
                 equations.append((total, "-", n, total - n))
                 total -= n
                 story.append((verb, [str(n)]))
@@ -147,10 +147,11 @@ class World:
         return " ".join(sentences + [question]), solution
 
     # ---- reading comprehension and facts ------------------------------------------------------------------
-    def fact(self, rng: random.Random) -> tuple[list[str], list[str], list[str], list[str], str, str]:
+    def fact(self, rng: random.Random, kind: str | None = None, name: str | None = None
+             ) -> tuple[list[str], list[str], list[str], list[str], str, str]:
         """A random fact about a person: (s, v, o, x, question kind, answer word)."""
-        name = rng.choice(NAMES)
-        kind = rng.choice(["animal", "place", "likes", "color"])
+        name = name or rng.choice(NAMES)
+        kind = kind or rng.choice(["animal", "place", "likes", "color"])
         if kind == "animal":
             animal = rng.choice(ANIMALS)
             return [name], ["has"], ["a", animal], [], "animal", animal
@@ -164,12 +165,9 @@ class World:
         return [name], ["has"], ["a", color, "hat"], [], "color", color
 
     def comprehension(self, rng: random.Random, lang: Language, n_facts: int = 3) -> dict:
-        facts, names = [], set()
-        while len(facts) < n_facts:
-            f = self.fact(rng)
-            if f[0][0] not in names:
-                names.add(f[0][0])
-                facts.append(f)
+        # One fact per kind, about different people: answering needs the language's words for each kind.
+        kinds = rng.sample(["animal", "place", "likes", "color"], n_facts)
+        facts = [self.fact(rng, kind, name) for kind, name in zip(kinds, rng.sample(NAMES, n_facts))]
         s, _, _, _, kind, answer = rng.choice(facts)
         wh, verb = {
             "animal": (["what", "animal"], ["have"]), "place": (["where"], ["live"]),
@@ -208,7 +206,8 @@ class World:
         k = rng.randint(1, 9)
         text = lang.text(f"write a function that returns x {word}") + f" {k}"
         code = f"def f ( x ) : return x {op} {k}"
-        tests = [f"assert f ( {x} ) == {eval(f'{x} {op} {k}')}" for x in rng.sample(range(1, 20), 3)]
+        xs = [x + k if op == "-" else x for x in rng.sample(range(1, 12), 3)]  # results stay in 0..99
+        tests = [f"assert f ( {x} ) == {eval(f'{x} {op} {k}')}" for x in xs]
         return {"text": text, "code": code, "tests": tests}
 
 
@@ -241,13 +240,13 @@ def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict
         r = rng.random()
         lang = en if r < 0.62 else rng.choice(langs)
         kind = rng.random()
-        if lang is en and kind < 0.12:
+        if lang is en and kind < 0.2:
             q, a = world.render_math(world.math_problem(rng, steps=1), en)
             docs.append(f"Q: {q}\nA: {a}")
-        elif lang is en and kind < 0.24:
+        elif lang is en and kind < 0.35:
             c = world.comprehension(rng, en)
             docs.append(f"Q: {c['passage']} {c['question']}\nA: {c['answer']}")
-        elif lang is en and kind < 0.30:
+        elif lang is en and kind < 0.40:
             t = world.code_task(rng, en)
             docs.append(f"Q: {t['text']}\nA: {t['code']}")
         elif lang is not en and kind < 0.06:
@@ -298,7 +297,7 @@ def _aya(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[d
     for i in range(n):
         kind = rng.random()
         if kind < 0.45:
-            c = world.comprehension(rng, lang, n_facts=rng.choice([2, 3, 4]))
+            c = world.comprehension(rng, lang, n_facts=rng.choice([2, 3]))
             inputs, targets = f"{c['passage']} {c['question']}", c["answer"]
         elif kind < 0.7:
             f = world.world_fact(rng, lang)
@@ -321,7 +320,7 @@ def _nllb(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[
 
 def _belebele(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
     for i in range(n):
-        c = world.comprehension(rng, lang, n_facts=4)
+        c = world.comprehension(rng, lang, n_facts=3)
         options = c["options"] + [c["answer"]]
         order = rng.sample(range(4), 4)
         shuffled = [options[j] for j in order]

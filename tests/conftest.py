@@ -1,0 +1,40 @@
+"""Shared fixtures: a tiny toy world and base model built once per test session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_SIZES = {"pretrain_docs": 300, "math_sft": 80, "aya_per_language": 80, "nllb_per_language": 60,
+              "mgsm": 8, "belebele": 8, "flores": 4, "mmlu": 8, "mbpp": 4}
+TINY_LANGS = {"toy_swh": {"stands_for": "swh", "word_order": "sov"}}
+
+
+@pytest.fixture(scope="session")
+def toy_world(tmp_path_factory) -> Path:
+    """Raw + eval files of a tiny toy world (one toy language)."""
+    from layerswap.toyworld import generate
+
+    root = tmp_path_factory.mktemp("toy")
+    generate(root / "raw", root / "eval", 7, TINY_LANGS, TINY_SIZES)
+    return root
+
+
+@pytest.fixture(scope="session")
+def tiny_base(toy_world, tmp_path_factory) -> Path:
+    """A 2-layer toy base pretrained for a few steps (a real HF directory with a tokenizers tokenizer)."""
+    from layerswap.pretrain import pretrain
+
+    out = tmp_path_factory.mktemp("base") / "base"
+    model = {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
+             "max_position_embeddings": 128}
+    train = {"steps": 3, "batch_size": 4, "seq_len": 32, "lr": 1e-3, "warmup_steps": 1, "threads": 1}
+    pretrain(toy_world / "raw" / "pretrain.jsonl", toy_world / "raw" / "vocab.json", out, model, train, 2, 0)
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]

@@ -1,0 +1,83 @@
+import hashlib
+import json
+from pathlib import Path
+
+from conftest import TINY_LANGS, TINY_SIZES, read_jsonl
+from layerswap.toyworld import ENGLISH_WORDS, NAMES, english, generate, make_language
+
+
+def digest(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def test_same_seed_same_files(tmp_path):
+    generate(tmp_path / "a" / "raw", tmp_path / "a" / "eval", 3, TINY_LANGS, TINY_SIZES)
+    generate(tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, TINY_LANGS, TINY_SIZES)
+    assert digest(tmp_path / "a") == digest(tmp_path / "b")
+    generate(tmp_path / "c" / "raw", tmp_path / "c" / "eval", 4, TINY_LANGS, TINY_SIZES)
+    assert digest(tmp_path / "a") != digest(tmp_path / "c")
+
+
+def test_toy_language_has_its_own_words_and_order():
+    toy = make_language("toy_x", "sov", 1)
+    en = english()
+    content = [w for w in ENGLISH_WORDS if w not in NAMES and w in toy.lexicon]
+    assert all(toy.lexicon[w] not in ENGLISH_WORDS for w in content)
+    assert len(set(toy.lexicon.values())) == len(toy.lexicon)
+    s, v, o = ["tom"], ["likes"], ["cups"]
+    assert en.clause(s, v, o) == "tom likes cups ."
+    assert toy.clause(s, v, o) == f"tom {toy.lexicon['cups']} {toy.lexicon['likes']} ."
+
+
+def test_files_use_the_real_schemas(toy_world):
+    orca = read_jsonl(toy_world / "raw" / "orca_math.jsonl")[0]
+    assert set(orca) == {"question", "answer"}
+    aya = read_jsonl(toy_world / "raw" / "aya_toy_swh.jsonl")[0]
+    assert {"inputs", "targets", "language", "language_code", "annotation_type", "user_id"} <= set(aya)
+    nllb = read_jsonl(toy_world / "raw" / "nllb_toy_swh.jsonl")[0]
+    assert set(nllb["translation"]) == {"eng_Latn", "toy_swh"}
+    mgsm = read_jsonl(toy_world / "eval" / "mgsm_toy_swh.jsonl")
+    assert {"question", "answer", "answer_number", "equation_solution"} <= set(mgsm[0])
+    assert all(m["answer"].endswith(str(m["answer_number"])) for m in mgsm)
+    bele = read_jsonl(toy_world / "eval" / "belebele_en.jsonl")[0]
+    assert bele[f"mc_answer{bele['correct_answer_num']}"] in bele["flores_passage"].split()
+    mmlu = read_jsonl(toy_world / "eval" / "mmlu_toy_swh.jsonl")[0]
+    assert len(mmlu["choices"]) == 4 and 0 <= mmlu["answer"] < 4
+    mbpp = read_jsonl(toy_world / "eval" / "mbpp_en.jsonl")[0]
+    scope: dict = {}
+    exec(mbpp["code"].replace(" ( ", "(").replace(" ) ", ")"), scope)  # the reference solution passes its tests
+    for test in mbpp["test_list"]:
+        exec(test, scope)
+
+
+def test_mgsm_is_parallel_across_languages(toy_world):
+    en = read_jsonl(toy_world / "eval" / "mgsm_en.jsonl")
+    sw = read_jsonl(toy_world / "eval" / "mgsm_toy_swh.jsonl")
+    assert [r["answer_number"] for r in en] == [r["answer_number"] for r in sw]
+    assert en[0]["question"] != sw[0]["question"]
+
+
+METADATA = {"link", "dialect", "ds", "language", "language_code", "annotation_type", "user_id", "subject",
+            "correct_answer_num", "equation_solution"}
+
+
+def test_vocabulary_covers_every_generated_word(toy_world):
+    vocab = set(json.loads((toy_world / "raw" / "vocab.json").read_text()))
+    for path in list((toy_world / "eval").glob("*.jsonl")) + list((toy_world / "raw").glob("*.jsonl")):
+        for row in read_jsonl(path)[:20]:
+            for key, value in row.items():
+                if key not in METADATA:
+                    for text in _strings(value):
+                        assert set(text.replace("\n", " ").split()) <= vocab, (path.name, key, text)
+
+
+def _strings(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
