@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from layerswap.errors import UserError
@@ -46,5 +47,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _exit_fast(code: int) -> None:
+    """Exit without interpreter teardown: after torch + lm-eval it costs 1-2 s per job, and every output file
+    is already closed and renamed into place by then."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def entry() -> None:
+    """Console-script entry point."""
+    _exit_fast(main())
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -174,7 +174,13 @@ class World:
             "likes": (["what"], ["like"]), "color": (["what", "color", "hat"], ["have"]),
         }[kind]
         pool = {"animal": ANIMALS, "place": PLACES, "likes": OBJECTS, "color": COLORS}[kind]
-        distractors = rng.sample([w for w in pool if w != answer], 3)
+        # Distractors: the other facts' answers (in the passage, wrong kind) and one word of the right kind that
+        # is not in the passage; so knowing the language's words for each kind and reading the passage both count.
+        others = [f[5] for f in facts if f[5] != answer]
+        same_kind = [w for w in pool if w != answer]
+        distractors = (others + rng.sample(same_kind, 3))[:2] + [rng.choice(same_kind)]
+        while len(set(distractors)) < 3:
+            distractors[-1] = rng.choice(same_kind)
         passage = " ".join(lang.clause(fs, fv, fo, fx) for fs, fv, fo, fx, _, _ in facts)
         return {"passage": passage, "question": lang.question(wh, s, verb),
                 "answer": lang.text(answer), "options": [lang.text(w) for w in distractors], "kind": kind}

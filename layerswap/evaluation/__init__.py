@@ -1,0 +1,1 @@
+"""Helpers of `layerswap evaluate` (the CLI module is `layerswap/evaluate.py`)."""

@@ -1,0 +1,352 @@
+"""Tests of `layerswap evaluate` on a tiny random Llama with a word-level tokenizer and fixture data files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")
+torch = pytest.importorskip("torch")
+
+from layerswap import evaluate as ev  # noqa: E402
+from layerswap.errors import UserError  # noqa: E402
+
+LANGS = ["en", "toy_swh"]
+WORDS = {
+    "en": ["tom", "has", "apples", "gets", "more", "how", "many", "does", "have", "now", "the", "answer", "is",
+           "a", "cat", "sat", "on", "mat", "where", "did", "sit", "red", "blue", "dog", "what", "color", "sky"],
+    "toy_swh": ["tomu", "ana", "mapera", "anapata", "zaidi", "ngapi", "sasa", "jibu", "ni", "paka", "alikaa",
+                "juu", "mkeka", "wapi", "nyekundu", "bluu", "mbwa", "rangi", "anga", "gani"],
+}
+N_ITEMS = 12
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def make_data(data_dir: Path) -> set[str]:
+    """Fixture files for all 5 benchmarks and 2 languages; returns the vocabulary used."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    vocab: set[str] = set()
+
+    def text(*parts: object) -> str:
+        s = " ".join(str(p) for p in parts)
+        vocab.update(s.split(" "))
+        return s
+
+    for lang in LANGS:
+        w = WORDS[lang]
+        mgsm, bele, flores, mmlu, mbpp = [], [], [], [], []
+        for i in range(N_ITEMS):
+            a, b = i % 7 + 1, i % 5 + 2
+            mgsm.append({"question": text(w[0], w[1], a, w[2], w[0], w[3], b, w[4], w[5], w[6], w[7], w[0], w[8],
+                                          w[9]),
+                         "answer": text(a, "+", b, "=", a + b, ".", w[10], w[11], w[12], a + b),
+                         "answer_number": a + b, "equation_solution": f"{a} + {b} = {a + b}"})
+            bele.append({"link": f"l{i}", "question_number": i, "flores_passage": text(w[13], w[14], w[15], w[16]),
+                         "question": text(w[17], w[18], w[13], w[19]),
+                         "mc_answer1": text(w[15], w[16]), "mc_answer2": text(w[1], w[2]),
+                         "mc_answer3": text(w[4], w[5]), "mc_answer4": text(w[6], w[7]),
+                         "correct_answer_num": str(i % 4 + 1), "dialect": lang, "ds": "2023-01-01"})
+            flores.append({"id": i, "sentence_eng": text(*WORDS["en"][i % 5: i % 5 + 4]),
+                           "sentence": text(*WORDS[lang][i % 5: i % 5 + 4])})
+            mmlu.append({"question": text(w[-4], w[-3], w[-2], w[-1]), "subject": "toy",
+                         "choices": [text(w[-6]), text(w[-5]), text(w[0]), text(w[3])], "answer": i % 4})
+            mbpp.append({"task_id": i, "text": text(w[2], w[3], "a", "b"),
+                         "code": text("def f ( a , b ) : return a + b +", i % 3),
+                         "test_list": [text(f"assert f ( 1 , 2 ) == {3 + i % 3}")],
+                         "test_setup_code": "", "challenge_test_list": []})
+        _write_jsonl(data_dir / f"mgsm_{lang}.jsonl", mgsm)
+        _write_jsonl(data_dir / f"belebele_{lang}.jsonl", bele)
+        _write_jsonl(data_dir / f"flores_{lang}.jsonl", flores)
+        _write_jsonl(data_dir / f"mmlu_{lang}.jsonl", mmlu)
+        _write_jsonl(data_dir / f"mbpp_{lang}.jsonl", mbpp)
+    vocab.update(["Q:", "A:", "translate", "to", ":", "en", "toy_swh", *[str(i) for i in range(30)]])
+    return vocab
+
+
+def make_model(model_dir: Path, vocab: set[str], seed: int = 0, hidden: int = 32, layers: int = 2) -> Path:
+    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    specials = ["<unk>", "<pad>", "<s>", "</s>", "\n"]
+    tokens = specials + sorted(vocab - set(specials))
+    tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
+        pre_tokenizers.Split(" ", behavior="removed"),
+    ])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
+                                   eos_token="</s>")
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=len(tokens), hidden_size=hidden, intermediate_size=2 * hidden,
+                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
+                      max_position_embeddings=256, bos_token_id=2, eos_token_id=3, pad_token_id=1,
+                      tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg)
+    model.save_pretrained(model_dir)
+    fast.save_pretrained(model_dir)
+    return model_dir
+
+
+def install_merge_standin(monkeypatch) -> None:
+    """A stand-in for layerswap.merge (soup of one model = that model) unless the real module is there."""
+    import layerswap
+
+    try:
+        from layerswap import merge
+
+        if hasattr(merge, "build_state_dict") and hasattr(merge, "model_dir_of"):
+            return
+    except ImportError:
+        pass
+    fake = types.ModuleType("layerswap.merge")
+
+    def model_dir_of(recipe):
+        return recipe["base"]
+
+    def build_state_dict(recipe, cache):
+        from safetensors.torch import load_file
+
+        (only,) = recipe["inputs"]["models"]
+        cache.setdefault("loads", []).append(only)
+        return {k: v.clone() for k, v in load_file(str(Path(only) / "model.safetensors")).items()}
+
+    fake.model_dir_of, fake.build_state_dict = model_dir_of, build_state_dict
+    monkeypatch.setitem(sys.modules, "layerswap.merge", fake)
+    monkeypatch.setattr(layerswap, "merge", fake, raising=False)
+
+
+def make_args(data_dir, out_dir, models, benchmarks, **kw) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    ev.add_arguments(parser)
+    argv = ["--data-dir", str(data_dir), "--out-dir", str(out_dir), "--benchmarks-json", json.dumps(benchmarks),
+            "--batch-size", str(kw.get("batch_size", 16)), "--seed", "0", "--threads", "1"]
+    for model_id, src in models:
+        argv += ["--model", f"{model_id}={src}"]
+    return parser.parse_args(argv)
+
+
+ALL = {"mgsm": {"shots": 2, "languages": LANGS}, "belebele": {"shots": 1}, "flores": {"shots": 0},
+       "mmlu": {"shots": 0, "limit": 5}, "mbpp": {"shots": 0}}
+
+
+def _real_merge():
+    try:
+        from layerswap import merge
+    except ImportError:
+        return None
+    needed = ("build_state_dict", "model_dir_of", "write_merged", "ExpertCache")
+    return merge if all(hasattr(merge, n) for n in needed) else None
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    root = tmp_path_factory.mktemp("world")
+    vocab = make_data(root / "data")
+    ckpt = make_model(root / "ckpt_a", vocab, seed=0)
+    other = make_model(root / "ckpt_b", vocab, seed=1)
+    merge = _real_merge()
+    if merge is not None:
+        # a real layer swap: layer 0 from b (language expert), layer 1 from a (task expert), non-layer tensors averaged;
+        # written to disk with write_merged and also evaluated in memory from the same recipe
+        recipe_dict = {"method": "layer_swap", "inputs": {"task": str(ckpt), "lang": str(other)},
+                       "params": {"bottom": 1, "top": 0}}
+        disk = root / "merged_on_disk"
+        merge.write_merged(recipe_dict, str(disk))
+    else:  # stand-in merge module: a soup of one model is that model
+        recipe_dict = {"method": "soup", "base": str(ckpt), "inputs": {"models": [str(ckpt)]},
+                       "params": {"weighting": "uniform"}}
+        disk = ckpt
+    recipe = root / "recipe.json"
+    recipe.write_text(json.dumps(recipe_dict))
+    return {"root": root, "data": root / "data", "ckpt": ckpt, "other": other, "recipe": recipe, "disk": disk}
+
+
+@pytest.fixture(scope="module")
+def main_run(world, tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    install_merge_standin(mp)
+    try:
+        out1 = tmp_path_factory.mktemp("out1")
+        out2 = tmp_path_factory.mktemp("out2")
+        models = [("ckpt/a", world["ckpt"]), ("other", world["other"]), ("merge/disk", world["disk"]),
+                  ("merge/mem", world["recipe"])]
+        ev.run(make_args(world["data"], out1, models, ALL))
+        ev.run(make_args(world["data"], out2, models, ALL))
+    finally:
+        mp.undo()
+    return out1, out2
+
+
+def _load(out, model_id, bench):
+    return json.loads((out / model_id / f"{bench}.json").read_text())
+
+
+def test_output_fields_and_ranges(main_run):
+    out, _ = main_run
+    for bench in ["mgsm", "belebele", "flores", "mmlu", "mbpp"]:
+        doc = _load(out, "ckpt/a", bench)
+        assert set(doc) == {"model_id", "benchmark", "metric", "scores", "n", "lm_eval_tasks", "shots", "filter",
+                            "seed", "limit", "lm_eval_version", "task_config_hash", "skipped"}
+        assert doc["model_id"] == "ckpt/a" and doc["benchmark"] == bench and doc["seed"] == 0
+        assert doc["lm_eval_version"] == "0.4.13" and len(doc["task_config_hash"]) == 64
+        if bench == "mbpp":
+            continue
+        assert doc["skipped"] is None
+        hi = 100.0 if bench == "flores" else 1.0
+        assert all(0.0 <= v <= hi for v in doc["scores"].values()), doc
+        assert set(doc["scores"]) == set(doc["n"]) == set(doc["lm_eval_tasks"])
+    mgsm = _load(out, "ckpt/a", "mgsm")
+    assert mgsm["metric"] == "exact_match" and mgsm["shots"] == 2 and "last-integer" in mgsm["filter"]
+    assert mgsm["n"] == {"en": N_ITEMS - ev.FEWSHOT_POOL, "toy_swh": N_ITEMS - ev.FEWSHOT_POOL}
+    assert mgsm["lm_eval_tasks"] == {"en": "toy_mgsm_en", "toy_swh": "toy_mgsm_toy_swh"}
+    assert set(_load(out, "ckpt/a", "flores")["scores"]) == {"en-toy_swh", "toy_swh-en"}
+    assert _load(out, "ckpt/a", "flores")["n"]["en-toy_swh"] == N_ITEMS
+    mmlu = _load(out, "ckpt/a", "mmlu")
+    assert mmlu["limit"] == 5 and mmlu["n"] == {"en": 5, "toy_swh": 5}
+    assert _load(out, "ckpt/a", "belebele")["metric"] == "acc"
+
+
+def test_samples_log(main_run):
+    out, _ = main_run
+    rows = [json.loads(x) for x in (out / "ckpt/a" / "mgsm.samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * (N_ITEMS - ev.FEWSHOT_POOL)
+    r = rows[0]
+    assert r["prompt"].endswith("\nA:") and r["prompt"].count("Q: ") == 3  # 2 shots + the question
+    assert {"generation", "extracted", "target", "correct"} <= set(r)
+    mc = [json.loads(x) for x in (out / "ckpt/a" / "belebele.samples.jsonl").read_text().splitlines()]
+    assert len(mc[0]["choice_loglikelihoods"]) == 4 and mc[0]["extracted"] in range(4)
+    acc = _load(out, "ckpt/a", "belebele")["scores"]["en"]
+    en = [m for m in mc if m["key"] == "en"]
+    assert acc == pytest.approx(sum(m["correct"] for m in en) / len(en))
+
+
+def test_mbpp_skipped_without_opt_in(main_run):
+    out, _ = main_run
+    doc = _load(out, "ckpt/a", "mbpp")
+    assert doc["skipped"] and "execute_code" in doc["skipped"] and doc["scores"] == {} and doc["n"] == {}
+    assert (out / "ckpt/a" / "mbpp.samples.jsonl").read_text() == ""
+
+
+def test_checkpoint_and_in_memory_recipe_identical(main_run):
+    """The merge written to disk (write_merged) and the same recipe built in memory give identical numbers."""
+    out, _ = main_run
+    for bench in ["mgsm", "belebele", "flores", "mmlu"]:
+        d, m = _load(out, "merge/disk", bench), _load(out, "merge/mem", bench)
+        assert d["scores"] == m["scores"] and d["n"] == m["n"]
+        assert (out / "merge/disk" / f"{bench}.samples.jsonl").read_bytes() == \
+            (out / "merge/mem" / f"{bench}.samples.jsonl").read_bytes()
+    if _real_merge() is not None:  # the layer swap is neither of its inputs
+        mem = (out / "merge/mem" / "belebele.samples.jsonl").read_text()
+        assert mem != (out / "ckpt/a" / "belebele.samples.jsonl").read_text()
+        assert mem != (out / "other" / "belebele.samples.jsonl").read_text()
+    # the other model really is evaluated with its own weights (the swap happened)
+    la = (out / "ckpt/a" / "belebele.samples.jsonl").read_text()
+    lb = (out / "other" / "belebele.samples.jsonl").read_text()
+    assert la != lb
+
+
+def test_deterministic_bytes(main_run):
+    out1, out2 = main_run
+    files = sorted(p.relative_to(out1) for p in out1.rglob("*") if p.is_file())
+    assert len(files) == 4 * 5 * 2
+    for rel in files:
+        assert (out1 / rel).read_bytes() == (out2 / rel).read_bytes(), rel
+
+
+def test_last_integer_filter():
+    from lm_eval.filters.extraction import RegexFilter
+
+    f = RegexFilter(regex_pattern=ev.LAST_INTEGER, group_select=-1)
+    gens = [["3 + 4 = 7 , 7 - 2 = 5 . the answer is 5 \n"], ["no number here"], ["12 apples , answer -3"]]
+    assert [x[0] for x in f.apply(gens, [{}, {}, {}])] == ["5", "[invalid]", "-3"]
+    # and the template really uses that regex
+    assert ev.LAST_INTEGER in (ev.TASK_DIR / "mgsm.yaml").read_text()
+
+
+def test_bad_input(world, tmp_path):
+    with pytest.raises(UserError, match="unknown benchmark"):
+        ev.parse_benchmarks('{"gsm8k": {}}')
+    with pytest.raises(UserError, match="shots"):
+        ev.parse_benchmarks('{"mgsm": {"shots": -1}}')
+    with pytest.raises(UserError, match="ID=SOURCE"):
+        ev.parse_models(["nomodel"])
+    with pytest.raises(UserError, match="config.json"):
+        ev.parse_models([f"x={tmp_path}"])
+    with pytest.raises(UserError, match="mgsm_xx.jsonl"):
+        ev.plan_benchmarks(world["data"], ev.parse_benchmarks('{"mgsm": {"languages": ["xx"]}}'))
+
+
+def test_mbpp_opt_in(world, tmp_path, monkeypatch):
+    # a model that answers every prompt with the first item's correct code is overkill; use the random model and
+    # check the plumbing (scores in range, samples carry the generation), the sandbox itself is tested below.
+    out = tmp_path / "out"
+    ev.run(make_args(world["data"], out, [("ckpt/a", world["ckpt"])],
+                     {"mbpp": {"shots": 1, "execute_code": True, "languages": ["en"], "limit": 2}}))
+    doc = _load(out, "ckpt/a", "mbpp")
+    assert doc["skipped"] is None and doc["metric"] == "pass_at_1" and doc["n"] == {"en": 2}
+    assert 0.0 <= doc["scores"]["en"] <= 1.0
+    rows = [json.loads(x) for x in (out / "ckpt/a" / "mbpp.samples.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 and all(isinstance(r["generation"], str) for r in rows)
+
+
+def test_scoring_with_oracle_generations(world, tmp_path, monkeypatch):
+    """Generation replaced by each doc's reference: the filter/metric plumbing must give perfect scores."""
+    from lm_eval.models.huggingface import HFLM
+
+    def oracle(self, requests, disable_tqdm=False):
+        out = []
+        for req in requests:
+            d = req.doc
+            from_en = req.arguments[0].endswith(f"{d.get('sentence_eng')}\nA:")
+            out.append(d.get("answer") or d.get("code") or (d["sentence"] if from_en else d["sentence_eng"]))
+        return out
+
+    monkeypatch.setattr(HFLM, "generate_until", oracle)
+    out = tmp_path / "out"
+    ev.run(make_args(world["data"], out, [("ckpt/a", world["ckpt"])],
+                     {"mgsm": {"shots": 1}, "flores": {"shots": 0, "limit": 4},
+                      "mbpp": {"shots": 0, "execute_code": True, "languages": ["toy_swh"], "limit": 3}}))
+    assert _load(out, "ckpt/a", "mgsm")["scores"] == {"en": 1.0, "toy_swh": 1.0}
+    assert _load(out, "ckpt/a", "flores")["scores"] == {"en-toy_swh": pytest.approx(100.0),
+                                                         "toy_swh-en": pytest.approx(100.0)}
+    assert _load(out, "ckpt/a", "mbpp")["scores"] == {"toy_swh": 1.0}
+    rows = [json.loads(x) for x in (out / "ckpt/a" / "mgsm.samples.jsonl").read_text().splitlines()]
+    assert all(r["correct"] and r["extracted"] == r["target"] for r in rows)
+
+
+def test_architecture_change_and_truncation_warning(world, tmp_path, caplog):
+    """A job may mix architectures (a new instance is built); prompts longer than the context are reported."""
+    from transformers import AutoConfig
+
+    short = tmp_path / "short"
+    vocab = set(json.loads((world["ckpt"] / "tokenizer.json").read_text())["model"]["vocab"])
+    make_model(short, vocab, seed=2)
+    cfg = AutoConfig.from_pretrained(short)
+    cfg.max_position_embeddings = 40
+    cfg.save_pretrained(short)
+    out = tmp_path / "out"
+    with caplog.at_level("WARNING", logger="layerswap.evaluate"):
+        ev.run(make_args(world["data"], out, [("a", world["ckpt"]), ("short", short)],
+                         {"mgsm": {"shots": 2, "languages": ["en"], "limit": 2}}))
+    assert "toy_mgsm_en: 2 prompts" in caplog.text and "40 tokens" in caplog.text
+    assert _load(out, "a", "mgsm")["n"] == _load(out, "short", "mgsm")["n"] == {"en": 2}
+
+
+def test_too_few_items_for_the_fewshot_pool(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    _write_jsonl(data / "mgsm_en.jsonl", [{"question": "q", "answer": "a 1", "answer_number": 1,
+                                           "equation_solution": ""}] * ev.FEWSHOT_POOL)
+    with pytest.raises(UserError, match="mgsm_en.jsonl: 8 items"):
+        ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"shots": 3}}'))
+    assert ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"shots": 0}}'))[0].tasks[0].pool == 0
+    with pytest.raises(UserError, match="twice"):
+        ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"languages": ["en", "en"]}}'))
