@@ -1,0 +1,81 @@
+"""The workflow itself: the micro config end to end, no-op rerun, and bad config stopping before any job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+MICRO = REPO / "config" / "micro.yaml"
+pytestmark = pytest.mark.workflow
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path = MICRO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile), "--cores", "2", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="session")
+def micro_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("micro")
+    proc = snakemake(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return work / "results"
+
+
+def test_tables_exist_and_hold_numbers_in_range(micro_run):
+    for n in (1, 2, 5, 6):
+        for ext in ("csv", "md", "tex"):
+            assert (micro_run / "tables" / f"table{n}.{ext}").stat().st_size > 0
+    t1 = pd.read_csv(micro_run / "tables" / "table1.csv")
+    numbers = t1.select_dtypes("number").to_numpy().ravel()
+    assert len(numbers) >= 12 and ((numbers >= 0) & (numbers <= 100)).all()
+    assert "TOY WORLD" in (micro_run / "tables" / "table1.md").read_text()
+    t2 = pd.read_csv(micro_run / "tables" / "table2.csv")
+    assert ((t2.select_dtypes("number") >= 0) & (t2.select_dtypes("number") <= 100)).all().all()
+
+
+def test_every_stage_left_its_files(micro_run):
+    selection = json.loads((micro_run / "selection" / "math.json").read_text())
+    assert [s["rank"] for s in selection["selected"]] == [1, 2]
+    assert all(Path(s["path"]).name.startswith("s") for s in selection["selected"])
+    recipe = json.loads((micro_run / "merges" / "swap_default" / "toy_swh" / "l1m2.json").read_text())
+    assert recipe["method"] == "layer_swap"
+    result = json.loads((micro_run / "evals" / "merge" / "swap_default" / "toy_swh" / "l1m2" / "mgsm.json").read_text())
+    assert set(result["scores"]) == {"en", "toy_swh"} and all(0 <= v <= 1 for v in result["scores"].values())
+    assert (micro_run / "evals" / "merge" / "soupswap" / "toy_swh" / "multisoup" / "mgsm.json").is_file()
+    assert (micro_run / "figures" / "param_change.svg").read_text().lstrip().startswith("<svg")
+    assert not list(micro_run.rglob("*.tmp"))  # nothing half-written left behind
+
+
+def test_second_run_has_nothing_to_do(micro_run):
+    proc = snakemake(micro_run.parent, "-n")
+    assert proc.returncode == 0
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda c: c.update(colour="red"), "unknown key 'colour'"),
+    (lambda c: c["sft"]["defaults"].update(lr="fast"), "config key 'sft.defaults.lr'"),
+    (lambda c: c.update(languages=["toy_xyz"]), "unknown language 'toy_xyz'"),
+    (lambda c: c["merges"]["configs"]["swap_default"].update(bottom=4), "exceeds base.num_layers"),
+])
+def test_bad_config_stops_before_any_job(tmp_path, edit, expected):
+    config = yaml.safe_load(MICRO.read_text())
+    edit(config)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, "-n", configfile=bad)
+    assert proc.returncode != 0
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("config error:")]
+    assert len(errors) == 1 and expected in errors[0], proc.stderr[-2000:]
+    assert not (tmp_path / "results").exists()
