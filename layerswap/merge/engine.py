@@ -1,0 +1,460 @@
+"""Merge engine: a recipe becomes a tree of tensor sources, filled chunk by chunk into memory or onto disk."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from layerswap.errors import UserError
+from layerswap.merge import methods
+from layerswap.merge.io import BASE_FINGERPRINT_FILE, INDEX_FILE, Checkpoint, chunk_ranges, write_shard
+from layerswap.merge.recipes import canonical_json, recipe_hash, validate_recipe
+
+CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
+SMALL = 1 << 16  # tensors up to this size get an exact kthvalue directly
+CONFIG_KEYS = ("architectures", "model_type", "num_hidden_layers", "vocab_size")
+COPIED_FILES = (
+    "config.json", "generation_config.json", "special_tokens_map.json", "added_tokens.json", "merges.txt",
+    "vocab.json", "vocab.txt", "chat_template.jinja", "chat_template.json",
+)
+F32 = torch.float32
+
+
+def _natural(name: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+class ExpertCache:
+    """Opened checkpoints (validated headers, open files) and magnitude weights, shared across merges of one job.
+
+    Tensors are read with pread, not mmap: after the first merge they come from the OS page cache, and the process
+    holds only the chunks in flight and the merged state dict it returns."""
+
+    def __init__(self) -> None:
+        self._checkpoints: dict[str, Checkpoint] = {}
+        self.magnitudes: dict[str, float] = {}
+
+    def checkpoint(self, path: str) -> Checkpoint:
+        key = os.path.realpath(path)
+        if key not in self._checkpoints:
+            self._checkpoints[key] = Checkpoint(path)
+        return self._checkpoints[key]
+
+    def close(self) -> None:
+        for ckpt in self._checkpoints.values():
+            ckpt.close()
+        self._checkpoints.clear()
+
+
+class Scratch:
+    """Reusable 1-D buffers, one per (slot, dtype), so chunk loops allocate nothing."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+
+    def get(self, slot: str, dtype: torch.dtype, n: int) -> torch.Tensor:
+        buf = self._bufs.get((slot, dtype))
+        if buf is None or buf.numel() < n:
+            buf = self._bufs[(slot, dtype)] = torch.empty(max(n, 1), dtype=dtype)
+        return buf[:n]
+
+
+class Node:
+    """A source of named tensors: a checkpoint or a merge of other nodes."""
+
+    label: str
+    names: list[str]
+    shapes: dict[str, tuple[int, ...]]
+    dtypes: dict[str, torch.dtype]
+    config: dict
+    experts: list[Checkpoint]
+
+    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Whole-model passes (magnitude weights) done once before tensors are filled."""
+
+
+class Leaf(Node):
+    def __init__(self, ckpt: Checkpoint) -> None:
+        self.ckpt, self.label, self.config, self.experts = ckpt, ckpt.path, ckpt.config, [ckpt]
+        self.names = sorted(ckpt.tensors, key=_natural)
+        self.shapes = {n: i.shape for n, i in ckpt.tensors.items()}
+        self.dtypes = {n: i.dtype for n, i in ckpt.tensors.items()}
+
+    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        self.ckpt.read_into(name, start, stop, dest)
+
+
+def read_raw(node: Node, name: str, start: int, stop: int, scratch: Scratch, slot: str) -> torch.Tensor:
+    dest = scratch.get(slot + ":raw", node.dtypes[name], stop - start)
+    node.fill(name, start, stop, dest)
+    return dest
+
+
+def read_f32(node: Node, name: str, start: int, stop: int, scratch: Scratch, slot: str) -> torch.Tensor:
+    out = scratch.get(slot, F32, stop - start)
+    if node.dtypes[name] == F32:
+        node.fill(name, start, stop, out)
+    else:
+        out.copy_(read_raw(node, name, start, stop, scratch, slot))
+    return out
+
+
+def fill_as(node: Node, name: str, start: int, stop: int, dest: torch.Tensor, scratch: Scratch) -> None:
+    if node.dtypes[name] == dest.dtype:
+        node.fill(name, start, stop, dest)
+    else:
+        dest.copy_(read_raw(node, name, start, stop, scratch, "convert"))
+
+
+def check_compatible(where: str, nodes: list[Node]) -> None:
+    """Same architecture, layer count, vocabulary, tensor names and shapes, or a one-line UserError."""
+    first = nodes[0]
+    for other in nodes[1:]:
+        for key in CONFIG_KEYS:
+            if first.config.get(key) != other.config.get(key):
+                raise UserError(
+                    f"{where}: config {key} {other.config.get(key)!r} in {other.label} differs from "
+                    f"{first.config.get(key)!r} in {first.label}"
+                )
+        missing = sorted(set(first.shapes) ^ set(other.shapes), key=_natural)
+        if missing:
+            holder = first.label if missing[0] in first.shapes else other.label
+            lacks = other.label if holder == first.label else first.label
+            raise UserError(f"{where}: tensor {missing[0]} is in {holder} but not in {lacks}")
+        for name in first.names:
+            if first.shapes[name] != other.shapes[name]:
+                raise UserError(
+                    f"{where}: tensor {name} has shape {list(other.shapes[name])} in {other.label} "
+                    f"but {list(first.shapes[name])} in {first.label}"
+                )
+
+
+def magnitude(node: Node, base: Node, cache: ExpertCache, key: str) -> float:
+    """1 / mean over all rows of all 1-D and 2-D tensors of the row mean |W_ft - W_pre| (rounded to 12 digits)."""
+    if key in cache.magnitudes:
+        return cache.magnitudes[key]
+    scratch = Scratch()
+    total, rows = 0.0, 0
+    for name in node.names:
+        shape = node.shapes[name]
+        if len(shape) not in (1, 2) or 0 in shape:
+            continue
+        row_sum = 0.0
+        for start, stop in chunk_ranges(shape, CHUNK):
+            delta = read_f32(node, name, start, stop, scratch, "x")
+            delta.sub_(read_f32(base, name, start, stop, scratch, "base"))
+            if len(shape) == 2:
+                s, r = methods.magnitude_rows(delta, shape)
+                total, rows = total + s, rows + r
+            else:
+                row_sum += float(delta.abs_().sum(dtype=torch.float64))
+        if len(shape) == 1:
+            total, rows = total + row_sum / shape[0], rows + 1
+    mean = total / max(rows, 1)
+    if not mean > 0 or not math.isfinite(mean):
+        raise UserError(f"{node.label}: mean |W - W_base| is {mean}; magnitude weight is undefined (same as base?)")
+    cache.magnitudes[key] = float(f"{1.0 / mean:.12g}")
+    return cache.magnitudes[key]
+
+
+class Merge(Node):
+    """Common parts of merge nodes: inputs, optional base, compatibility checks, output dtypes of the first input."""
+
+    def __init__(self, where: str, recipe: dict, inputs: list[Node], refs: list[Any], base: Node | None,
+                 cache: ExpertCache) -> None:
+        self.label, self.recipe, self.inputs, self.refs, self.base, self.cache = where, recipe, inputs, refs, base, cache
+        check_compatible(where, inputs + ([base] if base is not None else []))
+        first = inputs[0]
+        self.names, self.shapes, self.dtypes, self.config = first.names, first.shapes, first.dtypes, first.config
+        self.experts = [c for node in inputs for c in node.experts]
+        self.scratch = Scratch()
+        n_layers = self.config.get("num_hidden_layers")
+        if not isinstance(n_layers, int) or n_layers <= 0:
+            raise UserError(f"{first.label}: config.json has no valid num_hidden_layers ({n_layers!r})")
+        self.n_layers = n_layers
+        for name in self.names:
+            layer = methods.layer_of(name)
+            if layer is not None and layer >= n_layers:
+                raise UserError(f"{first.label}: tensor {name} has layer index {layer} >= num_hidden_layers {n_layers}")
+
+    def magnitude_weights(self) -> list[float]:
+        assert self.base is not None
+        base_key = canonical_json(self.recipe["base"])
+        return [
+            magnitude(node, self.base, self.cache, canonical_json([ref, base_key]))
+            for node, ref in zip(self.inputs, self.refs)
+        ]
+
+
+class LayerSwap(Merge):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        p = self.recipe["params"]
+        self.plan = methods.layer_plan(p, self.n_layers, f"{self.label}.params")
+        self.non_layer = {"average": methods.MIX, "lang": methods.LANG, "task": methods.TASK}[p["non_layer"]]
+        self.weights = [p["w_task"], p["w_lang"]]
+
+    def prepare(self) -> None:
+        for node in self.inputs:
+            node.prepare()
+        if self.recipe["params"]["weighting"] == "magnitude":
+            self.weights = self.magnitude_weights()
+
+    def source(self, name: str) -> str:
+        layer = methods.layer_of(name)
+        return self.non_layer if layer is None else self.plan[layer]
+
+    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        task, lang = self.inputs
+        src = self.source(name)
+        if src != methods.MIX or not dest.is_floating_point():
+            fill_as(lang if src == methods.LANG else task, name, start, stop, dest, self.scratch)
+            return
+        acc = read_f32(task, name, start, stop, self.scratch, "task")
+        other = read_f32(lang, name, start, stop, self.scratch, "lang")
+        dest.copy_(methods.weighted_mean_(acc, [other], self.weights))
+
+
+class Soup(Merge):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.weights = [1.0] * len(self.inputs)
+
+    def prepare(self) -> None:
+        for node in self.inputs:
+            node.prepare()
+        if self.recipe["params"]["weighting"] == "magnitude":
+            self.weights = self.magnitude_weights()
+
+    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        if not dest.is_floating_point():
+            fill_as(self.inputs[0], name, start, stop, dest, self.scratch)
+            return
+        acc = read_f32(self.inputs[0], name, start, stop, self.scratch, "m0")
+        others = [read_f32(n, name, start, stop, self.scratch, f"m{i}") for i, n in enumerate(self.inputs) if i]
+        dest.copy_(methods.weighted_mean_(acc, others, self.weights))
+
+
+class Ties(Merge):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.density, self.lam = self.recipe["params"]["density"], self.recipe["params"]["lam"]
+        self.chunk = methods.TiesChunk()
+        self._thresholds: tuple[str, list[float | None]] = ("", [])
+
+    def prepare(self) -> None:
+        for node in self.inputs:
+            node.prepare()
+
+    def threshold(self, node: Node, name: str) -> float | None:
+        """The k-th largest |delta| over the tensor, k = max(1, int(density * numel)) as mergekit; None keeps all.
+
+        Entries tied with the k-th largest are all kept (mergekit breaks such ties by argsort order)."""
+        assert self.base is not None
+        shape = self.shapes[name]
+        n = math.prod(shape)
+        k = max(1, int(self.density * n))
+        if k >= n:
+            return None
+        ranges = chunk_ranges(shape, CHUNK)
+        sc = self.scratch
+        if n > SMALL:
+            stride = max(1, n // methods.SAMPLE)
+            parts = []
+            for start, stop in ranges:
+                first = -start % stride
+                a = read_raw(node, name, start, stop, sc, "m")[first::stride].float()
+                a.sub_(read_raw(self.base, name, start, stop, sc, "base")[first::stride].float()).abs_()
+                parts.append(a)
+            sample = torch.cat(parts)
+            for widen in (1.0, 8.0, 64.0):
+                lo, hi = methods.kth_largest_bracket(sample, n, k, widen)
+                above, cands = 0, []
+                for start, stop in ranges:
+                    d = read_f32(node, name, start, stop, sc, "m")
+                    d.sub_(read_f32(self.base, name, start, stop, sc, "base")).abs_()
+                    mask = sc.get("mask", torch.bool, stop - start)
+                    above += int(torch.count_nonzero(torch.gt(d, hi, out=mask)))
+                    torch.ge(d, lo, out=mask)
+                    cands.append(d[mask.logical_and_(torch.le(d, hi, out=sc.get("mask2", torch.bool, stop - start)))])
+                cand = torch.cat(cands)
+                need = k - above
+                if 1 <= need <= cand.numel():
+                    return float(torch.kthvalue(cand, cand.numel() - need + 1).values)
+        full = torch.empty(n, dtype=F32)
+        for start, stop in ranges:
+            d = full[start:stop]
+            fill_as(node, name, start, stop, d, sc)
+            d.sub_(read_f32(self.base, name, start, stop, sc, "base")).abs_()
+        return float(torch.kthvalue(full, n - k + 1).values)
+
+    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        assert self.base is not None
+        if not dest.is_floating_point():
+            fill_as(self.inputs[0], name, start, stop, dest, self.scratch)
+            return
+        if self._thresholds[0] != name:
+            self._thresholds = (name, [self.threshold(node, name) for node in self.inputs])
+        base = read_f32(self.base, name, start, stop, self.scratch, "base")
+        deltas = []
+        for i, (node, thr) in enumerate(zip(self.inputs, self._thresholds[1])):
+            d = read_f32(node, name, start, stop, self.scratch, f"d{i}")
+            d.sub_(base)
+            if thr is not None:
+                self.chunk.trim_(d, thr)
+            deltas.append(d)
+        dest.copy_(self.chunk.merge_(base, deltas, self.lam))
+
+
+METHODS: dict[str, type[Merge]] = {"layer_swap": LayerSwap, "soup": Soup, "ties": Ties}
+
+
+def _node(ref: str | dict, cache: ExpertCache, where: str) -> Node:
+    return Leaf(cache.checkpoint(ref)) if isinstance(ref, str) else build_node(ref, cache, where)
+
+
+def build_node(recipe: dict, cache: ExpertCache, where: str = "recipe") -> Merge:
+    """The node tree of a validated recipe (defaults filled in)."""
+    inputs = recipe["inputs"]
+    refs: list[Any] = [inputs["task"], inputs["lang"]] if recipe["method"] == "layer_swap" else list(inputs["models"])
+    keys = ["task", "lang"] if recipe["method"] == "layer_swap" else [f"models[{i}]" for i in range(len(refs))]
+    nodes = [_node(ref, cache, f"{where}.inputs.{key}") for ref, key in zip(refs, keys)]
+    base = None if recipe["base"] is None else _node(recipe["base"], cache, f"{where}.base")
+    return METHODS[recipe["method"]](where, recipe, nodes, refs, base, cache)
+
+
+def check_bases(root: Merge, allow_different: bool) -> str | None:
+    """The experts' common base fingerprint (layerswap_base.json); differing ones are refused unless allowed."""
+    seen: dict[str, str] = {}
+    for ckpt in root.experts:
+        if ckpt.base_fingerprint is not None:
+            seen.setdefault(ckpt.base_fingerprint, ckpt.path)
+    if len(seen) > 1 and not allow_different:
+        (fa, pa), (fb, pb) = list(seen.items())[:2]
+        raise UserError(
+            f"{pb}: {BASE_FINGERPRINT_FILE} base_sha256 {fb[:12]} differs from {fa[:12]} in {pa} "
+            "(set allow_different_base: true to merge experts of different bases)"
+        )
+    return next(iter(seen)) if len(seen) == 1 else None
+
+
+def _open(recipe: dict, cache: ExpertCache) -> tuple[dict, Merge, str | None]:
+    full = validate_recipe(recipe)
+    root = build_node(full, cache)
+    fingerprint = check_bases(root, bool(full.get("allow_different_base", False)))
+    root.prepare()
+    return full, root, fingerprint
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Chunk ops are memory-bound: one torch thread is as fast and leaves a core for I/O (no OpenMP spin-waits)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def build_state_dict(recipe: dict, cache: ExpertCache | None = None) -> dict[str, torch.Tensor]:
+    """The merged weights in memory; pass one ExpertCache to reuse opened experts across several merges."""
+    own = cache is None
+    cache = cache or ExpertCache()
+    try:
+        with one_thread():
+            _, root, _ = _open(recipe, cache)
+            out: dict[str, torch.Tensor] = {}
+            for name in root.names:
+                tensor = torch.empty(root.shapes[name], dtype=root.dtypes[name])
+                flat = tensor.view(-1)
+                for start, stop in chunk_ranges(root.shapes[name], CHUNK):
+                    root.fill(name, start, stop, flat[start:stop])
+                out[name] = tensor
+            return out
+    finally:
+        if own:
+            cache.close()
+
+
+def model_dir_of(recipe: dict) -> str:
+    """Checkpoint dir whose config and tokenizer the merge uses: the task expert of a swap, else the first model."""
+    ref: Any = recipe
+    while isinstance(ref, dict):
+        inputs = ref.get("inputs") or {}
+        ref = inputs.get("task") if ref.get("method") == "layer_swap" else (inputs.get("models") or [None])[0]
+    if not isinstance(ref, str):
+        raise UserError("recipe: no checkpoint directory found in inputs")
+    return ref
+
+
+def _shards(root: Merge, max_shard_bytes: int) -> list[list[tuple[str, torch.dtype, tuple[int, ...]]]]:
+    shards: list[list[tuple[str, torch.dtype, tuple[int, ...]]]] = [[]]
+    size = 0
+    for name in root.names:
+        dtype, shape = root.dtypes[name], root.shapes[name]
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append((name, dtype, shape))
+        size += nbytes
+    return shards
+
+
+def _copy_side_files(src: Path, dst: Path) -> None:
+    for path in sorted(src.iterdir()):
+        if path.is_file() and (path.name in COPIED_FILES or path.name.startswith("tokenizer")):
+            shutil.copyfile(path, dst / path.name)
+
+
+def write_merged(recipe: dict, out_dir: str, max_shard_bytes: int = 2**30) -> None:
+    """Write the merge as a HF model dir (sharded safetensors + index, config, tokenizer), atomically."""
+    out = Path(out_dir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cache = ExpertCache()
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        with one_thread():
+            full, root, fingerprint = _open(recipe, cache)
+            shards = _shards(root, max_shard_bytes)
+            weight_map: dict[str, str] = {}
+            total = 0
+            for i, entries in enumerate(shards):
+                file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+                write_shard(str(tmp / file), entries, root.fill, CHUNK)
+                for name, dtype, shape in entries:
+                    weight_map[name] = file
+                    total += math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (tmp / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+        _copy_side_files(Path(model_dir_of(full)), tmp)
+        provenance = {"recipe": recipe, "recipe_hash": recipe_hash(recipe)}
+        (tmp / "layerswap_recipe.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+        if fingerprint is not None:
+            (tmp / BASE_FINGERPRINT_FILE).write_text(json.dumps({"base_sha256": fingerprint}) + "\n")
+        os.chmod(tmp, 0o755)
+        if out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+            os.replace(out, old / "x")
+            os.replace(tmp, out)
+            shutil.rmtree(old)
+        else:
+            os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        cache.close()

@@ -1,0 +1,218 @@
+"""Safetensors checkpoints: validated opening, chunked reads without pickle or mmap, streamed shard writing."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from layerswap.errors import UserError
+
+DTYPES: dict[str, torch.dtype] = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "BOOL": torch.bool,
+}
+DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+SINGLE_FILE = "model.safetensors"
+INDEX_FILE = "model.safetensors.index.json"
+BASE_FINGERPRINT_FILE = "layerswap_base.json"
+MAX_HEADER_BYTES = 100 * 2**20
+
+Fill = Callable[[str, int, int, torch.Tensor], None]
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Where one tensor's bytes lie: file, absolute byte offset, dtype and shape."""
+
+    file: str
+    offset: int
+    dtype: torch.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def itemsize(self) -> int:
+        return torch.empty((), dtype=self.dtype).element_size()
+
+
+def read_header(file: str) -> dict[str, TensorInfo]:
+    """Parse and check a safetensors header; a truncated or corrupt file raises UserError naming it."""
+    try:
+        size = os.path.getsize(file)
+        with open(file, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise UserError(f"{file}: truncated safetensors file ({size} bytes, no header)")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES or 8 + n > size:
+                raise UserError(f"{file}: corrupt or truncated safetensors header (length {n}, file {size} bytes)")
+            raw = f.read(n)
+    except OSError as err:
+        raise UserError(f"{file}: cannot read ({err.strerror})") from err
+    try:
+        header = json.loads(raw.decode("utf-8"))
+        if not isinstance(header, dict):
+            raise ValueError("not an object")
+    except (UnicodeDecodeError, ValueError) as err:
+        raise UserError(f"{file}: corrupt safetensors header ({err})") from err
+    data_start = 8 + n
+    infos: dict[str, TensorInfo] = {}
+    end_max = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            dtype = DTYPES[entry["dtype"]]
+            shape = tuple(int(d) for d in entry["shape"])
+            begin, end = (int(x) for x in entry["data_offsets"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise UserError(f"{file}: corrupt header entry for tensor {name} ({err!r})") from err
+        info = TensorInfo(file, data_start + begin, dtype, shape)
+        if end - begin != info.numel * info.itemsize or begin < 0:
+            raise UserError(f"{file}: tensor {name} has data_offsets {begin}..{end} that do not match its shape")
+        end_max = max(end_max, end)
+        infos[name] = info
+    if data_start + end_max > size:
+        raise UserError(f"{file}: truncated safetensors file ({size} bytes, header needs {data_start + end_max})")
+    return infos
+
+
+def _json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{path}: unreadable JSON ({err})") from err
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+class Checkpoint:
+    """A HF model directory with safetensors weights (single file or sharded with an index)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = str(path)
+        root = Path(path)
+        if not root.is_dir():
+            raise UserError(f"{path}: checkpoint directory does not exist")
+        if not (root / "config.json").is_file():
+            raise UserError(f"{path}: no config.json in checkpoint directory")
+        self.config = _json(root / "config.json")
+        self.tensors: dict[str, TensorInfo] = {}
+        if (root / SINGLE_FILE).is_file():
+            self.tensors = read_header(str(root / SINGLE_FILE))
+        elif (root / INDEX_FILE).is_file():
+            self._read_index(root / INDEX_FILE)
+        else:
+            pickles = sorted(p.name for p in root.iterdir() if p.name.endswith(PICKLE_SUFFIXES))
+            if pickles:
+                raise UserError(f"{path}: pickle checkpoint ({pickles[0]}) refused; convert it to safetensors")
+            raise UserError(f"{path}: no model.safetensors or {INDEX_FILE} in checkpoint directory")
+        fp = root / BASE_FINGERPRINT_FILE
+        self.base_fingerprint: str | None = str(_json(fp).get("base_sha256")) if fp.is_file() else None
+        self._fds: dict[str, int] = {}
+
+    def _read_index(self, index: Path) -> None:
+        weight_map = _json(index).get("weight_map")
+        if not isinstance(weight_map, dict) or not weight_map:
+            raise UserError(f"{index}: no weight_map")
+        headers: dict[str, dict[str, TensorInfo]] = {}
+        for shard in sorted(set(weight_map.values())):
+            file = index.parent / str(shard)
+            if not file.is_file():
+                raise UserError(f"{index}: shard {shard} is missing")
+            headers[str(shard)] = read_header(str(file))
+        for name, shard in weight_map.items():
+            if name not in headers[str(shard)]:
+                raise UserError(f"{index}: tensor {name} is not in its shard {shard}")
+            self.tensors[name] = headers[str(shard)][name]
+        for shard, infos in headers.items():
+            extra = sorted(set(infos) - set(weight_map))
+            if extra:
+                raise UserError(f"{index}: tensor {extra[0]} in shard {shard} is missing from weight_map")
+
+    def read_into(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        """Read elements [start, stop) of flattened tensor `name` into `dest` (1-D, same dtype), checking finiteness."""
+        info = self.tensors[name]
+        fd = self._fds.get(info.file)
+        if fd is None:
+            fd = self._fds[info.file] = os.open(info.file, os.O_RDONLY)
+        view = dest.view(torch.uint8).numpy()
+        pos, offset = 0, info.offset + start * info.itemsize
+        while pos < view.nbytes:
+            got = os.preadv(fd, [view[pos:]], offset + pos)
+            if got <= 0:
+                raise UserError(f"{info.file}: truncated while reading tensor {name}")
+            pos += got
+        if dest.is_floating_point() and dest.numel():
+            lo, hi = torch.aminmax(dest)  # propagates NaN; much faster than isfinite().all()
+            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                raise UserError(f"{self.path}: tensor {name} contains NaN or Inf")
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+
+def chunk_ranges(shape: tuple[int, ...], chunk: int) -> list[tuple[int, int]]:
+    """Element ranges covering a flattened tensor, whole rows per chunk for tensors of 2 or more dims."""
+    numel = 1
+    for d in shape:
+        numel *= d
+    step = chunk
+    if len(shape) >= 2 and shape[-1] > 0:
+        step = max(1, chunk // shape[-1]) * shape[-1]
+    return [(s, min(s + step, numel)) for s in range(0, numel, step)] or [(0, 0)]
+
+
+def write_shard(file: str, entries: list[tuple[str, torch.dtype, tuple[int, ...]]], fill: Fill, chunk: int) -> None:
+    """Write one safetensors file, filling each tensor chunk by chunk through `fill(name, start, stop, dest)`."""
+    header: dict[str, object] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for name, dtype, shape in entries:
+        nbytes = TensorInfo(file, 0, dtype, shape).numel * torch.empty((), dtype=dtype).element_size()
+        header[name] = {"dtype": DTYPE_NAMES[dtype], "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    # Three rotating buffers per dtype: a background thread writes one while the next chunks are computed.
+    buffers: dict[torch.dtype, list[torch.Tensor]] = {}
+    pending: dict[int, Future] = {}
+    turn = 0
+    with open(file, "wb") as f, ThreadPoolExecutor(max_workers=1) as pool:
+        f.write(struct.pack("<Q", len(raw)))
+        f.write(raw)
+        for name, dtype, shape in entries:
+            for start, stop in chunk_ranges(shape, chunk):
+                n = stop - start
+                ring = buffers.setdefault(dtype, [])
+                slot = turn % 3
+                turn += 1
+                if slot in pending:
+                    pending.pop(slot).result()
+                while len(ring) <= slot:
+                    ring.append(torch.empty(0, dtype=dtype))
+                if ring[slot].numel() < n:
+                    ring[slot] = torch.empty(max(n, 1), dtype=dtype)
+                dest = ring[slot][:n]
+                fill(name, start, stop, dest)
+                pending[slot] = pool.submit(f.write, dest.view(torch.uint8).numpy())
+        for fut in pending.values():
+            fut.result()

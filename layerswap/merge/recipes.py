@@ -1,0 +1,264 @@
+"""Merge recipes: loading, validation, content hash, and the `layerswap recipes` command that writes them."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from layerswap.errors import UserError
+
+TOP_KEYS = ("method", "base", "inputs", "params", "allow_different_base", "name")
+INPUT_KEYS = {"layer_swap": ("task", "lang"), "soup": ("models",), "ties": ("models",)}
+# param -> (default, kind); kind: "int", "number", "int_list", or a tuple of allowed strings. REQUIRED has no default.
+REQUIRED = object()
+PARAMS: dict[str, dict[str, tuple[Any, Any]]] = {
+    "layer_swap": {
+        "bottom": (None, "int"), "top": (None, "int"),
+        "transition_bottom": (None, "int"), "transition_top": (None, "int"),
+        "w_task": (1.0, "number"), "w_lang": (1.0, "number"),
+        "weighting": ("fixed", ("fixed", "magnitude")),
+        "non_layer": ("average", ("average", "lang", "task")),
+        "lang_layers": (None, "int_list"), "transition_layers": (None, "int_list"),
+    },
+    "soup": {"weighting": ("uniform", ("uniform", "magnitude"))},
+    "ties": {"density": (REQUIRED, "number"), "lam": (1.0, "number")},
+}
+
+
+def _check_value(where: str, value: Any, kind: Any) -> Any:
+    if isinstance(kind, tuple):
+        if value not in kind:
+            raise UserError(f"{where}: {value!r} is not one of {', '.join(kind)}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"{where}: expected a non-negative integer, got {value!r}")
+        return value
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise UserError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value):
+        raise UserError(f"{where}: expected a list of non-negative layer indices, got {value!r}")
+    if len(set(value)) != len(value):
+        raise UserError(f"{where}: repeated layer index in {value!r}")
+    return sorted(value)
+
+
+def _check_ref(where: str, ref: Any) -> str | dict:
+    if isinstance(ref, dict):
+        return validate_recipe(ref, where)
+    if not isinstance(ref, str) or not ref:
+        raise UserError(f"{where}: expected a checkpoint directory path or a nested recipe, got {ref!r}")
+    return ref
+
+
+def validate_recipe(recipe: Any, where: str = "recipe") -> dict:
+    """Check a recipe and return a copy with every param filled in; a bad key or value raises one-line UserError."""
+    if not isinstance(recipe, dict):
+        raise UserError(f"{where}: expected a mapping, got {type(recipe).__name__}")
+    for key in recipe:
+        if key not in TOP_KEYS:
+            raise UserError(f"{where}: unknown key {key!r} (allowed: {', '.join(TOP_KEYS)})")
+    method = recipe.get("method")
+    if method not in PARAMS:
+        raise UserError(f"{where}.method: {method!r} is not one of {', '.join(PARAMS)}")
+    out: dict[str, Any] = {"method": method}
+    base = recipe.get("base")
+    out["base"] = None if base is None else _check_ref(f"{where}.base", base)
+    if "allow_different_base" in recipe:
+        if not isinstance(recipe["allow_different_base"], bool):
+            raise UserError(f"{where}.allow_different_base: expected true or false")
+        out["allow_different_base"] = recipe["allow_different_base"]
+    if "name" in recipe:
+        out["name"] = str(recipe["name"])
+    inputs = recipe.get("inputs")
+    if not isinstance(inputs, dict):
+        raise UserError(f"{where}.inputs: expected a mapping with keys {', '.join(INPUT_KEYS[method])}")
+    for key in inputs:
+        if key not in INPUT_KEYS[method]:
+            raise UserError(f"{where}.inputs: unknown key {key!r} for {method} (allowed: {', '.join(INPUT_KEYS[method])})")
+    if method == "layer_swap":
+        for key in ("task", "lang"):
+            if key not in inputs:
+                raise UserError(f"{where}.inputs.{key}: missing")
+        out["inputs"] = {k: _check_ref(f"{where}.inputs.{k}", inputs[k]) for k in ("task", "lang")}
+    else:
+        models = inputs.get("models")
+        if not isinstance(models, list) or not models:
+            raise UserError(f"{where}.inputs.models: expected a non-empty list")
+        out["inputs"] = {"models": [_check_ref(f"{where}.inputs.models[{i}]", m) for i, m in enumerate(models)]}
+    params = recipe.get("params") or {}
+    if not isinstance(params, dict):
+        raise UserError(f"{where}.params: expected a mapping")
+    spec = PARAMS[method]
+    for key in params:
+        if key not in spec:
+            raise UserError(f"{where}.params: unknown param {key!r} for {method} (allowed: {', '.join(spec)})")
+    filled: dict[str, Any] = {}
+    for key, (default, kind) in spec.items():
+        value = params.get(key)
+        if value is None:
+            if default is REQUIRED:
+                raise UserError(f"{where}.params.{key}: missing (required for {method})")
+            filled[key] = default
+        else:
+            filled[key] = _check_value(f"{where}.params.{key}", value, kind)
+    _check_method_params(where, method, filled, out, params)
+    out["params"] = filled
+    return out
+
+
+def _check_method_params(where: str, method: str, p: dict, out: dict, given: dict) -> None:
+    if method == "layer_swap":
+        if p["lang_layers"] is None:
+            for key in ("bottom", "top"):
+                if p[key] is None:
+                    raise UserError(f"{where}.params.{key}: missing (required unless lang_layers is given)")
+            if p["transition_layers"] is not None:
+                raise UserError(f"{where}.params.transition_layers: only allowed together with lang_layers")
+            p["transition_bottom"] = p["transition_bottom"] or 0
+            p["transition_top"] = p["transition_top"] or 0
+        else:
+            for key in ("bottom", "top", "transition_bottom", "transition_top"):
+                if p[key]:
+                    raise UserError(f"{where}.params.{key}: must be absent when lang_layers is given")
+            overlap = sorted(set(p["lang_layers"]) & set(p["transition_layers"] or []))
+            if overlap:
+                raise UserError(f"{where}.params.transition_layers: layer {overlap[0]} is also in lang_layers")
+        if p["weighting"] == "magnitude":
+            for key in ("w_task", "w_lang"):
+                if given.get(key) is not None:
+                    raise UserError(f"{where}.params.{key}: cannot be set with weighting magnitude")
+        elif p["w_task"] < 0 or p["w_lang"] < 0 or p["w_task"] + p["w_lang"] <= 0:
+            raise UserError(f"{where}.params.w_task/w_lang: must be non-negative with a positive sum")
+    if method == "ties" and not 0.0 < p["density"] <= 1.0:
+        raise UserError(f"{where}.params.density: {p['density']} is not in (0, 1]")
+    needs_base = method == "ties" or p.get("weighting") == "magnitude"
+    if needs_base and out["base"] is None:
+        raise UserError(f"{where}.base: required for {method} with these params (task vectors are taken against it)")
+
+
+def canonical_json(recipe: Any) -> str:
+    return json.dumps(recipe, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def recipe_hash(recipe: dict) -> str:
+    """sha256 (first 16 hex digits) of the recipe's canonical JSON."""
+    return hashlib.sha256(canonical_json(recipe).encode()).hexdigest()[:16]
+
+
+def load_recipe(path: str) -> dict:
+    """Read a JSON or YAML recipe file and validate it (returned as written, not with defaults filled in)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as err:
+        raise UserError(f"{path}: cannot read recipe ({err.strerror})") from err
+    try:
+        if str(path).endswith((".yaml", ".yml")):
+            import yaml
+
+            recipe = yaml.safe_load(text)
+        else:
+            recipe = json.loads(text)
+    except ValueError as err:  # yaml.YAMLError subclasses Exception; caught below
+        raise UserError(f"{path}: not valid JSON ({err})") from err
+    except Exception as err:  # noqa: BLE001 - yaml errors
+        raise UserError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+    validate_recipe(recipe, str(path))
+    return recipe
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ---- `layerswap recipes` -------------------------------------------------------------------------------------
+
+
+def _selected(path: str) -> list[tuple[int, str]]:
+    try:
+        data = json.loads(Path(path).read_text())
+        rows = data["selected"]
+        pairs = sorted((int(r["rank"]), str(r["path"])) for r in rows)
+    except OSError as err:
+        raise UserError(f"{path}: cannot read selection file ({err.strerror})") from err
+    except (ValueError, KeyError, TypeError) as err:
+        raise UserError(f"{path}: selection file needs 'selected' entries with 'rank' and 'path' ({err!r})") from err
+    if not pairs:
+        raise UserError(f"{path}: 'selected' is empty")
+    return pairs
+
+
+def _split_params(params_json: str) -> tuple[str, dict, dict]:
+    try:
+        cfg = json.loads(params_json)
+    except ValueError as err:
+        raise UserError(f"--params-json: not valid JSON ({err})") from err
+    if not isinstance(cfg, dict) or "method" not in cfg:
+        raise UserError("--params-json: expected an object with a 'method' key")
+    cfg = copy.deepcopy(cfg)
+    method = cfg.pop("method")
+    top = {k: cfg.pop(k) for k in ("allow_different_base",) if k in cfg}
+    return method, cfg, top
+
+
+def _recipe(method: str, base: str, task: Any, lang: Any, params: dict, top: dict) -> dict:
+    if method == "layer_swap":
+        inputs: dict[str, Any] = {"task": task, "lang": lang}
+    else:
+        inputs = {"models": [task, lang]}
+    recipe = {"method": method, "base": base, "inputs": inputs, "params": params, **top}
+    validate_recipe(recipe)
+    return recipe
+
+
+def _soup(base: str, paths: list[str]) -> dict:
+    return {"method": "soup", "base": base, "inputs": {"models": paths}, "params": {"weighting": "uniform"}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params-json", required=True, help="merge config as JSON, including 'method'")
+    parser.add_argument("--lang-selection", required=True, help="selection file of the language experts")
+    parser.add_argument("--task-selection", required=True, help="selection file of the task (math) experts")
+    parser.add_argument("--base", required=True, help="base model directory")
+    parser.add_argument("--out-dir", required=True, help="directory for the recipe files")
+    parser.add_argument("--soup-then-swap", action="store_true", help="write langsoup.json (and multisoup.json)")
+    parser.add_argument("--all-lang-selections", nargs="*", default=[], help="selections pooled in multisoup.json")
+
+
+def run(args: argparse.Namespace) -> None:
+    method, params, top = _split_params(args.params_json)
+    langs, tasks = _selected(args.lang_selection), _selected(args.task_selection)
+    out = Path(args.out_dir)
+    if not args.soup_then_swap:
+        recipes = {f"l{i}m{j}.json": _recipe(method, args.base, tp, lp, params, top) for i, lp in langs for j, tp in tasks}
+    else:
+        if method != "layer_swap":
+            raise UserError(f"--params-json: method {method!r}; soup-then-swap needs layer_swap")
+        math_soup = _soup(args.base, [p for _, p in tasks])
+        recipes = {"langsoup.json": _recipe(method, args.base, math_soup, _soup(args.base, [p for _, p in langs]), params, top)}
+        if args.all_lang_selections:
+            pooled: list[str] = []
+            for sel in args.all_lang_selections:
+                for _, path in _selected(sel):
+                    if path not in pooled:
+                        pooled.append(path)
+            recipes["multisoup.json"] = _recipe(method, args.base, math_soup, _soup(args.base, pooled), params, top)
+    for name, recipe in recipes.items():
+        write_json_atomic(out / name, recipe)
