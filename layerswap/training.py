@@ -80,13 +80,18 @@ def file_sha256(path: Path) -> str:
 
 
 def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, meta: dict) -> None:
-    """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically (tmp dir, rename)."""
+    """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically (tmp dir, rename).
+
+    A `base_sha256` in meta also goes to `layerswap_base.json`, which the merge engine compares across experts.
+    """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tokenizer.save_pretrained(tmp)
     (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    if "base_sha256" in meta:
+        (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": meta["base_sha256"]}) + "\n")
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
 

@@ -70,8 +70,28 @@ def eval_data_files(benchmarks, languages=None):
     return files
 
 
-def benchmark_params(benchmarks):
-    return as_json({b: EVAL["tasks"][b] for b in benchmarks})
+def benchmark_params(benchmarks, languages=None):
+    """The benchmarks' settings as JSON; `languages` (if given) narrows every benchmark to those languages."""
+    spec = {b: dict(EVAL["tasks"][b]) for b in benchmarks}
+    if languages is not None:
+        for b, task in spec.items():
+            task["languages"] = [l for l in languages if not (b == "flores" and l == "en")]
+    return as_json(spec)
+
+
+def checkpoint_languages(run):
+    """Languages a run's checkpoints are evaluated in: all for math runs (Table 5), else English + its own."""
+    expert = RUNS[run]["expert"]
+    if expert == "math":
+        return None
+    return ["en", expert.removeprefix("joint_")]
+
+
+def merge_languages(lang):
+    """Merges are evaluated in their target language; the Table 2 language also in every MGSM language."""
+    if lang == config["analysis"]["table2_language"]:
+        return list(dict.fromkeys(config["mgsm_languages"] + [lang]))
+    return [lang]
 
 
 def eval_files(model_dir, benchmarks):

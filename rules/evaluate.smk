@@ -36,7 +36,7 @@ rule evaluate_merges:
         models=lambda w, input: " ".join(
             f"--model merge/{w.cfg}/{w.lang}/{p}={r}" for p, r in zip(PAIRS, input.recipes)
         ),
-        benchmarks=benchmark_params(MERGE_BENCHMARKS),
+        benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
         batch_size=EVAL["batch_size"],
         seed=config["seed"],
         code=code_hash("evaluate", "evaluation", "tasks", "merge"),
@@ -60,7 +60,7 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
         models=lambda w, input: " ".join(
             f"--model merge/soupswap/{w.lang}/{m}={r}" for m, r in zip(["langsoup", "multisoup"], input.recipes)
         ),
-        benchmarks=benchmark_params(MERGE_BENCHMARKS),
+        benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
         batch_size=EVAL["batch_size"],
         seed=config["seed"],
         code=code_hash("evaluate", "evaluation", "tasks", "merge"),

@@ -16,7 +16,7 @@ rule evaluate_checkpoints:
         f"{R}/evals/ckpt/{{run}}/index.json",
     params:
         models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
-        benchmarks=benchmark_params(BENCHMARKS),
+        benchmarks=lambda w: benchmark_params(BENCHMARKS, checkpoint_languages(w.run)),
         batch_size=EVAL["batch_size"],
         seed=config["seed"],
         code=code_hash("evaluate", "evaluation", "tasks"),

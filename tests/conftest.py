@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+MICRO = REPO / "config" / "micro.yaml"
 TINY_SIZES = {"pretrain_docs": 300, "math_sft": 80, "aya_per_language": 80, "nllb_per_language": 60,
               "mgsm": 8, "belebele": 8, "flores": 4, "mmlu": 8, "mbpp": 4}
 TINY_LANGS = {"toy_swh": {"stands_for": "swh", "word_order": "sov"}}
@@ -38,3 +42,18 @@ def tiny_base(toy_world, tmp_path_factory) -> Path:
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def snakemake(workdir: Path, *args: str, configfile: Path = MICRO) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(configfile), "--cores", "2", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="session")
+def micro_run(tmp_path_factory) -> Path:
+    work = tmp_path_factory.mktemp("micro")
+    proc = snakemake(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return work / "results"

@@ -27,6 +27,8 @@ def test_checkpoints_every_n_samples_with_manifest(tiny_base, mix, tmp_path):
     assert [c["name"] for c in manifest["checkpoints"]] == ["s0000008", "s0000016"]
     meta = json.loads((tmp_path / "run" / "s0000008" / "layerswap_meta.json").read_text())
     assert meta["samples"] == 8 and len(meta["base_sha256"]) == 64
+    base = json.loads((tmp_path / "run" / "s0000008" / "layerswap_base.json").read_text())
+    assert base == {"base_sha256": meta["base_sha256"]}  # what the merge engine compares across experts
     assert (tmp_path / "run" / "s0000016" / "tokenizer.json").is_file()
 
 

@@ -3,33 +3,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-MICRO = REPO / "config" / "micro.yaml"
+from conftest import MICRO, snakemake
+
 pytestmark = pytest.mark.workflow
-
-
-def snakemake(workdir: Path, *args: str, configfile: Path = MICRO) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "2", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-
-
-@pytest.fixture(scope="session")
-def micro_run(tmp_path_factory) -> Path:
-    work = tmp_path_factory.mktemp("micro")
-    proc = snakemake(work)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return work / "results"
 
 
 def test_tables_exist_and_hold_numbers_in_range(micro_run):
