@@ -69,7 +69,12 @@ LAYER_KEYS = ("bottom", "transition_bottom", "transition_top", "top")
 def effective_runs(config: dict) -> dict[str, dict]:
     """Each SFT run merged over ``sft.defaults`` (run values win), in config order."""
     defaults = config["sft"].get("defaults") or {}
-    return {name: {**defaults, **run} for name, run in config["sft"]["runs"].items()}
+    out = {}
+    for name, run in config["sft"]["runs"].items():
+        out[name] = {**defaults, **run}
+        if out[name].get("peft_method", "full") != "lora":
+            out[name].pop("lora", None)  # LoRA settings of a full fine-tune are unused: no rerun when they change
+    return out
 
 
 def checkpoints_of(run: dict) -> list[int]:
@@ -406,7 +411,16 @@ def _origin(config: dict, run_name: str, field: str) -> str:
 
 def _check_runs(config: dict, languages: list[str]) -> None:
     allowed = ["math", *languages, *[f"joint_{lang}" for lang in languages]]
+    from layerswap.sft import PEFT_METHODS, UNSUPPORTED_PEFT  # light: sft defers torch imports
+
     for name, run in effective_runs(config).items():
+        method = run.get("peft_method", "full")
+        if method not in PEFT_METHODS:
+            why = UNSUPPORTED_PEFT.get(str(method).lower())
+            raise _fail(_origin(config, name, "peft_method"), f"{_short(method)} is not supported"
+                        + (f" ({why})" if why else ""), PEFT_METHODS)
+        if method != "lora" and "lora" in config["sft"]["runs"][name]:
+            raise _fail(f"sft.runs.{name}.lora", "is set but the run's peft_method is full", "peft_method: lora")
         if run["expert"] not in allowed:
             raise _fail(f"sft.runs.{name}.expert", f"unknown expert '{run['expert']}'", allowed)
         for field in ("num_samples", "checkpoint_every"):

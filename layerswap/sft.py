@@ -1,8 +1,42 @@
 """Expert SFT with the transformers Trainer: response-only loss, a checkpoint every N samples, resumable.
 
+Checkpoint contract
+-------------------
 Each checkpoint is exported as a plain Hugging Face directory `<out>/s<samples:07d>/` (safetensors, config,
-tokenizer, `layerswap_meta.json` with the base fingerprint); the Trainer's own resumable state lives in
-`<out>/trainer/`, so a killed run resumes from its last checkpoint when the workflow runs again.
+tokenizer, `layerswap_meta.json`, `layerswap_base.json` with the base fingerprint), in the base model's dtype. The
+export is atomic: it is written to a hidden `<out>/.tmp-s<samples>/` and renamed, so a crash never leaves an `s*`
+directory without its full file set. `<out>/checkpoints.json` is written last, after every checkpoint exists. The
+Trainer's own resumable state lives in `<out>/trainer-<key>/` (key = hash of base, data and params), so a killed run
+resumes from its last complete Trainer checkpoint when the workflow runs again, and a changed run never resumes from
+another run's state (its stale `s*` directories are removed when it starts).
+
+Full fine-tuning or LoRA
+------------------------
+`peft_method: full` (default) trains every weight. `peft_method: lora` trains LoRA adapters through peft
+(`lora: {r, alpha, dropout, target_modules}`); every checkpoint then holds BOTH the adapter (`<ckpt>/adapter/`:
+adapter_config.json + adapter_model.safetensors) and the merged full weights as the normal checkpoint files, so every
+merge method (layer swap, soups, TIES) reads LoRA experts exactly like full fine-tunes. The merge is peft's own
+`merge_and_unload`, run on a CPU copy built from the gathered state dict, so training goes on with the unmerged
+adapters. Resuming works the same way (the Trainer keeps adapter + optimizer state).
+
+Not supported for merging, and refused by the config check (`sft.*.peft_method`): prefix/prompt tuning (it adds
+virtual tokens, no per-layer weights, so there is nothing to swap layer by layer) and AdapterFusion (it needs a
+fusion layer over several adapters at inference time, which no weight-space merge can express). Other peft methods
+(IA3, DoRA, ...) are not offered: only LoRA is checked to merge into plain weights here.
+
+Launchers
+---------
+On a CPU (toy world) the rule runs the plain CLI `layerswap sft ...`. On a cluster (`sft.launcher: accelerate`) the
+same module runs under `accelerate launch --config_file cluster/accelerate_fsdp.yaml --num_processes <gpus> -m
+layerswap.sft ...`: the Trainer picks FSDP (full shard, bf16) up from the environment accelerate sets. Checkpoint
+export then works as follows, with accelerate's own facilities: every process calls
+`trainer.accelerator.get_state_dict(trainer.model)` (a collective under FSDP: the full state dict is gathered,
+offloaded to CPU, on rank 0 only); only the main process writes the checkpoint directory and `checkpoints.json`;
+all processes then meet at `accelerator.wait_for_everyone()`. The Trainer's resumable state is saved by the Trainer
+itself (sharded under FSDP with `fsdp_state_dict_type: SHARDED_STATE_DICT`).
+
+Imports of torch/transformers/peft are deferred to the functions that need them: the Snakefile imports this module
+for `checkpoint_name` at parse time.
 """
 
 from __future__ import annotations
@@ -10,24 +44,31 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import re
 import shutil
 from pathlib import Path
 
-import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    DataCollatorForSeq2Seq,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
-from transformers.trainer_utils import get_last_checkpoint
-
 from layerswap.errors import UserError
-from layerswap.training import JsonlLogger, export_model, file_sha256, read_jsonl, sft_examples
 
 SCHEDULERS = {"linear": "linear", "wsd": "warmup_stable_decay"}
+#: Fine-tuning methods whose experts can be merged (see module docstring).
+PEFT_METHODS = ("full", "lora")
+#: Methods users may ask for that are refused, with the reason (used by the config check too).
+UNSUPPORTED_PEFT = {
+    "prefix": "prefix tuning adds virtual tokens, no per-layer weights to swap",
+    "prefix_tuning": "prefix tuning adds virtual tokens, no per-layer weights to swap",
+    "prompt": "prompt tuning adds virtual tokens, no per-layer weights to swap",
+    "prompt_tuning": "prompt tuning adds virtual tokens, no per-layer weights to swap",
+    "adapterfusion": "AdapterFusion needs a fusion layer over several adapters, which no weight merge expresses",
+    "adapter_fusion": "AdapterFusion needs a fusion layer over several adapters, which no weight merge expresses",
+}
+#: LoRA settings when a run asks for LoRA without them (the schema fills the same values).
+LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05,
+                 "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+#: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
+SAVE_TOTAL_LIMIT = 2
+CHECKPOINT_RE = re.compile(r"^s\d{7}$")
 
 
 def checkpoint_name(samples: int) -> str:
@@ -39,92 +80,282 @@ def checkpoint_samples(num_samples: int, every: int) -> list[int]:
     return list(range(every, num_samples + 1, every))
 
 
+def peft_method(p: dict) -> str:
+    """The run's fine-tuning method, refused with one line unless it is one of `PEFT_METHODS`."""
+    method = p.get("peft_method", "full")
+    if method not in PEFT_METHODS:
+        why = UNSUPPORTED_PEFT.get(str(method).lower())
+        raise UserError(f"sft param 'peft_method': '{method}' is not supported" + (f" ({why})" if why else "")
+                        + f"; allowed: {', '.join(PEFT_METHODS)}")
+    return method
+
+
+def lora_settings(p: dict) -> dict:
+    return {**LORA_DEFAULTS, **(p.get("lora") or {})}
+
+
 def base_fingerprint(base: Path) -> str:
     """sha256 of the base weights (first shard or single file), recorded in every expert checkpoint."""
+    from layerswap.training import file_sha256
+
     files = sorted(Path(base).glob("*.safetensors"))
     if not files:
         raise UserError(f"{base}: no *.safetensors file (only safetensors checkpoints are loaded)")
     return file_sha256(files[0])
 
 
-class ExportCheckpoints(TrainerCallback):
-    """On every Trainer save, export the weights as `<out>/s<samples>/` (atomic)."""
+def base_dtype(base: Path):
+    """The dtype the base is stored in (config.json `dtype`/`torch_dtype`); checkpoints are exported in it."""
+    import torch
 
-    def __init__(self, out_dir: Path, tokenizer, batch_size: int, meta: dict):
-        self.out_dir, self.tokenizer, self.batch_size, self.meta = out_dir, tokenizer, batch_size, meta
-
-    def on_save(self, args, state, control, model=None, **kwargs):  # noqa: D102 (Trainer hook)
-        samples = state.global_step * self.batch_size
-        export_model(model, self.tokenizer, self.out_dir / checkpoint_name(samples),
-                     {**self.meta, "samples": samples, "step": state.global_step})
+    config = json.loads((Path(base) / "config.json").read_text())
+    name = config.get("dtype") or config.get("torch_dtype") or "float32"
+    dtype = getattr(torch, str(name).replace("torch.", ""), None)
+    return dtype if isinstance(dtype, torch.dtype) else torch.float32
 
 
-def training_arguments(p: dict, work: Path) -> TrainingArguments:
+# ----------------------------------------------------------------------------------------------------------------
+# checkpoint export
+
+
+def merged_lora_model(peft_model, state_dict: dict):
+    """A plain (unwrapped) model holding base + LoRA merged, built on CPU from a gathered peft state dict.
+
+    Uses peft's own `merge_and_unload` on a skeleton made on the meta device and filled with copies of the
+    tensors (`assign=True`), so the training model and its adapters are left untouched and no extra full model is
+    ever materialised besides the copy.
+    """
+    import copy
+
+    import torch
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    base_model = peft_model.get_base_model()
+    with torch.device("meta"):
+        skeleton = AutoModelForCausalLM.from_config(base_model.config)
+    skeleton = get_peft_model(skeleton, copy.deepcopy(peft_model.peft_config["default"]))
+    tensors = {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
+    result = skeleton.load_state_dict(tensors, strict=False, assign=True)
+    meta = [n for n, t in skeleton.state_dict().items() if t.is_meta]
+    if meta:
+        raise RuntimeError(f"LoRA export: {len(meta)} tensors missing from the gathered state dict, e.g. {meta[0]} "
+                           f"(unexpected: {list(result.unexpected_keys)[:3]})")
+    return skeleton.merge_and_unload()
+
+
+def export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype) -> None:
+    """Export the Trainer's current weights as `out_dir` (called on every process; only the main one writes)."""
+    import torch
+
+    from layerswap.training import export_model
+
+    # The export must not touch the training RNG (building the LoRA skeleton draws from it): the Trainer saved its
+    # RNG state before this hook, and a resumed run must see the same stream as an uninterrupted one.
+    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        _export_checkpoint(trainer, tokenizer, out_dir, meta, dtype, export_model)
+
+
+def _export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype, export_model) -> None:
+    accelerator = trainer.accelerator
+    state_dict = accelerator.get_state_dict(trainer.model)  # collective under FSDP: every rank must call it
+    if accelerator.is_main_process:
+        model = accelerator.unwrap_model(trainer.model)
+        if meta["params"].get("peft_method", "full") == "lora":
+            merged = merged_lora_model(model, state_dict).to(dtype)
+
+            def save_adapter(tmp: Path) -> None:
+                model.save_pretrained(tmp / "adapter", state_dict=state_dict, safe_serialization=True)
+
+            export_model(merged, tokenizer, out_dir, meta, extra=save_adapter)
+        else:
+            cast = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state_dict.items()}
+            export_model(model, tokenizer, out_dir, meta, state_dict=cast)
+    accelerator.wait_for_everyone()
+
+
+def make_export_callback(out_dir: Path, tokenizer, params: dict, meta: dict, dtype):
+    """A TrainerCallback that exports `<out>/s<samples>/` on every Trainer save.
+
+    On train begin (a resumed run), a checkpoint whose Trainer state was saved but whose export never finished (a
+    crash between the two) is exported from the restored weights, so no checkpoint of the schedule goes missing.
+    """
+    from transformers import TrainerCallback
+
+    schedule = set(checkpoint_samples(params["num_samples"], params["checkpoint_every"]))
+
+    class ExportCheckpoints(TrainerCallback):
+        trainer = None  # set after the Trainer exists (callbacks get the model, not the Trainer)
+
+        def _export(self, state) -> None:
+            samples = state.global_step * params["batch_size"]
+            export_checkpoint(self.trainer, tokenizer, Path(out_dir) / checkpoint_name(samples),
+                              {**meta, "samples": samples, "step": state.global_step}, dtype)
+
+        def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
+            samples = state.global_step * params["batch_size"]
+            if samples in schedule and _export_key(Path(out_dir) / checkpoint_name(samples)) != meta["run_key"]:
+                self._export(state)
+
+        def on_save(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
+            self._export(state)
+
+    return ExportCheckpoints()
+
+
+def _export_key(ckpt: Path) -> str | None:
+    try:
+        return json.loads((ckpt / "layerswap_meta.json").read_text()).get("run_key")
+    except (OSError, ValueError):
+        return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# training
+
+
+def training_arguments(p: dict, work: Path):
     """Map the paper's knobs (Table 4) onto TrainingArguments."""
+    import torch
+    from transformers import TrainingArguments
+
     if p["scheduler"] not in SCHEDULERS:
         raise UserError(f"sft param 'scheduler': unknown '{p['scheduler']}'; allowed: {', '.join(SCHEDULERS)}")
+    peft_method(p)
     for key in ("num_samples", "checkpoint_every"):
         if p[key] % p["batch_size"]:
             raise UserError(f"sft param '{key}' ({p[key]}) must be a multiple of batch_size ({p['batch_size']})")
+    # batch_size is the global batch (the paper's); under accelerate launch each of the WORLD_SIZE processes takes
+    # an equal share (the rule starts at most batch_size processes, a divisor of it).
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if p["batch_size"] % world:
+        raise UserError(f"sft param 'batch_size' ({p['batch_size']}) must be a multiple of the number of processes "
+                        f"({world})")
     steps = p["num_samples"] // p["batch_size"]
     kwargs: dict = {}
     if p["scheduler"] == "wsd":
         decay = max(1, int(0.2 * (steps - p["warmup_steps"])))
         kwargs["lr_scheduler_kwargs"] = {"num_stable_steps": steps - p["warmup_steps"] - decay,
                                          "num_decay_steps": decay}
+    if p.get("gradient_checkpointing"):
+        kwargs.update(gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False})
+    precision = p.get("precision", "fp32")
     return TrainingArguments(
-        output_dir=str(work), max_steps=steps, per_device_train_batch_size=p["batch_size"],
+        output_dir=str(work), max_steps=steps, per_device_train_batch_size=p["batch_size"] // world,
         learning_rate=p["lr"], weight_decay=p["weight_decay"], max_grad_norm=p["max_grad_norm"],
         lr_scheduler_type=SCHEDULERS[p["scheduler"]], warmup_steps=p["warmup_steps"], adam_beta2=p["adam_beta2"],
         seed=p["seed"], data_seed=p["seed"], save_strategy="steps",
-        save_steps=p["checkpoint_every"] // p["batch_size"], save_only_model=False, report_to=[],
-        logging_steps=max(1, steps // 20), use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0,
-        **kwargs,
+        save_steps=p["checkpoint_every"] // p["batch_size"], save_only_model=False, save_total_limit=SAVE_TOTAL_LIMIT,
+        report_to=[], logging_steps=max(1, steps // 20), use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0, bf16=precision == "bf16", fp16=precision == "fp16",
+        include_num_input_tokens_seen="non_padding", **kwargs,
     )
 
 
+def last_complete_checkpoint(work: Path) -> str | None:
+    """The newest `checkpoint-N` in `work` whose Trainer state was fully written (trainer_state.json is the last
+    file the Trainer writes), or None."""
+    done = [d for d in Path(work).glob("checkpoint-*")
+            if d.name.split("-")[-1].isdigit() and (d / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
+
+
+def _clean_stale(out_dir: Path, key: str) -> None:
+    """Remove what belongs to another configuration of this run (or to an interrupted export)."""
+    for stale in out_dir.glob("trainer-*"):
+        if stale.name != f"trainer-{key}":
+            shutil.rmtree(stale)
+    for tmp in out_dir.glob(".tmp-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
+    for ckpt in out_dir.iterdir():
+        if ckpt.is_dir() and CHECKPOINT_RE.match(ckpt.name) and _export_key(ckpt) != key:
+            shutil.rmtree(ckpt)
+
+
 def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: str) -> None:
-    torch.set_num_threads(int(params.get("threads", 1)))
+    from layerswap.training import file_sha256, read_jsonl, sft_examples
+
     out_dir = Path(out_dir)
+    method = peft_method(params)
+    rows = read_jsonl(data, ("prompt", "response"))  # bad data fails before any model is loaded
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer
+
+    from layerswap.training import JsonlLogger
+
+    torch.set_num_threads(int(params.get("threads", 1)))
     tokenizer = AutoTokenizer.from_pretrained(base)
-    rows = read_jsonl(data, ("prompt", "response"))
     dataset = sft_examples(rows, tokenizer, template, params["seq_len"])
-    model = AutoModelForCausalLM.from_pretrained(base, use_safetensors=True, torch_dtype=torch.float32)
     meta = {"base": str(base), "base_sha256": base_fingerprint(base), "data_sha256": file_sha256(data),
             "params": params}
     # Resumable Trainer state is keyed by everything that defines the run, so a changed run never resumes
     # from another run's state.
     key = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12]
-    for stale in out_dir.glob("trainer-*"):
-        if stale.name != f"trainer-{key}":
-            shutil.rmtree(stale)
+    meta["run_key"] = key
     work = out_dir / f"trainer-{key}"
     args = training_arguments(params, work)
+    if args.process_index == 0:  # one process tidies the run directory (under accelerate launch too)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        _clean_stale(out_dir, key)
+        if not work.is_dir():  # a fresh start: the progress log begins anew
+            (out_dir / "log.jsonl").unlink(missing_ok=True)
+            work.mkdir()
+    # LoRA keeps the frozen base in the training precision; a full fine-tune keeps fp32 master weights (the
+    # Trainer's mixed precision computes in bf16).
+    load_dtype = torch.bfloat16 if method == "lora" and params.get("precision") == "bf16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(base, use_safetensors=True, dtype=load_dtype)
+    if method == "lora":
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        lora = lora_settings(params)
+        model = get_peft_model(model, LoraConfig(
+            task_type=TaskType.CAUSAL_LM, r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
+            target_modules=list(lora["target_modules"])))
+    export = make_export_callback(out_dir, tokenizer, params, meta, base_dtype(base))
     trainer = Trainer(
-        model=model, args=args, train_dataset=dataset,
+        model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(tokenizer, padding=True, label_pad_token_id=-100),
-        callbacks=[JsonlLogger(out_dir / "log.jsonl"), ExportCheckpoints(out_dir, tokenizer, params["batch_size"], meta)],
+        callbacks=[JsonlLogger(out_dir / "log.jsonl"), export],
     )
-    resume = get_last_checkpoint(str(work)) if work.is_dir() else None
-    if resume:
-        print(f"resuming {out_dir} from {resume}")
+    export.trainer = trainer
+    resume = last_complete_checkpoint(work) if work.is_dir() else None
+    if resume and trainer.is_world_process_zero():
+        print(f"resuming {out_dir} from {resume}", flush=True)
     trainer.train(resume_from_checkpoint=resume)
-    write_manifest(out_dir, params)
+    if trainer.is_world_process_zero():
+        write_manifest(out_dir, params, key)
+    trainer.accelerator.wait_for_everyone()
 
 
-def write_manifest(out_dir: Path, params: dict) -> None:
-    """`checkpoints.json`: every exported checkpoint with its weights' sha256 (the rule's declared output)."""
+def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
+    """`checkpoints.json`: every exported checkpoint with its weights' sha256 (the rule's declared output).
+
+    Written only once every checkpoint of the schedule exists (and, given `key`, belongs to this run).
+    """
+    from layerswap.training import file_sha256
+
     entries = []
     for samples in checkpoint_samples(params["num_samples"], params["checkpoint_every"]):
         ckpt = out_dir / checkpoint_name(samples)
         weights = ckpt / "model.safetensors"
         if not weights.is_file():
             raise UserError(f"{weights}: missing after training (checkpoint_every/batch_size mismatch?)")
-        entries.append({"name": ckpt.name, "path": str(ckpt), "samples": samples, "sha256": file_sha256(weights)})
+        if key is not None and _export_key(ckpt) != key:
+            raise UserError(f"{ckpt}: written by another configuration of this run (run_key differs)")
+        entry = {"name": ckpt.name, "path": str(ckpt), "samples": samples, "sha256": file_sha256(weights)}
+        if (ckpt / "adapter" / "adapter_model.safetensors").is_file():
+            entry["adapter"] = str(ckpt / "adapter")
+        entries.append(entry)
     manifest = {"run_dir": str(out_dir), "params": params, "checkpoints": entries}
     tmp = out_dir / "checkpoints.json.tmp"
     tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     tmp.replace(out_dir / "checkpoints.json")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI: layerswap sft ...   (or: accelerate launch ... -m layerswap.sft ...)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -137,3 +368,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     params = json.loads(args.params_json)
     train_expert(args.base, args.data, args.out_dir, params, params.get("template", "Q: {prompt}\nA:"))
+
+
+if __name__ == "__main__":  # `python -m layerswap.sft ...`, as `accelerate launch -m layerswap.sft` runs it
+    import sys
+
+    from layerswap.cli import _exit_fast, main
+
+    _exit_fast(main(["sft", *sys.argv[1:]]))

@@ -6,8 +6,9 @@ import hashlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
@@ -79,31 +80,60 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, meta: dict) -> None:
-    """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically (tmp dir, rename).
+def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, meta: dict,
+                 state_dict: dict | None = None, extra: Callable[[Path], None] | None = None) -> None:
+    """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically.
 
-    A `base_sha256` in meta also goes to `layerswap_base.json`, which the merge engine compares across experts.
+    Everything goes to a hidden sibling `.tmp-<name>/` first (`extra(tmp)` may add files, e.g. a LoRA adapter) and
+    is renamed into place at the end, so a crash at any point leaves no `out_dir` without its full file set.
+    `state_dict` (e.g. gathered from FSDP) replaces the model's own. A `base_sha256` in meta also goes to
+    `layerswap_base.json`, which the merge engine compares across experts.
     """
     out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    tmp = out_dir.with_name(".tmp-" + out_dir.name)
     shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    if "base_sha256" in meta:
-        (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": meta["base_sha256"]}) + "\n")
+    try:
+        model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if extra is not None:
+            extra(tmp)
+        (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        if "base_sha256" in meta:
+            (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": meta["base_sha256"]}) + "\n")
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(out_dir, ignore_errors=True)
     os.replace(tmp, out_dir)
 
 
 class JsonlLogger(TrainerCallback):
-    """Appends every Trainer log (loss, lr, step) to a JSONL file, so progress is visible while a run goes on."""
+    """Appends every Trainer log (loss, lr, step, tokens) to a JSONL file, so progress is visible while a run goes on.
+
+    Each line also gets `tokens/s`: non-padding input tokens per second since the previous log line, over all
+    processes (from the Trainer's `num_input_tokens_seen`; needs `include_num_input_tokens_seen`); the final
+    summary line gets the average over the whole session.
+    """
 
     def __init__(self, path: Path):
         self.path = Path(path)
+        self._last: tuple[float, int] | None = None
+        self._begin = 0
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
+        self._last = (time.monotonic(), state.num_input_tokens_seen)
+        self._begin = state.num_input_tokens_seen
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102 (Trainer hook)
-        if logs and state.is_world_process_zero:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a") as f:
-                f.write(json.dumps({"step": state.global_step, **logs}) + "\n")
+        if not (logs and state.is_world_process_zero):
+            return
+        row = {"step": state.global_step, **logs}
+        now, tokens = time.monotonic(), state.num_input_tokens_seen
+        if self._last is not None and now > self._last[0] and tokens > self._last[1]:
+            row["tokens/s"] = round((tokens - self._last[1]) / (now - self._last[0]), 1)
+            self._last = (now, tokens)
+        elif logs.get("train_runtime") and tokens > self._begin:  # the end-of-training summary: the average over this session
+            row["tokens/s"] = round((tokens - self._begin) / logs["train_runtime"], 1)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as f:
+            f.write(json.dumps(row) + "\n")

@@ -22,6 +22,19 @@ rule toy_base:
         "--seed {params.seed} > {log} 2>&1"
 
 
+def sft_launch(wildcards, resources):
+    """The command that runs `layerswap sft`: the plain CLI, or `accelerate launch` with the repo's accelerate config
+    and one process per GPU the job gets (resources.gpu, e.g. 8 from cluster/profile.yaml), at most batch_size. A derived param: moving
+    a workflow from one launcher to the other does not retrain finished runs."""
+    if config["sft"]["launcher"] != "accelerate":
+        return "layerswap sft"
+    # batch_size is the global batch: use the most GPUs that split it evenly (batch 4 on 8 GPUs: 4 processes)
+    batch, gpus = int(RUNS[wildcards.run]["batch_size"]), max(1, int(resources.gpu))
+    procs = max(n for n in range(1, min(batch, gpus) + 1) if batch % n == 0)
+    return (f"accelerate launch --config_file {shlex.quote(config['sft']['accelerate_config'])} "
+            f"--num_processes {procs} -m layerswap.sft")
+
+
 rule sft:
     input:
         base=f"{R}/base/config.json",
@@ -30,6 +43,7 @@ rule sft:
         f"{R}/experts/{{run}}/checkpoints.json",
     params:
         run=lambda w: as_json({**RUNS[w.run], "template": config["prompt_template"]}),
+        launch=sft_launch,
         code=code_hash("sft", "training"),
     threads: lambda w: RUNS[w.run].get("threads", 1)
     resources:
@@ -37,5 +51,7 @@ rule sft:
     log:
         f"{R}/logs/sft/{{run}}.log",
     shell:
-        "layerswap sft --base {R}/base --data {input.data} --out-dir {R}/experts/{wildcards.run} "
+        # progress (the Trainer's tqdm bar and loss lines, on stderr) goes to the log; loss and tokens/s also to
+        # {R}/experts/{run}/log.jsonl
+        "{params.launch} --base {R}/base --data {input.data} --out-dir {R}/experts/{wildcards.run} "
         "--params-json {params.run} > {log} 2>&1"

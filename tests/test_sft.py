@@ -1,16 +1,24 @@
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
 
+from layerswap.config import SCHEMA_PATH, _load_yaml, check, effective_runs, validate_config
 from layerswap.data import build_mix
 from layerswap.errors import UserError
-from layerswap.sft import train_expert, training_arguments
+from layerswap.sft import LORA_DEFAULTS, train_expert, training_arguments
 
 PARAMS = {"lr": 1e-3, "batch_size": 4, "seq_len": 48, "weight_decay": 0.01, "max_grad_norm": 1.0,
           "scheduler": "wsd", "warmup_steps": 1, "adam_beta2": 0.99, "num_samples": 16, "checkpoint_every": 8,
           "seed": 0, "threads": 1}
+LORA = {**PARAMS, "lr": 1e-2, "peft_method": "lora",
+        "lora": {"r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj", "down_proj"]}}
+TEMPLATE = "Q: {prompt}\nA:"
+FULL_SET = {"model.safetensors", "config.json", "tokenizer.json", "layerswap_meta.json", "layerswap_base.json"}
 
 
 @pytest.fixture(scope="module")
@@ -21,30 +29,158 @@ def mix(toy_world, tmp_path_factory):
     return out
 
 
-def test_checkpoints_every_n_samples_with_manifest(tiny_base, mix, tmp_path):
-    train_expert(tiny_base, mix, tmp_path / "run", PARAMS, "Q: {prompt}\nA:")
-    manifest = json.loads((tmp_path / "run" / "checkpoints.json").read_text())
+@pytest.fixture(scope="module")
+def full_run(tiny_base, mix, tmp_path_factory):
+    """One uninterrupted full fine-tune (the reference of the resume tests), with its console output."""
+    out = tmp_path_factory.mktemp("full") / "run"
+    capture = out.with_name("console.txt")
+    import contextlib
+    import io
+
+    console = io.StringIO()  # stdout and stderr together, as the rule's `> {log} 2>&1`
+    with contextlib.redirect_stderr(console), contextlib.redirect_stdout(console):
+        train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)
+    capture.write_text(console.getvalue())
+    return out
+
+
+def weights(path):
+    return load_file(path / "model.safetensors")
+
+
+def same(a, b):
+    return a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
+
+
+def test_checkpoints_every_n_samples_with_manifest(full_run):
+    manifest = json.loads((full_run / "checkpoints.json").read_text())
     assert [c["name"] for c in manifest["checkpoints"]] == ["s0000008", "s0000016"]
-    meta = json.loads((tmp_path / "run" / "s0000008" / "layerswap_meta.json").read_text())
+    meta = json.loads((full_run / "s0000008" / "layerswap_meta.json").read_text())
     assert meta["samples"] == 8 and len(meta["base_sha256"]) == 64
-    base = json.loads((tmp_path / "run" / "s0000008" / "layerswap_base.json").read_text())
+    base = json.loads((full_run / "s0000008" / "layerswap_base.json").read_text())
     assert base == {"base_sha256": meta["base_sha256"]}  # what the merge engine compares across experts
-    assert (tmp_path / "run" / "s0000016" / "tokenizer.json").is_file()
+    for name in ("s0000008", "s0000016"):
+        assert FULL_SET <= {p.name for p in (full_run / name).iterdir()}
+    assert not list(full_run.glob(".tmp-*"))
 
 
-def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, tmp_path):
-    train_expert(tiny_base, mix, tmp_path / "full", PARAMS, "Q: {prompt}\nA:")
-    expected = load_file(tmp_path / "full" / "s0000016" / "model.safetensors")
+def test_progress_log_with_tokens_per_second(full_run):
+    rows = [json.loads(line) for line in (full_run / "log.jsonl").read_text().splitlines()]
+    assert any("loss" in r for r in rows)
+    assert all(r["tokens/s"] > 0 for r in rows if "loss" in r)
+    assert "train_runtime" in rows[-1] and rows[-1]["tokens/s"] > 0 and rows[-1]["num_input_tokens_seen"] > 0
+    console = full_run.with_name("console.txt").read_text()  # Trainer's tqdm bar: what the rule's log captures
+    assert "4/4" in console and "'loss'" in console
+
+
+def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, full_run, tmp_path):
     # Simulate a kill after the first checkpoint: the last checkpoint and the manifest never got written.
-    shutil.copytree(tmp_path / "full", tmp_path / "killed")
+    shutil.copytree(full_run, tmp_path / "killed")
     shutil.rmtree(tmp_path / "killed" / "s0000016")
     (tmp_path / "killed" / "checkpoints.json").unlink()
     trainer_dir = next((tmp_path / "killed").glob("trainer-*"))
     shutil.rmtree(trainer_dir / "checkpoint-4")
-    train_expert(tiny_base, mix, tmp_path / "killed", PARAMS, "Q: {prompt}\nA:")
-    resumed = load_file(tmp_path / "killed" / "s0000016" / "model.safetensors")
-    assert expected.keys() == resumed.keys()
-    assert all(expected[k].equal(resumed[k]) for k in expected)  # bitwise on CPU
+    train_expert(tiny_base, mix, tmp_path / "killed", PARAMS, TEMPLATE)
+    assert same(weights(full_run / "s0000016"), weights(tmp_path / "killed" / "s0000016"))  # bitwise on CPU
+
+
+def test_crash_during_export_leaves_no_partial_checkpoint(tiny_base, mix, full_run, tmp_path, monkeypatch):
+    from transformers import PreTrainedTokenizerBase
+
+    original = PreTrainedTokenizerBase.save_pretrained
+
+    def flaky(self, save_directory, *args, **kwargs):  # the second export dies half-way (weights already written)
+        if str(save_directory).endswith(".tmp-s0000016"):
+            assert (Path(save_directory) / "model.safetensors").is_file()
+            raise OSError("disk full")
+        return original(self, save_directory, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", flaky)
+    out = tmp_path / "run"
+    with pytest.raises(OSError, match="disk full"):
+        train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)
+    assert sorted(p.name for p in out.glob("s*")) == ["s0000008"]  # no s0000016 without its full file set
+    assert FULL_SET <= {p.name for p in (out / "s0000008").iterdir()}
+    assert not list(out.glob(".tmp-*")) and not (out / "checkpoints.json").exists()
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", original)
+    # The Trainer state of step 4 was saved before the export died: the rerun exports it from the restored weights.
+    train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)
+    assert (out / "checkpoints.json").is_file()
+    assert same(weights(full_run / "s0000016"), weights(out / "s0000016"))
+
+
+def test_changed_run_drops_stale_checkpoints(tiny_base, mix, full_run, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(full_run, out)
+    (out / "checkpoints.json").unlink()
+    params = {**PARAMS, "num_samples": 8, "lr": 2e-3}  # another configuration of the same run
+    train_expert(tiny_base, mix, out, params, TEMPLATE)
+    assert sorted(p.name for p in out.glob("s*")) == ["s0000008"]
+    assert len(list(out.glob("trainer-*"))) == 1
+    assert json.loads((out / "s0000008" / "layerswap_meta.json").read_text())["params"]["lr"] == 2e-3
+    assert not same(weights(full_run / "s0000008"), weights(out / "s0000008"))
+
+
+def test_lora_adapter_and_merged_weights_and_resume(tiny_base, mix, tmp_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    train_expert(tiny_base, mix, tmp_path / "lora", LORA, TEMPLATE)
+    ckpt = tmp_path / "lora" / "s0000016"
+    assert FULL_SET <= {p.name for p in ckpt.iterdir()}
+    adapter = ckpt / "adapter"
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= {p.name for p in adapter.iterdir()}
+    assert json.loads((adapter / "adapter_config.json").read_text())["r"] == 4
+    manifest = json.loads((tmp_path / "lora" / "checkpoints.json").read_text())
+    assert all(c["adapter"].endswith("/adapter") for c in manifest["checkpoints"])
+    # The merged checkpoint is a plain model (no LoRA keys) equal to base + adapter merged by peft.
+    merged = weights(ckpt)
+    assert not any("lora" in k for k in merged)
+    base = AutoModelForCausalLM.from_pretrained(tiny_base, dtype=torch.float32)
+    reference = PeftModel.from_pretrained(base, adapter).merge_and_unload().state_dict()
+    assert merged.keys() <= reference.keys()
+    assert all(torch.allclose(merged[k], reference[k], atol=1e-6) for k in merged)
+    base_weights = load_file(next(tiny_base.glob("*.safetensors")))
+    changed = [k for k in merged if not merged[k].equal(base_weights[k])]
+    assert changed and all(any(m in k for m in ("q_proj", "v_proj", "down_proj")) for k in changed)
+    # Resume with LoRA: bitwise the same final merged weights and adapter.
+    killed = tmp_path / "killed"
+    shutil.copytree(tmp_path / "lora", killed)
+    shutil.rmtree(killed / "s0000016")
+    (killed / "checkpoints.json").unlink()
+    shutil.rmtree(next(killed.glob("trainer-*")) / "checkpoint-4")
+    train_expert(tiny_base, mix, killed, LORA, TEMPLATE)
+    assert same(merged, weights(killed / "s0000016"))
+    assert same(load_file(adapter / "adapter_model.safetensors"),
+                load_file(killed / "s0000016" / "adapter" / "adapter_model.safetensors"))
+
+
+def test_dataset_with_missing_field_names_file_and_line(tmp_path):
+    bad = tmp_path / "math.jsonl"
+    bad.write_text('{"prompt": "1+1", "response": "2"}\n{"prompt": "2+2"}\n')
+    with pytest.raises(UserError) as err:
+        train_expert(tmp_path / "nobase", bad, tmp_path / "run", PARAMS, TEMPLATE)
+    assert str(err.value) == f"{bad}:2: missing field 'response'"
+
+
+def test_empty_mix_file_is_refused(tmp_path):
+    empty = tmp_path / "math.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(UserError, match="math.jsonl: no rows"):
+        train_expert(tmp_path / "nobase", empty, tmp_path / "run", PARAMS, TEMPLATE)
+    assert not (tmp_path / "run").exists()
+
+
+def test_module_entry_point_gives_one_line(tmp_path):
+    """`python -m layerswap.sft` (what accelerate launch runs) dispatches through layerswap.cli."""
+    bad = tmp_path / "d.jsonl"
+    bad.write_text('{"response": "2"}\n')
+    proc = subprocess.run([sys.executable, "-m", "layerswap.sft", "--base", str(tmp_path), "--data", str(bad),
+                           "--out-dir", str(tmp_path / "o"), "--params-json", json.dumps(PARAMS)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"layerswap sft: error: {bad}:1: missing field 'prompt'"
 
 
 def test_bad_params_name_the_key(tmp_path):
@@ -52,3 +188,56 @@ def test_bad_params_name_the_key(tmp_path):
         training_arguments({**PARAMS, "scheduler": "cosine"}, tmp_path)
     with pytest.raises(UserError, match="'checkpoint_every' \\(6\\) must be a multiple of batch_size"):
         training_arguments({**PARAMS, "checkpoint_every": 6}, tmp_path)
+    with pytest.raises(UserError, match="'peft_method': 'prefix' is not supported .*allowed: full, lora"):
+        training_arguments({**PARAMS, "peft_method": "prefix"}, tmp_path)
+
+
+def test_batch_split_across_processes(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(UserError, match="'batch_size' \\(4\\) must be a multiple of the number of processes \\(3\\)"):
+        training_arguments(PARAMS, tmp_path)
+
+
+# ---- config keys of the sft section (peft_method, lora, launcher) -------------------------------------------------
+
+
+def config_error(config):
+    with pytest.raises(UserError) as err:
+        validate_config(config, SCHEMA_PATH)
+        check(config)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.fixture
+def toy_config():
+    return _load_yaml(SCHEMA_PATH.parent / "config.yaml", "config")
+
+
+@pytest.mark.parametrize("method,reason", [("prefix", "no per-layer weights to swap"),
+                                           ("adapterfusion", "needs a fusion layer"), ("ia3", None)])
+def test_config_refuses_unmergeable_peft_methods(toy_config, method, reason):
+    toy_config["sft"]["runs"]["math_1"]["peft_method"] = method
+    text = config_error(toy_config)
+    assert text.startswith(f"config key 'sft.runs.math_1.peft_method': '{method}' is not supported")
+    assert text.endswith("; allowed: full, lora")
+    assert reason is None or reason in text
+
+
+def test_config_lora_defaults_and_effective_runs(toy_config):
+    toy_config["sft"]["runs"]["math_2"].update(peft_method="lora", lora={"r": 8})
+    validate_config(toy_config, SCHEMA_PATH)
+    check(toy_config)
+    runs = effective_runs(toy_config)
+    assert runs["math_2"]["lora"] == {**LORA_DEFAULTS, "r": 8}
+    assert "lora" not in runs["math_1"]  # unused LoRA settings of a full fine-tune are not its params
+    assert toy_config["sft"]["defaults"]["lora"] == LORA_DEFAULTS
+    assert toy_config["sft"]["launcher"] == "python"
+
+
+def test_config_lora_on_a_full_run_and_bad_launcher(toy_config):
+    bad = json.loads(json.dumps(toy_config))
+    bad["sft"]["runs"]["math_1"]["lora"] = {"r": 4}
+    assert "config key 'sft.runs.math_1.lora': is set but the run's peft_method is full" in config_error(bad)
+    toy_config["sft"]["launcher"] = "torchrun"
+    assert "config key 'sft.launcher': 'torchrun' is not allowed; allowed: python, accelerate" in config_error(toy_config)
