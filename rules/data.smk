@@ -1,4 +1,5 @@
-# Data: the toy generator (toy world) and the per-expert SFT mixes.
+# Data: the toy generator (toy world) or the pre-staged hub sources and base model (hf world), and the per-expert
+# SFT mixes.
 
 
 def toy_raw_files():
@@ -51,12 +52,59 @@ rule sft_mix:
     input:
         lambda w: [s["path"] for s in mix_sources(w.expert)],
     output:
-        f"{R}/data/sft/{{expert}}.jsonl",
+        mix=f"{R}/data/sft/{{expert}}.jsonl",
+        manifest=f"{R}/data/sft/{{expert}}.manifest.json",
     params:
         sources=lambda w: as_json(mix_sources(w.expert)),
         seed=config["seed"],
-        code=code_hash("data", "training"),
+        code=code_hash("data"),
     log:
         f"{R}/logs/sft_mix/{{expert}}.log",
     shell:
-        "layerswap mix --sources-json {params.sources} --seed {params.seed} --out {output} > {log} 2>&1"
+        "layerswap mix --sources-json {params.sources} --seed {params.seed} --out {output.mix} "
+        "--manifest {output.manifest} > {log} 2>&1"
+
+
+if config["world"] == "hf":
+    # Hub sources and the base model are read from the HF cache that `layerswap prestage` filled (login node with
+    # internet); jobs run offline. HF_HOME: storage.hf_home, else the job's environment.
+    from layerswap.hub import needed_sources, source_spec
+
+    HUB_NEEDED = needed_sources(config)
+    HF_HOME = (config.get("storage") or {}).get("hf_home")
+    HF_HOME_ARG = f"--hf-home {shlex.quote(HF_HOME)}" if HF_HOME else ""
+    OFFLINE = "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
+
+    rule hub_data:
+        output:
+            rows=f"{R}/data/raw/{{source}}_{{lang}}.jsonl",
+            manifest=f"{R}/data/raw/{{source}}_{{lang}}.manifest.json",
+        wildcard_constraints:
+            source="|".join(sorted({s for s, _ in HUB_NEEDED}, key=len, reverse=True)),
+            lang="|".join(sorted({l for _, l in HUB_NEEDED}, key=len, reverse=True)),
+        params:
+            spec=lambda w: as_json(source_spec(config, w.source, w.lang)),
+            seed=config["seed"],
+            hf_home=HF_HOME_ARG,
+            code=code_hash("hub", "data"),
+        log:
+            f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
+        shell:
+            OFFLINE + " layerswap hub-data --spec-json {params.spec} --seed {params.seed} --out {output.rows} "
+            "--manifest {output.manifest} {params.hf_home} > {log} 2>&1"
+
+    rule prepare_base:
+        output:
+            f"{R}/base/config.json",
+        params:
+            source=shlex.quote(config["base"]["source"]),
+            revision=f"--revision {shlex.quote(config['base']['revision'])}" if config["base"].get("revision") else "",
+            hf_home=HF_HOME_ARG,
+            code=code_hash("hub"),
+        log:
+            f"{R}/logs/prepare_base.log",
+        shell:
+            OFFLINE + " layerswap prepare-base --source {params.source} {params.revision} --out {R}/base "
+            "{params.hf_home} > {log} 2>&1"
+
+    ruleorder: prepare_base > toy_base

@@ -34,8 +34,8 @@ def test_bad_inputs_name_the_file(toy_world, tmp_path):
     bad.write_text(json.dumps({"question": "q"}) + "\n")
     with pytest.raises(UserError, match=r"bad.jsonl:1: missing field 'answer'"):
         normalise(bad, "orca_math", "en", "orca")
-    with pytest.raises(UserError, match="unknown schema 'alpaca'"):
-        normalise(bad, "alpaca", "en", "x")
+    with pytest.raises(UserError, match="unknown schema 'dolly'"):
+        normalise(bad, "dolly", "en", "x")
     with pytest.raises(UserError, match="empty mix"):
         build_mix([], 0, tmp_path / "out.jsonl")
     with pytest.raises(UserError, match="asked for 100000 rows"):

@@ -1,0 +1,138 @@
+"""`layerswap cost --configfile config/paper.yaml`: what a plan costs before it runs.
+
+Jobs per rule come from Snakemake's own dry run of the whole DAG (run in an empty directory, so every job counts,
+whatever results/ already holds), or from ``--counts-json`` (a {rule: jobs} mapping, e.g. saved from an earlier
+run). Each rule's per-job estimate comes from the config's ``estimates`` ({rule: {gpu_hours, cpu_hours,
+disk_gb}}); totals are given per stage. Estimates are the config author's guesses, not measurements: the output
+says so, and lists the rules that have none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from layerswap.errors import UserError
+
+REPO = Path(__file__).resolve().parents[1]
+
+#: Stage of each rule (data flows top to bottom); rules not listed fall in "other".
+STAGES: dict[str, tuple[str, ...]] = {
+    "data": ("config_used", "toy_data", "hub_data", "sft_mix"),
+    "base": ("toy_base", "prepare_base"),
+    "sft": ("sft",),
+    "selection": ("evaluate_checkpoints", "checkpoint_index", "select"),
+    "merge": ("merge_recipes", "soup_then_swap_recipes", "merge_checkpoint"),
+    "evaluation": ("evaluate_base", "evaluate_merges", "evaluate_soup_then_swap"),
+    "tables": ("tables", "heatmap", "swap_grid", "table1_bars", "table_pages", "report"),
+}
+METRICS = ("gpu_hours", "cpu_hours", "disk_gb")
+
+
+def stage_of(rule: str) -> str:
+    if rule.startswith("evaluate_checkpoint"):
+        return "selection"
+    for stage, rules in STAGES.items():
+        if rule in rules:
+            return stage
+    if rule.startswith("evaluate_"):
+        return "evaluation"
+    return "other"
+
+
+def parse_job_stats(text: str) -> dict[str, int]:
+    """{rule: jobs} from the first 'Job stats' table of a Snakemake dry run (without the 'total' and 'all' rows)."""
+    lines = text.splitlines()
+    try:
+        start = next(i for i, line in enumerate(lines) if line.strip() == "Job stats:")
+    except StopIteration:
+        raise UserError("the dry run printed no 'Job stats' table (nothing to do?)") from None
+    counts: dict[str, int] = {}
+    for line in lines[start + 3:]:
+        match = re.fullmatch(r"\s*(\S+)\s+(\d+)\s*", line)
+        if not match:
+            break
+        rule, n = match.group(1), int(match.group(2))
+        if rule not in ("total", "all"):
+            counts[rule] = n
+    return counts
+
+
+def dry_run_counts(configfile: Path, snakefile: Path = REPO / "Snakefile", extra: list[str] | None = None) -> dict[str, int]:
+    """Jobs per rule of the full DAG: `snakemake -n` in an empty working directory."""
+    exe = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{exe}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with tempfile.TemporaryDirectory(prefix="layerswap-cost-") as work:
+        cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "-s", str(snakefile), "--directory",
+               work, "--configfile", str(Path(configfile).resolve()), "--cores", "1", *(extra or [])]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=snakefile.parent)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
+        raise UserError(f"dry run failed:\n{tail}")
+    return parse_job_stats(proc.stdout + "\n" + proc.stderr)
+
+
+def plan_cost(counts: dict[str, int], estimates: dict[str, dict]) -> dict:
+    """Per rule and per stage: jobs and totals of each metric (jobs x per-job estimate)."""
+    rules, stages = {}, {}
+    for rule, jobs in counts.items():
+        est = estimates.get(rule) or {}
+        row = {"stage": stage_of(rule), "jobs": jobs, "estimated": bool(est),
+               **{m: round(jobs * float(est.get(m, 0.0)), 6) for m in METRICS}}
+        rules[rule] = row
+        agg = stages.setdefault(row["stage"], {"jobs": 0, **{m: 0.0 for m in METRICS}})
+        agg["jobs"] += jobs
+        for m in METRICS:
+            agg[m] = round(agg[m] + row[m], 6)
+    order = list(STAGES) + ["other"]
+    stages = {s: stages[s] for s in order if s in stages}
+    total = {"jobs": sum(r["jobs"] for r in rules.values()),
+             **{m: round(sum(r[m] for r in rules.values()), 6) for m in METRICS}}
+    return {"rules": rules, "stages": stages, "total": total,
+            "no_estimate": sorted(r for r, row in rules.items() if not row["estimated"]),
+            "unused_estimates": sorted(r for r in estimates if r not in counts)}
+
+
+def format_cost(cost: dict) -> str:
+    def fmt(x: float) -> str:
+        return f"{x:,.1f}" if x else "-"
+
+    head = f"{'rule':<26}{'stage':<12}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"
+    lines = ["jobs per rule (per-job estimates from the config's `estimates`: guesses, not measurements)", head]
+    for rule, r in sorted(cost["rules"].items(), key=lambda kv: (list(STAGES).index(kv[1]["stage"])
+                                                                  if kv[1]["stage"] in STAGES else 99, kv[0])):
+        mark = "" if r["estimated"] else "  (no estimate)"
+        lines.append(f"{rule:<26}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
+                     f"{fmt(r['disk_gb']):>11}{mark}")
+    lines += ["", "by stage", f"{'stage':<38}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"]
+    for stage, s in cost["stages"].items():
+        lines.append(f"{stage:<38}{s['jobs']:>7}{fmt(s['gpu_hours']):>11}{fmt(s['cpu_hours']):>10}"
+                     f"{fmt(s['disk_gb']):>11}")
+    t = cost["total"]
+    lines.append(f"{'total':<38}{t['jobs']:>7}{fmt(t['gpu_hours']):>11}{fmt(t['cpu_hours']):>10}{fmt(t['disk_gb']):>11}")
+    if cost["no_estimate"]:
+        lines.append(f"no estimate (counted as 0): {', '.join(cost['no_estimate'])}")
+    if cost["unused_estimates"]:
+        lines.append(f"estimates for rules not in this plan: {', '.join(cost['unused_estimates'])}")
+    return "\n".join(lines)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--configfile", required=True, type=Path, help="workflow config, e.g. config/paper.yaml")
+    parser.add_argument("--counts-json", default=None, help="{rule: jobs} instead of a dry run")
+    parser.add_argument("--json", action="store_true", help="print the cost as JSON")
+
+
+def run(args: argparse.Namespace) -> None:
+    from layerswap.config import load_config
+
+    config = load_config(args.configfile)
+    counts = json.loads(args.counts_json) if args.counts_json else dry_run_counts(args.configfile)
+    cost = plan_cost(counts, config.get("estimates") or {})
+    print(json.dumps(cost, indent=1) if args.json else format_cost(cost))

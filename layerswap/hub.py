@@ -1,0 +1,406 @@
+"""Hub artefacts of the paper config: pre-staging, the per-(source, language) data files, and the base model.
+
+Three commands, all in this module:
+
+``layerswap prestage --configfile config/paper.yaml [--dry-run]``
+    On a machine with internet (a login node): download every hub artefact the config needs into the HF cache
+    (``storage.hf_home`` or the environment's ``HF_HOME``): the base model snapshot (safetensors, JSON and
+    tokenizer files only), each (data source, language) dataset the mixes read, the FLORES dev/devtest sentences
+    used to remove evaluation overlap, and the evaluation datasets if ``layerswap.evaluate.hub_artefacts`` lists
+    them. ``--dry-run`` prints the list and touches no network. A token comes from the environment
+    (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or written anywhere.
+
+``layerswap hub-data --spec-json ... --out results/data/raw/<name>_<lang>.jsonl``  (rule ``hub_data``)
+    Load one pre-staged source (offline on compute nodes), map its columns onto the source's schema
+    (`layerswap.data.SCHEMAS`), walk its rows in a seeded random order, drop blank rows, duplicates and rows that
+    contain a FLORES sentence (sources with ``exclude: [flores]``), stop once the mix's count of distinct examples
+    is reached, and write the rows plus ``<name>_<lang>.manifest.json`` (counts of what was seen and dropped).
+
+``layerswap prepare-base --source S --out results/base``  (rule ``prepare_base``)
+    A local HF directory or a pre-staged hub snapshot -> ``results/base``: symbolic links to its config,
+    tokenizer and safetensors files. A directory with only pickle weights (``*.bin``/``*.pt``) is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from layerswap.errors import UserError
+
+#: Files of a model snapshot that are fetched and linked: weights as safetensors only (never pickle).
+MODEL_PATTERNS = ["*.safetensors", "*.json", "tokenizer*"]
+#: FLORES-200 sentences for evaluation-overlap removal: one config per FLORES code, column `text`.
+FLORES_HUB = {"hub_id": "openlanguagedata/flores_plus", "splits": ["dev", "devtest"], "column": "text"}
+#: `exclude` values this module knows.
+EXCLUDES = ("flores",)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# what the config needs
+
+
+def _fmt(value, lang: str, code: str | None):
+    return value.format(lang=lang, code=code if code is not None else lang) if isinstance(value, str) else value
+
+
+def needed_sources(config: dict) -> dict[tuple[str, str], int]:
+    """(hub source name, language) -> the largest count a mix asks of it (math mixes are English: 'en')."""
+    sources = config["data_sources"]
+    mixes = config["mixes"]
+    out: dict[tuple[str, str], int] = {}
+
+    def add(mix: dict, lang: str) -> None:
+        for name, n in mix.items():
+            if "hub_id" in sources[name]:
+                out[(name, lang)] = max(out.get((name, lang), 0), int(n))
+
+    add(mixes["math"], "en")
+    per_language = any(isinstance(v, dict) for v in mixes["language"].values())
+    for lang in config["languages"]:
+        add(mixes["language"][lang] if per_language else mixes["language"], lang)
+    return out
+
+
+def source_spec(config: dict, name: str, lang: str) -> dict:
+    """Everything `hub-data` needs for one (source, language), with {code}/{lang} filled in."""
+    src = config["data_sources"][name]
+    code = (src.get("languages") or {}).get(lang)
+    spec = {
+        "name": name, "lang": lang, "hub_id": src["hub_id"], "revision": src.get("revision"),
+        "subset": _fmt(src.get("subset"), lang, code), "data_files": _fmt(src.get("data_files"), lang, code),
+        "split": _fmt(src.get("split", "train"), lang, code), "schema": src["schema"],
+        "columns": dict(src.get("columns") or {}), "language_column": src.get("language_column"),
+        "language_value": code if src.get("language_column") else None,
+        "n": needed_sources(config).get((name, lang)),
+        "flores": [],
+    }
+    for what in src.get("exclude") or []:
+        if what not in EXCLUDES:
+            raise UserError(f"data source '{name}': unknown exclude '{what}'; allowed: {', '.join(EXCLUDES)}")
+        spec["flores"] = flores_artefacts(lang)
+    return spec
+
+
+def flores_artefacts(lang: str) -> list[dict]:
+    """FLORES dev + devtest of English and `lang` (an English sentence in a prompt leaks the item as well)."""
+    from layerswap.config import HF_LANGUAGES
+
+    codes = [HF_LANGUAGES[c]["flores"] for c in dict.fromkeys(["en", lang]) if c in HF_LANGUAGES]
+    if lang not in HF_LANGUAGES:
+        raise UserError(f"no FLORES code known for language '{lang}' (layerswap/config.py:HF_LANGUAGES)")
+    return [{"kind": "dataset", "hub_id": FLORES_HUB["hub_id"], "subset": code, "split": split,
+             "column": FLORES_HUB["column"], "purpose": f"overlap removal ({lang})"}
+            for code in codes for split in FLORES_HUB["splits"]]
+
+
+def base_is_local(config: dict) -> bool:
+    source = config["base"]["source"]
+    return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir()
+
+
+def artefacts(config: dict) -> list[dict]:
+    """Every hub artefact the config needs, deduplicated, in a stable order."""
+    if config["world"] != "hf":
+        return []
+    out: list[dict] = []
+    base = config["base"]
+    if not base_is_local(config):
+        out.append({"kind": "model", "hub_id": base["source"], "revision": base.get("revision"),
+                    "allow_patterns": MODEL_PATTERNS, "purpose": "base model"})
+    for (name, lang) in sorted(needed_sources(config), key=lambda k: (k[0], k[1])):
+        spec = source_spec(config, name, lang)
+        out.append({"kind": "dataset", "hub_id": spec["hub_id"], "subset": spec["subset"], "split": spec["split"],
+                    "data_files": spec["data_files"], "revision": spec["revision"],
+                    "purpose": f"SFT data {name} ({lang})"})
+        out += spec["flores"]
+    out += _evaluation_artefacts(config)
+    seen, unique = set(), []
+    for item in out:
+        key = (item["kind"], item["hub_id"], item.get("subset"), item.get("split"), item.get("data_files"),
+               item.get("revision"))
+        if key not in seen:
+            seen.add(key)
+            unique.append(item)
+    return unique
+
+
+def _evaluation_artefacts(config: dict) -> list[dict]:
+    """The evaluation's hub datasets, if the evaluation module lists them (`hub_artefacts(config)`)."""
+    try:
+        from layerswap import evaluate
+    except ImportError:  # pragma: no cover - evaluation extras missing
+        return []
+    lister = getattr(evaluate, "hub_artefacts", None)
+    return [{"kind": "dataset", **a} for a in lister(config)] if lister else []
+
+
+def describe(item: dict) -> str:
+    parts = [item["kind"], item["hub_id"]]
+    for key in ("subset", "split", "data_files", "revision"):
+        if item.get(key):
+            parts.append(f"{key}={item[key]}")
+    return " ".join(parts) + (f"  # {item['purpose']}" if item.get("purpose") else "")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# downloads and offline loads
+
+
+def use_hf_home(hf_home: str | None) -> None:
+    """Point the HF libraries at `hf_home` (before they are imported)."""
+    if hf_home:
+        os.environ["HF_HOME"] = str(Path(hf_home).expanduser())
+
+
+def load_dataset(item: dict, trust_remote_code: bool = False):
+    """`datasets.load_dataset` for an artefact/spec dict (offline when HF_DATASETS_OFFLINE=1)."""
+    import datasets
+
+    kwargs = {"split": item.get("split") or "train"}
+    if item.get("data_files"):
+        kwargs["data_files"] = item["data_files"]
+    if item.get("revision"):
+        kwargs["revision"] = item["revision"]
+    if trust_remote_code:
+        kwargs["trust_remote_code"] = True
+    try:
+        return datasets.load_dataset(item["hub_id"], item.get("subset"), **kwargs)
+    except Exception as err:  # noqa: BLE001 - datasets raises many kinds; one line naming the artefact
+        offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = " (offline: run `layerswap prestage` first, with the same HF_HOME)" if offline else ""
+        raise UserError(f"cannot load {describe(item)}: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+                        f"{hint}") from None
+
+
+def snapshot(item: dict, local_files_only: bool) -> Path:
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(repo_id=item["hub_id"], revision=item.get("revision"),
+                                      allow_patterns=item.get("allow_patterns", MODEL_PATTERNS),
+                                      local_files_only=local_files_only))
+    except Exception as err:  # noqa: BLE001
+        hint = " (run `layerswap prestage` first, with the same HF_HOME)" if local_files_only else ""
+        raise UserError(f"cannot get {describe(item)}: {type(err).__name__}{hint}") from None
+
+
+def prestage(config: dict, dry_run: bool = False, out=None,
+             fetch_model: Callable[[dict], Path] | None = None, fetch_dataset: Callable[[dict], object] | None = None
+             ) -> list[dict]:
+    out = out or sys.stdout
+    items = artefacts(config)
+    for item in items:
+        print(("would fetch " if dry_run else "fetching ") + describe(item), file=out, flush=True)
+        if dry_run:
+            continue
+        if item["kind"] == "model":
+            (fetch_model or (lambda i: snapshot(i, local_files_only=False)))(item)
+        else:
+            trust = bool(config["base"].get("trust_remote_code"))  # remote code only where the config allows it
+            (fetch_dataset or (lambda i: load_dataset(i, trust)))(item)
+    print(f"{len(items)} artefacts {'listed' if dry_run else 'staged'}"
+          + ("" if dry_run else f" in {os.environ.get('HF_HOME', '~/.cache/huggingface')}"), file=out)
+    return items
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# hub-data: one (source, language) -> rows in the source schema + manifest
+
+
+def flores_sentences(specs: list[dict], load=load_dataset) -> list[str]:
+    out: list[str] = []
+    for spec in specs:
+        ds = load(spec)
+        out += [s for s in ds[spec.get("column", "text")] if isinstance(s, str)]
+    return out
+
+
+def select_rows(rows: Iterable[dict], spec: dict, n: int, overlap=None) -> tuple[list[dict], dict]:
+    """Walk `rows` (already in seeded order); keep rows in the source schema until `n` distinct examples.
+
+    Returns (kept rows, counts). A row is dropped if it gives no example (blank), if its examples were all seen
+    before (duplicate), or if any of its text contains an overlap sentence."""
+    from layerswap.data import examples, to_schema
+
+    kept: list[dict] = []
+    seen: set[tuple[str, str]] = set()
+    counts = {"scanned": 0, "blank": 0, "duplicate": 0, "overlap": 0, "wrong_language": 0}
+    for row in rows:
+        if len(seen) >= n:
+            break
+        counts["scanned"] += 1
+        if spec.get("language_column") and row.get(spec["language_column"]) != spec["language_value"]:
+            counts["wrong_language"] += 1
+            continue
+        doc = to_schema(row, spec["schema"], spec.get("columns"), spec["name"])
+        try:
+            pairs = examples(doc, spec["schema"], spec["lang"])
+        except (KeyError, TypeError, ValueError):
+            pairs = []
+        if not pairs:
+            counts["blank"] += 1
+            continue
+        new = [p for p in pairs if p not in seen]
+        if not new:
+            counts["duplicate"] += 1
+            continue
+        if overlap is not None and overlap.row_contains(doc):
+            counts["overlap"] += 1
+            continue
+        seen.update(new)
+        kept.append(doc)
+    counts["kept_rows"], counts["examples"] = len(kept), len(seen)
+    return kept, counts
+
+
+def _shuffled_rows(ds, seed: int, indices=None, chunk: int = 2048) -> Iterator[dict]:
+    """Rows of a `datasets.Dataset` (or only those at `indices`) in a seeded random order, read in chunks (no copy
+    of the dataset, nothing written to the cache)."""
+    import numpy as np
+
+    order = np.random.default_rng(seed).permutation(len(ds) if indices is None else np.asarray(indices))
+    for start in range(0, len(order), chunk):
+        batch = ds[order[start:start + chunk].tolist()]
+        names = list(batch)
+        for i in range(len(batch[names[0]]) if names else 0):
+            yield {k: batch[k][i] for k in names}
+
+
+def source_seed(seed: int, name: str, lang: str) -> int:
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}:{lang}".encode()).digest()[:8], "big")
+
+
+def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dataset) -> dict:
+    from layerswap.data import OverlapFilter, _atomic_write
+
+    ds = load(spec)
+    if spec.get("language_column"):
+        column, value = spec["language_column"], spec["language_value"]
+        if column not in ds.column_names:
+            raise UserError(f"data source '{spec['name']}': no column '{column}' (language_column); the dataset "
+                            f"has: {', '.join(ds.column_names)}")
+        indices = [i for i, v in enumerate(ds[column]) if v == value]
+    else:
+        indices = None
+    total = len(ds)
+    in_language = total if indices is None else len(indices)
+    overlap = None
+    if spec.get("flores"):
+        overlap = OverlapFilter(flores_sentences(spec["flores"], load))
+    n = int(spec["n"])
+    order = _shuffled_rows(ds, source_seed(seed, spec["name"], spec["lang"]), indices)
+    rows, counts = select_rows(order, spec, n, overlap)
+    if counts["examples"] < n:
+        raise UserError(f"data source '{spec['name']}' ({spec['lang']}): only {counts['examples']} usable examples "
+                        f"after removing blanks, duplicates and evaluation overlap; the mix asks for {n} "
+                        f"(dropped: {counts})")
+    _atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    info = {
+        "source": spec["name"], "lang": spec["lang"], "hub_id": spec["hub_id"], "subset": spec.get("subset"),
+        "split": spec.get("split"), "data_files": spec.get("data_files"), "revision": spec.get("revision"),
+        "dataset_fingerprint": getattr(ds, "_fingerprint", None), "schema": spec["schema"],
+        "columns": spec.get("columns"), "rows_in_split": total, "rows_in_language": in_language, "seed": seed,
+        "asked": n, "overlap_sentences": overlap.size if overlap else 0,
+        "overlap_source": [f"{f['hub_id']}:{f['subset']}:{f['split']}" for f in spec.get("flores") or []],
+        **counts,
+    }
+    _atomic_write(manifest, json.dumps(info, indent=1, ensure_ascii=False) + "\n")
+    return info
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# prepare-base
+
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+
+
+def model_files(directory: Path) -> list[Path]:
+    """Config, tokenizer and safetensors files of a HF model directory; refuses pickle-only weights."""
+    files = sorted(p for p in directory.iterdir() if p.is_file())
+    weights = [p for p in files if p.suffix == ".safetensors"]
+    if not weights:
+        pickles = [p.name for p in files if p.suffix in PICKLE_SUFFIXES]
+        what = f"only pickle weights ({', '.join(pickles[:3])})" if pickles else "no weights"
+        raise UserError(f"base model {directory}: {what}; need *.safetensors (convert it, e.g. save_pretrained "
+                        "with safe_serialization=True)")
+    if not (directory / "config.json").is_file():
+        raise UserError(f"base model {directory}: no config.json")
+    return [p for p in files if p.suffix == ".safetensors" or p.suffix == ".json" or p.name.startswith("tokenizer")
+            or p.suffix in (".model", ".tiktoken")]
+
+
+def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_fn=None) -> list[str]:
+    """Link the base model's files into `out` (config.json last, so it marks a complete directory)."""
+    local = Path(source).expanduser()
+    if local.is_dir():
+        directory = local.resolve()
+    elif source.startswith(("/", ".", "~")):
+        raise UserError(f"base.source {source}: no such directory")
+    else:
+        item = {"kind": "model", "hub_id": source, "revision": revision, "allow_patterns": MODEL_PATTERNS}
+        directory = (snapshot_fn or (lambda i: snapshot(i, local_files_only=True)))(item)
+    files = model_files(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        if old.is_symlink() or old.is_file():
+            old.unlink()
+    ordered = sorted(files, key=lambda p: p.name == "config.json")
+    for path in ordered:
+        (out / path.name).symlink_to(path.resolve())
+    (out / "layerswap_source.json").write_text(json.dumps({"source": source, "revision": revision,
+                                                            "directory": str(directory)}) + "\n")
+    return [p.name for p in ordered]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI (three commands share this module; cli.py registers each)
+
+
+def _config(path: str) -> dict:
+    from layerswap.config import load_config
+
+    return load_config(path)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    command = parser.prog.split()[-1]
+    if command == "hub-data":
+        parser.add_argument("--spec-json", required=True, help="output of source_spec (one source, one language)")
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--out", required=True, type=Path)
+        parser.add_argument("--manifest", required=True, type=Path)
+        parser.add_argument("--hf-home", default=None)
+    elif command == "prepare-base":
+        parser.add_argument("--source", required=True, help="a local HF directory or a hub id (pre-staged)")
+        parser.add_argument("--revision", default=None)
+        parser.add_argument("--out", required=True, type=Path)
+        parser.add_argument("--hf-home", default=None)
+    else:  # prestage
+        parser.add_argument("--configfile", required=True, help="workflow config, e.g. config/paper.yaml")
+        parser.add_argument("--dry-run", action="store_true", help="list the artefacts; download nothing")
+        parser.add_argument("--hf-home", default=None, help="HF cache (default: storage.hf_home, else HF_HOME)")
+
+
+def run(args: argparse.Namespace) -> None:
+    if hasattr(args, "spec_json"):
+        use_hf_home(args.hf_home)
+        spec = json.loads(args.spec_json)
+        info = write_source(spec, args.seed, args.out, args.manifest)
+        print(json.dumps({k: info[k] for k in ("source", "lang", "scanned", "kept_rows", "examples", "blank",
+                                                "duplicate", "overlap")}))
+    elif hasattr(args, "source"):
+        use_hf_home(args.hf_home)
+        names = prepare_base(args.source, args.out, args.revision)
+        print(f"linked {len(names)} files into {args.out}")
+    else:
+        config = _config(args.configfile)
+        use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home"))
+        prestage(config, dry_run=args.dry_run)

@@ -1,0 +1,124 @@
+"""The paper config on the cluster profile, without a cluster: a dry run of the full DAG (SLURM executor plugin
+installed, no sbatch called) lists every job, each GPU rule asks for GPUs and no CPU rule does, and the dry run
+takes at most 20 s."""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from layerswap.config import load_config
+
+PAPER = REPO / "config" / "paper.yaml"
+GPU_RULES = {"sft", "evaluate_base", "evaluate_merges", "evaluate_soup_then_swap"}  # + evaluate_checkpoint*
+DRY_RUN_LIMIT_S = 20.0
+
+
+def is_gpu_rule(rule: str) -> bool:
+    return rule in GPU_RULES or rule.startswith("evaluate_checkpoint")
+
+
+def parse_jobs(text: str) -> list[dict]:
+    """[{rule, resources: {name: value}, output}] from a dry run's job blocks."""
+    jobs, job = [], None
+    for line in text.splitlines():
+        head = re.fullmatch(r"(?:local)?rule (\w+):", line.strip())
+        if head:
+            job = {"rule": head.group(1), "resources": {}, "output": ""}
+            jobs.append(job)
+        elif job is not None and line.startswith("    resources: "):
+            for item in line.split(": ", 1)[1].split(", "):
+                key, _, value = item.partition("=")
+                job["resources"][key] = value
+        elif job is not None and line.startswith("    output: "):
+            job["output"] = line.split(": ", 1)[1]
+        elif not line.strip():
+            job = None
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("paper_dry")  # empty: every job of the plan is listed
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
+           "-s", str(REPO / "Snakefile"), "--directory", str(work)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    jobs = parse_jobs(proc.stdout + proc.stderr)
+    counts = Counter(j["rule"] for j in jobs)
+    print(f"\npaper dry run with --profile cluster: {len(jobs)} jobs in {seconds:.1f} s wall, {cpu:.1f} s CPU")
+    for rule, n in sorted(counts.items()):
+        print(f"  {rule:<26}{n:>5}")
+    return {"jobs": jobs, "counts": counts, "seconds": seconds, "cpu": cpu, "text": proc.stdout + proc.stderr}
+
+
+def test_dry_run_is_fast(dry_run):
+    # CPU time, not wall time: on a shared 2-core machine the wall clock measures the neighbours' load
+    # (about 6 s wall when idle, 4-5 s CPU; 856 jobs).
+    assert dry_run["cpu"] <= DRY_RUN_LIMIT_S, f"dry run took {dry_run['cpu']:.1f} s CPU ({dry_run['seconds']:.1f} s wall)"
+
+
+def test_job_counts_per_rule(dry_run):
+    paper = load_config(PAPER)
+    counts = dry_run["counts"]
+    langs = paper["languages"]
+    runs = paper["sft"]["runs"]
+    n_configs = len(paper["merges"]["configs"])
+    k = paper["selection"]["top_k"]
+    assert len(runs) == 18 and counts["sft"] == 18                          # 15 runs of Table 4 + 3 joint swh&math
+    assert counts["select"] == 6                                            # math, 4 languages, joint_swh
+    assert counts["sft_mix"] == 6
+    assert counts["hub_data"] == 17                                         # (source, language) pairs of the mixes
+    assert counts["prepare_base"] == 1 and "toy_base" not in counts and "toy_data" not in counts
+    assert n_configs == 85 and counts["merge_recipes"] == n_configs * len(langs) == 340
+    assert counts["evaluate_merges"] == n_configs * len(langs)
+    assert counts["soup_then_swap_recipes"] == counts["evaluate_soup_then_swap"] == len(langs)
+    assert counts["tables"] == 1 and counts["heatmap"] == 1
+    # checkpoint and base evaluations: one job per run (grouped) or per (run, task) (tasks_per_job: single)
+    n_tasks = len(paper["evaluation"]["checkpoint_tasks"])
+    ckpt = sum(n for r, n in counts.items() if r.startswith("evaluate_checkpoint"))
+    assert ckpt in (18, 2 * 18, 18 * n_tasks)  # grouped (selection + other tasks) or single
+    assert counts["evaluate_base"] in (1, n_tasks)
+    # each (merge config, language) evaluation covers the k x k pairs of that language
+    merge_jobs = [j for j in dry_run["jobs"] if j["rule"] == "merge_recipes"]
+    pairs = {re.sub(r".*/", "", f) for f in merge_jobs[0]["output"].split(", ")}
+    assert pairs == {f"l{i}m{j}.json" for i in range(1, k + 1) for j in range(1, k + 1)}
+
+
+def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(dry_run):
+    for job in dry_run["jobs"]:
+        res = job["resources"]
+        gpus = int(res.get("gpu", 0) or 0)
+        if is_gpu_rule(job["rule"]):
+            assert gpus >= 1, job
+            assert "gpu_partition" in res.get("slurm_partition", ""), job
+        else:
+            assert gpus == 0 and "gpus" not in res, job
+        assert res.get("slurm_account") == "CHANGE_ME_account", job
+    sft = next(j for j in dry_run["jobs"] if j["rule"] == "sft")["resources"]
+    assert (sft["gpu"], sft["nodes"], sft["cpus_per_gpu"]) == ("8", "1", "8")
+    hub_data = next(j for j in dry_run["jobs"] if j["rule"] == "hub_data")["resources"]
+    assert "gpu" not in hub_data and hub_data["slurm_partition"] == "CHANGE_ME_cpu_partition"
+
+
+def test_hub_jobs_run_offline(dry_run):
+    text = dry_run["text"]
+    cmds = re.findall(r"^.*layerswap (?:hub-data|prepare-base) .*$", text, flags=re.M)
+    assert len(cmds) == 18  # 17 hub_data + prepare_base (printshellcmds comes from profiles/default)
+    for cmd in cmds:
+        assert "HF_HUB_OFFLINE=1" in cmd and "HF_DATASETS_OFFLINE=1" in cmd
