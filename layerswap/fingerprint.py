@@ -16,12 +16,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 def module_files(name: str) -> list[Path]:
     """Source files of `name`: a module (`sft`) or a subpackage (`merge`), relative to the package."""
     path = PACKAGE_DIR / name.replace(".", "/")
-    if path.is_dir():
-        return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".py", ".yaml", ".json"})
-    file = path.with_suffix(".py")
-    if not file.is_file():
-        raise FileNotFoundError(f"no module layerswap.{name} at {file}")
-    return [file]
+    files = [path.with_suffix(".py")] if path.with_suffix(".py").is_file() else []
+    if path.is_dir():  # a subpackage, or a data folder beside a module of the same name (data.py + data/)
+        files += sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in {".py", ".yaml", ".json"})
+    if not files:
+        raise FileNotFoundError(f"no module layerswap.{name} at {path}")
+    return files
 
 
 def code_hash(*names: str) -> str:

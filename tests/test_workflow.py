@@ -36,7 +36,7 @@ def test_every_stage_left_its_files(micro_run):
     assert set(result["scores"]) == {"en", "toy_swh"} and all(0 <= v <= 1 for v in result["scores"].values())
     assert (micro_run / "evals" / "merge" / "soupswap" / "toy_swh" / "multisoup" / "mgsm.json").is_file()
     assert (micro_run / "figures" / "param_change.svg").read_text().lstrip().startswith("<svg")
-    assert not list(micro_run.rglob("*.tmp"))  # nothing half-written left behind
+    assert not list(micro_run.rglob("*.tmp")) and not list(micro_run.rglob(".tmp-*"))  # nothing half-written
 
 
 def test_second_run_has_nothing_to_do(micro_run):
