@@ -321,12 +321,38 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     )
     export.trainer = trainer
     resume = last_complete_checkpoint(work) if work.is_dir() else None
+    done = _resume_plan(out_dir, params, key, resume, args.max_steps)
+    if resume and done is None:
+        if trainer.is_world_process_zero():  # earlier exports are gone and cannot be rebuilt: start over
+            print(f"{out_dir}: exports before {resume} are missing; training from the start", flush=True)
+            shutil.rmtree(work)
+        trainer.accelerator.wait_for_everyone()
+        resume = None
     if resume and trainer.is_world_process_zero():
-        print(f"resuming {out_dir} from {resume}", flush=True)
-    trainer.train(resume_from_checkpoint=resume)
+        print(f"resuming {out_dir} from {resume}" + (" (already complete)" if done else ""), flush=True)
+    if not done:
+        trainer.train(resume_from_checkpoint=resume)
     if trainer.is_world_process_zero():
         write_manifest(out_dir, params, key)
     trainer.accelerator.wait_for_everyone()
+
+
+def _resume_plan(out_dir: Path, params: dict, key: str, resume: str | None, max_steps: int) -> bool | None:
+    """Whether a resumable run is already complete (True), can resume (False), or must start over (None).
+
+    A run resumes only if every checkpoint before the resume step was exported by this configuration (the
+    resume step itself is re-exported on train begin). A run whose last Trainer state is the final step is
+    complete only if every export exists: resuming there would make the Trainer take one step too many.
+    """
+    if not resume:
+        return False
+    step = int(resume.rsplit("-", 1)[-1])
+    valid = [_export_key(out_dir / checkpoint_name(s)) == key
+             for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
+             if s // params["batch_size"] <= step]
+    if step >= max_steps:
+        return True if all(valid) else None
+    return False if all(valid[:-1]) else None
 
 
 def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:

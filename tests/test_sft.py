@@ -84,6 +84,27 @@ def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, full_run, tmp_
     assert same(weights(full_run / "s0000016"), weights(tmp_path / "killed" / "s0000016"))  # bitwise on CPU
 
 
+def test_rerun_after_the_last_step_trains_no_more(tiny_base, mix, full_run, tmp_path):
+    # Killed after the final Trainer save and export, before the manifest: the rerun only writes the manifest.
+    shutil.copytree(full_run, tmp_path / "done")
+    (tmp_path / "done" / "checkpoints.json").unlink()
+    train_expert(tiny_base, mix, tmp_path / "done", PARAMS, TEMPLATE)
+    names = sorted(p.name for p in (tmp_path / "done").glob("s*"))
+    assert names == ["s0000008", "s0000016"]  # no extra step, no checkpoint past the schedule
+    assert same(weights(full_run / "s0000016"), weights(tmp_path / "done" / "s0000016"))
+    assert (tmp_path / "done" / "checkpoints.json").is_file()
+
+
+def test_lost_earlier_export_restarts_the_run(tiny_base, mix, full_run, tmp_path):
+    # An earlier export is gone and its Trainer state too: the run starts over and ends identical.
+    shutil.copytree(full_run, tmp_path / "lost")
+    shutil.rmtree(tmp_path / "lost" / "s0000008")
+    (tmp_path / "lost" / "checkpoints.json").unlink()
+    train_expert(tiny_base, mix, tmp_path / "lost", PARAMS, TEMPLATE)
+    assert same(weights(full_run / "s0000008"), weights(tmp_path / "lost" / "s0000008"))
+    assert same(weights(full_run / "s0000016"), weights(tmp_path / "lost" / "s0000016"))
+
+
 def test_crash_during_export_leaves_no_partial_checkpoint(tiny_base, mix, full_run, tmp_path, monkeypatch):
     from transformers import PreTrainedTokenizerBase
 
