@@ -461,6 +461,9 @@ def _check_selection(config: dict) -> None:
     mbpp_runs = (config["evaluation"]["tasks"].get("mbpp") or {}).get("execute_code", False)
     for kind, weights in selection["weights"].items():
         for metric in weights:
+            if kind == "math" and metric not in ("mgsm_en", "mgsm_avg"):
+                raise _fail(f"selection.weights.math.{metric}", "math experts have no target language",
+                            ["mgsm_en", "mgsm_avg"])
             task = METRIC_TASK[metric]
             if task not in evaluated:
                 ok = [m for m, t in METRIC_TASK.items() if t in evaluated]

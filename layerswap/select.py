@@ -1,7 +1,7 @@
 """Top-k checkpoint selection per expert type (paper section 3.1), with a per-run cap for diversity.
 
-Math experts are ranked by MGSM English plus the MGSM average over languages; language experts by Belebele plus
-FLORES in their language; joint runs by MGSM in the target language plus English. Weights come from config.
+The score is a weighted sum of selection metrics (weights from config): the paper ranks math experts by MGSM
+English plus the MGSM average over languages, and language experts by Belebele plus FLORES in their language.
 """
 
 from __future__ import annotations
@@ -22,17 +22,26 @@ def _scores(index: dict, ckpt_id: str, benchmark: str, index_path: Path) -> dict
     return json.loads(Path(path).read_text())["scores"]
 
 
-def metrics_of(kind: str, lang: str | None, get, mgsm_languages: list[str]) -> dict[str, float]:
-    """Selection metrics of one checkpoint; `get(benchmark)` returns that benchmark's scores dict."""
-    if kind == "math":
-        mgsm = get("mgsm")
-        return {"mgsm_en": mgsm["en"], "mgsm_avg": mean(mgsm[l] for l in mgsm_languages)}
-    if kind == "joint":
-        mgsm = get("mgsm")
-        return {"mgsm_target": mgsm[lang], "mgsm_en": mgsm["en"]}
-    flores = get("flores")
-    return {"belebele": get("belebele")[lang], "flores_from_en": flores[f"en-{lang}"],
-            "flores_to_en": flores[f"{lang}-en"]}
+# Selection metrics: (benchmark, score key). `{lang}` is the expert's target language.
+METRICS: dict[str, tuple[str, str]] = {
+    "mgsm_en": ("mgsm", "en"), "mgsm_avg": ("mgsm", "*"), "mgsm_target": ("mgsm", "{lang}"),
+    "belebele": ("belebele", "{lang}"), "flores_from_en": ("flores", "en-{lang}"),
+    "flores_to_en": ("flores", "{lang}-en"), "mmlu": ("mmlu", "{lang}"), "mbpp": ("mbpp", "{lang}"),
+}
+
+
+def metrics_of(names: list[str], lang: str | None, get, mgsm_languages: list[str]) -> dict[str, float]:
+    """The named selection metrics of one checkpoint; `get(benchmark)` returns that benchmark's scores dict."""
+    out = {}
+    for name in names:
+        if name not in METRICS:
+            raise UserError(f"selection weight '{name}': unknown metric; allowed: {', '.join(METRICS)}")
+        benchmark, key = METRICS[name]
+        if "{lang}" in key and lang is None:
+            raise UserError(f"selection weight '{name}': needs a target language (not for math experts)")
+        scores = get(benchmark)
+        out[name] = mean(scores[l] for l in mgsm_languages) if key == "*" else scores[key.format(lang=lang)]
+    return out
 
 
 def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weights: dict[str, float],
@@ -42,11 +51,7 @@ def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weight
         index = json.loads(Path(index_path).read_text())
         for ckpt in index["checkpoints"]:
             cid = ckpt["model_id"]
-            metrics = metrics_of(kind, lang, lambda b: _scores(index, cid, b, index_path), mgsm_languages)
-            unknown = set(weights) - set(metrics)
-            if unknown:
-                raise UserError(f"selection weights for '{kind}': unknown metric {sorted(unknown)[0]!r}; "
-                                f"allowed: {', '.join(metrics)}")
+            metrics = metrics_of(list(weights), lang, lambda b: _scores(index, cid, b, index_path), mgsm_languages)
             score = sum(w * metrics[m] for m, w in weights.items())
             candidates.append({"run": index["run"], "checkpoint": ckpt["name"], "path": ckpt["path"],
                                "model_id": cid, "score": round(score, 6), "metrics": metrics})

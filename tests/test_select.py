@@ -35,5 +35,7 @@ def test_too_few_checkpoints_is_an_error(tmp_path):
     a = write_run(tmp_path, "math_1", {"s1": (0.9, 0.1), "s2": (0.8, 0.1)})
     with pytest.raises(UserError, match="only 1 checkpoints selectable for top_k=2"):
         select([a], "math", "math", None, {"mgsm_en": 1.0}, 2, 1, ["en"])
-    with pytest.raises(UserError, match="unknown metric 'belebele'"):
+    with pytest.raises(UserError, match="'belebele': needs a target language"):
         select([a], "math", "math", None, {"belebele": 1.0}, 1, 1, ["en"])
+    with pytest.raises(UserError, match="'bleu': unknown metric"):
+        select([a], "math", "math", None, {"bleu": 1.0}, 1, 1, ["en"])
