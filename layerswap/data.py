@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from layerswap.errors import UserError
+from layerswap.jsonl import read_rows
 
 Normaliser = Callable[[dict, str], Iterator[tuple[str, str]]]
 
@@ -165,22 +166,6 @@ def to_schema(row: dict, schema: str, columns: dict[str, str] | None, source: st
 
 def examples(row: dict, schema: str, lang: str) -> list[tuple[str, str]]:
     return list(SCHEMAS[schema].fn(row, lang))
-
-
-def read_rows(path: Path, required: Iterable[str]) -> Iterator[tuple[int, dict]]:
-    """(line number, row) of a JSONL file; a row missing a required field is an error naming file, line, field."""
-    with Path(path).open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise UserError(f"{path}:{i}: not valid JSON ({err.msg})") from None
-            for name in required:
-                if name not in row:
-                    raise UserError(f"{path}:{i}: missing field '{name}'")
-            yield i, row
 
 
 def normalise(path: Path, schema: str, lang: str, source: str) -> list[dict]:

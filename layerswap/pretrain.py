@@ -21,7 +21,8 @@ from transformers import (
     TrainingArguments,
 )
 
-from layerswap.training import JsonlLogger, TokenDataset, export_model, read_jsonl
+from layerswap.jsonl import read_jsonl
+from layerswap.training import JsonlLogger, TokenDataset, export_model
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 

@@ -274,7 +274,8 @@ def _clean_stale(out_dir: Path, key: str) -> None:
 
 
 def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: str) -> None:
-    from layerswap.training import file_sha256, read_jsonl, sft_examples
+    from layerswap.jsonl import read_jsonl
+    from layerswap.training import file_sha256, sft_examples
 
     out_dir = Path(out_dir)
     method = peft_method(params)

@@ -16,26 +16,6 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback
 from layerswap.errors import UserError
 
 
-def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict]:
-    """Rows of a JSONL file; a row missing a required field is an error naming file, line and field."""
-    rows = []
-    with Path(path).open(encoding="utf-8") as f:
-        for i, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise UserError(f"{path}:{i}: not valid JSON ({err.msg})") from None
-            for field in required:
-                if field not in row:
-                    raise UserError(f"{path}:{i}: missing field '{field}'")
-            rows.append(row)
-    if not rows:
-        raise UserError(f"{path}: no rows")
-    return rows
-
-
 class TokenDataset(torch.utils.data.Dataset):
     """Pre-tokenised examples: dicts of input_ids and labels (lists of ints)."""
 

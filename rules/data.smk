@@ -57,7 +57,7 @@ rule sft_mix:
     params:
         sources=lambda w: as_json(mix_sources(w.expert)),
         seed=config["seed"],
-        code=code_hash("data"),
+        code=code_hash("data", "jsonl"),
     log:
         f"{R}/logs/sft_mix/{{expert}}.log",
     shell:
@@ -86,7 +86,7 @@ if config["world"] == "hf":
             spec=lambda w: as_json(source_spec(config, w.source, w.lang)),
             seed=config["seed"],
             hf_home=HF_HOME_ARG,
-            code=code_hash("hub", "data"),
+            code=code_hash("hub", "data", "jsonl"),
         log:
             f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
         shell:

@@ -8,27 +8,99 @@ def checkpoint_models(run):
     }
 
 
-rule evaluate_checkpoints:
-    input:
-        manifest=f"{R}/experts/{{run}}/checkpoints.json",
-        data=eval_data_files(BENCHMARKS),
-    output:
-        f"{R}/evals/ckpt/{{run}}/index.json",
-    params:
-        models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
-        benchmarks=lambda w: benchmark_params(BENCHMARKS, checkpoint_languages(w.run)),
-        batch_size=EVAL["batch_size"],
-        seed=config["seed"],
-        code=code_hash("evaluate", "evaluation", "tasks"),
-    threads: EVAL["threads"]
-    resources:
-        gpu=lambda w: 0 if config["world"] == "toy" else 1,
-    log:
-        f"{R}/logs/evaluate/ckpt_{{run}}.log",
-    shell:
-        "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-        "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} "
-        "--run {wildcards.run} --index {output} > {log} 2>&1"
+def checkpoint_eval_rule_params(run, benchmarks):
+    return benchmark_params(benchmarks, checkpoint_languages(run))
+
+
+# Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights): they get their own job(s),
+# so an edit to a task selection does not read (MMLU, MBPP) reruns those evaluations and the tables, not
+# selection, merges or their evaluations.
+if not SINGLE_TASK_JOBS:
+
+    rule evaluate_checkpoints:
+        """Selection benchmarks of every checkpoint of a run; the index names their files for `select`."""
+        input:
+            manifest=f"{R}/experts/{{run}}/checkpoints.json",
+            data=lambda w: task_data_files(selection_benchmarks(w.run), checkpoint_languages(w.run)),
+        output:
+            f"{R}/evals/ckpt/{{run}}/index.json",
+        params:
+            models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
+            benchmarks=lambda w: checkpoint_eval_rule_params(w.run, selection_benchmarks(w.run)),
+            batch_size=EVAL["batch_size"],
+            seed=config["seed"],
+            code=code_hash(*EVAL_LIB, "training", "jsonl"),
+        threads: EVAL["threads"]
+        resources:
+            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+        log:
+            f"{R}/logs/evaluate/ckpt_{{run}}.log",
+        shell:
+            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} "
+            "--run {wildcards.run} --index {output} > {log} 2>&1"
+
+    use rule evaluate_checkpoints as evaluate_checkpoints_other with:
+        input:
+            manifest=f"{R}/experts/{{run}}/checkpoints.json",
+            data=lambda w: task_data_files(other_checkpoint_benchmarks(w.run), checkpoint_languages(w.run)),
+        output:
+            f"{R}/evals/ckpt/{{run}}/index.other.json",
+        params:
+            models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
+            benchmarks=lambda w: checkpoint_eval_rule_params(w.run, other_checkpoint_benchmarks(w.run)),
+            batch_size=EVAL["batch_size"],
+            seed=config["seed"],
+            code=code_hash(*EVAL_LIB, "training", "jsonl"),
+        log:
+            f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
+
+else:
+
+    rule evaluate_checkpoints:
+        """One benchmark on every checkpoint of a run."""
+        input:
+            manifest=f"{R}/experts/{{run}}/checkpoints.json",
+            data=lambda w: task_data_files([w.benchmark], checkpoint_languages(w.run)),
+        output:
+            f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json",
+        params:
+            models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
+            benchmarks=lambda w: checkpoint_eval_rule_params(w.run, [w.benchmark]),
+            batch_size=EVAL["batch_size"],
+            seed=config["seed"],
+            code=code_hash(*EVAL_LIB, "training", "jsonl"),
+        wildcard_constraints:
+            benchmark="|".join(EVAL["tasks"]),
+        threads: EVAL["threads"]
+        resources:
+            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+        log:
+            f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log",
+        shell:
+            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} "
+            "--run {wildcards.run} --index {output} > {log} 2>&1"
+
+    localrules:
+        checkpoint_index,
+
+    rule checkpoint_index:
+        """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
+        input:
+            lambda w: [f"{R}/evals/ckpt/{w.run}/index.{b}.json" for b in selection_benchmarks(w.run)],
+        output:
+            f"{R}/evals/ckpt/{{run}}/index.json",
+        run:
+            merged = None
+            for path in input:
+                part = json.loads(Path(path).read_text())
+                if merged is None:
+                    merged = {**part, "files": {}, "sha256": {}}
+                for model_id, files in part["files"].items():
+                    merged["files"].setdefault(model_id, {}).update(files)
+                merged["sha256"].update(part["sha256"])
+            Path(output[0]).write_text(json.dumps(merged, indent=1, sort_keys=True) + "\n")
 
 
 def selection_params(expert):
@@ -43,7 +115,7 @@ def selection_params(expert):
 
 rule select:
     input:
-        lambda w: checkpoint_indexes(w.expert),
+        lambda w: selection_indexes(w.expert),
     output:
         f"{R}/selection/{{expert}}.json",
     params:

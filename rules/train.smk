@@ -12,7 +12,7 @@ rule toy_base:
         train=as_json(config["base"].get("toy_pretrain", {})),
         layers=config["base"]["num_layers"],
         seed=config["seed"],
-        code=code_hash("pretrain", "training"),
+        code=code_hash("pretrain", "training", "jsonl"),
     threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
     log:
         f"{R}/logs/toy_base.log",
@@ -44,7 +44,7 @@ rule sft:
     params:
         run=lambda w: as_json({**RUNS[w.run], "template": config["prompt_template"]}),
         launch=sft_launch,
-        code=code_hash("sft", "training"),
+        code=code_hash("sft", "training", "jsonl"),
     threads: lambda w: RUNS[w.run].get("threads", 1)
     resources:
         gpu=lambda w: 0 if config["world"] == "toy" else 1,
