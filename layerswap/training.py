@@ -13,7 +13,6 @@ from typing import Any, Callable
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from layerswap.errors import UserError
 
 
 class TokenDataset(torch.utils.data.Dataset):
