@@ -167,6 +167,7 @@ def parse_models(items: list[str]) -> list[tuple[str, Path]]:
         if src.is_dir():
             if not (src / "config.json").is_file():
                 raise UserError(f"--model {model_id}: {src} has no config.json (not a HF checkpoint dir)")
+            check_model_dir(src)
         elif src.suffix.lower() in {".json", ".yaml", ".yml"}:
             if not src.is_file():
                 raise UserError(f"--model {model_id}: recipe {src} does not exist")
@@ -174,6 +175,33 @@ def parse_models(items: list[str]) -> list[tuple[str, Path]]:
             raise UserError(f"--model {model_id}: {src} is neither a checkpoint dir nor a recipe .json file")
         models.append((model_id, src))
     return models
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def check_model_dir(src: Path) -> None:
+    """Refuse, before anything is evaluated or written, a checkpoint dir that would not load cleanly: truncated or
+    corrupt safetensors headers, pickle-only weights (never loaded), no tokenizer. One UserError naming the file."""
+    from layerswap.merge.io import Checkpoint
+
+    Checkpoint(str(src)).close()
+    if not any((src / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(f"{src}: no tokenizer ({', '.join(TOKENIZER_FILES)}) in checkpoint directory")
+
+
+def check_finite(model, source: Path) -> None:
+    """A NaN/Inf weight makes every score meaningless: refuse it, naming the checkpoint and tensor."""
+    import math
+
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.state_dict().items():
+            if param.is_floating_point() and param.numel():
+                lo, hi = torch.aminmax(param.detach().float())
+                if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                    raise UserError(f"{source}: tensor {name} contains NaN or Inf")
 
 
 # ---------------------------------------------------------------------------------------------------- task plan
@@ -337,6 +365,7 @@ class ModelHost:
             if self.merge_cache is None:
                 self.merge_cache = merge.ExpertCache() if hasattr(merge, "ExpertCache") else {}
             model_dir = Path(merge.model_dir_of(recipe))
+            check_model_dir(model_dir)
             state = merge.build_state_dict(recipe, self.merge_cache)
             self.phase["state_dict"] = time.perf_counter() - t0
         key = _arch_key(model_dir)
@@ -346,11 +375,15 @@ class ModelHost:
             self.key = key
             self.phase["build"] = time.perf_counter() - t1
             if state is None:
+                check_finite(self.model, source)
                 return self.lm  # from_pretrained already loaded this checkpoint
         t2 = time.perf_counter()
+        checked = state is not None  # a merge's inputs were checked for NaN/Inf as they were read
         if state is None:
             state = _read_checkpoint(model_dir)
         self._load_state(state, source)
+        if not checked:
+            check_finite(self.model, source)
         self.phase["load_state_dict"] = time.perf_counter() - t2
         return self.lm
 

@@ -2,9 +2,10 @@
 # so the whole DAG is known at dry-run time.
 import json
 import shlex
+from pathlib import Path
 import sys
 
-from layerswap.config import check, checkpoints_of, effective_runs, validate_config
+from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import code_hash
 from layerswap.sft import checkpoint_name
@@ -21,6 +22,9 @@ RUNS = effective_runs(config)
 K = range(1, config["selection"]["top_k"] + 1)
 PAIRS = [f"l{i}m{j}" for i in K for j in K]
 EVAL = config["evaluation"]
+# grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so an
+# edit to one task's settings reruns only that task's evaluations (paper config: GPU start-up is cheap there).
+SINGLE_TASK_JOBS = EVAL["tasks_per_job"] == "single"
 BENCHMARKS = list(EVAL["checkpoint_tasks"])
 MERGE_BENCHMARKS = list(EVAL["merge_tasks"])
 PAIR_CONFIGS = list(config["merges"]["configs"])
@@ -57,8 +61,40 @@ def run_manifests(expert):
     return [f"{R}/experts/{run}/checkpoints.json" for run in runs_of(expert)]
 
 
-def checkpoint_indexes(expert):
+# Benchmarks `layerswap select` reads for each expert kind (layerswap/select.py: metrics_of), plus those its
+# configured weights name; checkpoint evaluations of these benchmarks are the only ones selection depends on.
+SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "flores"]}
+
+
+def selection_benchmarks(run):
+    kind = expert_kind(RUNS[run]["expert"])
+    used = set(SELECT_READS[kind]) | {METRIC_TASK[m] for m in config["selection"]["weights"].get(kind, {})}
+    return [b for b in EVAL["tasks"] if b in used]
+
+
+def other_checkpoint_benchmarks(run):
+    """Checkpoint tasks selection does not read (Table 5 only)."""
+    return [b for b in BENCHMARKS if b not in selection_benchmarks(run)]
+
+
+def selection_indexes(expert):
+    """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
     return [f"{R}/evals/ckpt/{run}/index.json" for run in runs_of(expert)]
+
+
+def checkpoint_eval_indexes(run, benchmarks=None):
+    """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
+    one of `benchmarks` if given: what reads those evaluations depends on these files."""
+    wanted = set(EVAL["tasks"] if benchmarks is None else benchmarks)
+    if SINGLE_TASK_JOBS:
+        jobs = {f"index.{b}.json": [b] for b in selection_benchmarks(run) + other_checkpoint_benchmarks(run)}
+    else:
+        jobs = {"index.json": selection_benchmarks(run), "index.other.json": other_checkpoint_benchmarks(run)}
+    return [f"{R}/evals/ckpt/{run}/{name}" for name, bs in jobs.items() if wanted & set(bs)]
+
+
+def checkpoint_indexes(expert, benchmarks=None):
+    return [f for run in runs_of(expert) for f in checkpoint_eval_indexes(run, benchmarks)]
 
 
 def eval_data_files(benchmarks, languages=None):
@@ -70,21 +106,40 @@ def eval_data_files(benchmarks, languages=None):
     return files
 
 
+def task_languages(benchmark, languages=None):
+    """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else all."""
+    langs = languages if languages is not None else EVAL["tasks"][benchmark].get("languages") or ALL_LANGS
+    return [l for l in langs if not (benchmark == "flores" and l == "en")]
+
+
+def task_data_files(benchmarks, languages=None):
+    """Exactly the data files an evaluation job of these benchmarks reads (none in the hf world: lm-eval's own
+    tasks read the pre-staged hub datasets)."""
+    if config["world"] != "toy":
+        return []
+    return [f"{R}/data/eval/{b}_{l}.jsonl" for b in benchmarks for l in task_languages(b, languages)]
+
+
 def benchmark_params(benchmarks, languages=None):
-    """The benchmarks' settings as JSON; `languages` (if given) narrows every benchmark to those languages."""
-    spec = {b: dict(EVAL["tasks"][b]) for b in benchmarks}
-    if languages is not None:
-        for b, task in spec.items():
-            task["languages"] = [l for l in languages if not (b == "flores" and l == "en")]
+    """The benchmarks' settings as JSON, with explicit languages (see task_languages) and limit: all that an
+    evaluation job computes with, and only for its own benchmarks (a change to another benchmark reruns nothing)."""
+    spec = {}
+    for b in benchmarks:
+        task = dict(EVAL["tasks"][b])
+        task["languages"] = task_languages(b, languages)
+        task.setdefault("limit", EVAL.get("limit"))
+        spec[b] = task
     return as_json(spec)
 
 
 def checkpoint_languages(run):
-    """Languages a run's checkpoints are evaluated in: all for math runs (Table 5), else English + its own."""
+    """Languages a run's checkpoints are evaluated in: all for math runs (Table 5) and for the Table 2
+    language's experts (its 'all languages' row), else English + the run's own language."""
     expert = RUNS[run]["expert"]
-    if expert == "math":
+    lang = expert.removeprefix("joint_")
+    if expert == "math" or lang == config["analysis"]["table2_language"]:
         return None
-    return ["en", expert.removeprefix("joint_")]
+    return ["en", lang]
 
 
 def merge_languages(lang):
@@ -92,6 +147,13 @@ def merge_languages(lang):
     if lang == config["analysis"]["table2_language"]:
         return list(dict.fromkeys(config["mgsm_languages"] + [lang]))
     return [lang]
+
+
+# Modules a job runs, for code_hash (layerswap.cli and layerswap.errors are always included). Static imports,
+# including those inside functions: `layerswap recipes` imports the merge package (not merge/cli.py); `layerswap
+# evaluate` imports merge only to build recipes, evaluation.sandbox for MBPP, training for --index.
+MERGE_LIB = ("merge.__init__", "merge.engine", "merge.io", "merge.methods", "merge.recipes")
+EVAL_LIB = ("evaluate", "evaluation", "tasks")
 
 
 def eval_files(model_dir, benchmarks):

@@ -9,7 +9,7 @@ rule merge_recipes:
         expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
     params:
         merge=lambda w: as_json(config["merges"]["configs"][w.cfg]),
-        code=code_hash("merge"),
+        code=code_hash(*MERGE_LIB),
     log:
         f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
     shell:
@@ -27,7 +27,7 @@ rule soup_then_swap_recipes:
         expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=["langsoup", "multisoup"]),
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
-        code=code_hash("merge"),
+        code=code_hash(*MERGE_LIB),
     log:
         f"{R}/logs/merge_recipes/soupswap_{{lang}}.log",
     shell:

@@ -1,0 +1,209 @@
+"""Exact staleness (issue 11): after an edit, a dry run on the finished micro workflow schedules exactly the jobs
+whose inputs, params or code the edit changes, and nothing else.
+
+Expected sets are written from the DAG's meaning (what each job reads), not recorded. Job ids are
+`rule[wildcard=value,...]` as `layerswap plan` parses them from `snakemake --dry-run`. Every edit is a dry run
+(nothing is written), so all edits share the micro workdir; the code edit (7) runs a copy of the repository with a
+changed merge module, and the single-task-per-job edit runs on a copy of the workdir converted to that mode.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import yaml
+
+from layerswap.plan import parse_dry_run
+from conftest import MICRO, REPO
+
+pytestmark = pytest.mark.workflow
+
+RUNS = ["math_1", "toy_swh_1", "joint_toy_swh_1"]
+CONFIGS = ["swap_default", "soup_uniform", "ties_d05"]
+# Aggregates: what each reads. tables: selections, every checkpoint/base/merge evaluation; table_pages: the
+# tables' Markdown; table1_bars: selections, MGSM of checkpoints/base and of the Table 1 configs (best_of soup and
+# swap + default_swap); swap_grid: the layer_swap configs' MGSM; heatmap: base + selections (math, languages);
+# config_used: the whole config (the report's record of it), so every config edit reruns it.
+REPORT_PAGES = {"tables", "table_pages"}
+
+
+def merge_jobs(cfg: str) -> set[str]:
+    return {f"merge_recipes[cfg={cfg},lang=toy_swh]", f"evaluate_merges[cfg={cfg},lang=toy_swh]"}
+
+
+SOUPSWAP = {"soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lang=toy_swh]"}
+
+
+def run_snakemake(snakefile: Path, workdir: Path, configfile: Path, *args: str,
+                  env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env_extra or {})}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
+           "--configfile", str(configfile), *args]
+    if "--cores" not in args:
+        cmd += ["--cores", "1"]
+    # cwd: the Snakefile's repository, since `python -m` puts the cwd first on sys.path
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, cwd=snakefile.parent)
+
+
+def planned(snakefile: Path, workdir: Path, configfile: Path, env_extra: dict | None = None) -> set[str]:
+    proc = run_snakemake(snakefile, workdir, configfile, "--dry-run", env_extra=env_extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the manifest (rules/audit.smk) hashes every result, so it reruns after any job by design
+    return {job.name for job in parse_dry_run(proc.stdout + "\n" + proc.stderr) if job.rule not in ("all", "manifest")}
+
+
+def write_config(path: Path, edit) -> Path:
+    config = yaml.safe_load(MICRO.read_text())
+    edit(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def set_in(keys: list, value):
+    def edit(config):
+        node = config
+        for k in keys[:-1]:
+            node = node[k]
+        node[keys[-1]] = value
+    return edit
+
+
+def add_grid_point(config):
+    config["merges"]["configs"]["swap_b2u0"] = {"method": "layer_swap", "bottom": 2, "top": 0,
+                                                "transition_bottom": 0, "transition_top": 0}
+    config["merges"]["best_of"]["swap"].append("swap_b2u0")
+
+
+def single(edit=None):
+    def both(config):
+        config["evaluation"]["tasks_per_job"] = "single"
+        if edit:
+            edit(config)
+    return both
+
+
+def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
+    """Convert a finished grouped-mode workdir to single mode. The evaluation files have the same paths in both
+    modes; the per-benchmark checkpoint indexes are split from the grouped ones. `--touch` does not record
+    provenance for outputs that have none, and without it Snakemake cannot see a params change, so the jobs the
+    MMLU edit must rerun (MMLU on each run's checkpoints) really run once here; then --touch marks the rest done."""
+    for run_dir in (workdir / "results" / "evals" / "ckpt").iterdir():
+        parts = [json.loads(p.read_text()) for p in sorted(run_dir.glob("index*.json"))]
+        benchmarks = {b for part in parts for files in part["files"].values() for b in files}
+        for b in benchmarks:
+            part = next(p for p in parts if any(b in files for files in p["files"].values()))
+            files = {mid: {b: fs[b]} for mid, fs in part["files"].items()}
+            keep = {f for fs in files.values() for f in fs.values()}
+            index = {**part, "files": files, "sha256": {f: h for f, h in part["sha256"].items() if f in keep}}
+            (run_dir / f"index.{b}.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    mmlu = [f"results/evals/ckpt/{r}/index.mmlu.json" for r in RUNS]
+    for args in (["--cores", "2", "--force", *mmlu], ["--touch"]):
+        proc = run_snakemake(REPO / "Snakefile", workdir, configfile, *args)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def repo_copy_with_merge_edit(dest: Path) -> Path:
+    """The repository's files (tracked and untracked, not ignored) with a comment appended to the merge methods."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
+                            capture_output=True, text=True, check=True).stdout.split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+    methods = dest / "layerswap" / "merge" / "methods.py"
+    methods.write_text(methods.read_text() + "\n# edited by test_staleness\n")
+    return dest
+
+
+@pytest.fixture(scope="module")
+def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
+    work = micro_run.parent
+    tmp = tmp_path_factory.mktemp("staleness")
+    snakefile = REPO / "Snakefile"
+    edits = {
+        "nothing": MICRO,
+        "swap_bottom": write_config(tmp / "swap_bottom.yaml", set_in(["merges", "configs", "swap_default", "bottom"], 2)),
+        "grid_point": write_config(tmp / "grid_point.yaml", add_grid_point),
+        "lr": write_config(tmp / "lr.yaml", set_in(["sft", "runs", "toy_swh_1", "lr"], 3.0e-3)),
+        "mmlu_grouped": write_config(tmp / "mmlu.yaml", set_in(["evaluation", "tasks", "mmlu", "shots"], 1)),
+        "heatmap_option": write_config(tmp / "heatmap.yaml",
+                                       set_in(["analysis", "heatmap_thresholds", "language"], 2.0e-3)),
+    }
+    jobs = {name: (snakefile, work, cfg, None) for name, cfg in edits.items()}
+    # (7) the merge module's source edited, in a copy of the repository whose package comes first on sys.path
+    # (code_hash fingerprints the imported package's files).
+    copy_repo = repo_copy_with_merge_edit(tmp / "repo")
+    jobs["merge_code"] = (copy_repo / "Snakefile", work, MICRO, {"PYTHONPATH": str(copy_repo)})
+    # (5, single) one job per task: a copy of the workdir converted to that mode.
+    single_cfg = write_config(tmp / "single.yaml", single())
+    single_work = tmp / "single_work"
+    shutil.copytree(work, single_work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    to_single_task_jobs(single_work, single_cfg)
+    jobs["single_nothing"] = (snakefile, single_work, single_cfg, None)
+    jobs["mmlu_single"] = (snakefile, single_work, write_config(
+        tmp / "mmlu_single.yaml", single(set_in(["evaluation", "tasks", "mmlu", "shots"], 1))), None)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        futures = {name: pool.submit(planned, *args) for name, args in jobs.items()}
+        return {name: f.result() for name, f in futures.items()}
+
+
+def test_package_copy_is_the_one_fingerprinted(tmp_path):
+    """Guard for (7): with PYTHONPATH set, `layerswap` resolves to the copy, not the editable install."""
+    (tmp_path / "layerswap").mkdir()
+    (tmp_path / "layerswap" / "__init__.py").write_text("")
+    (tmp_path / "layerswap" / "fingerprint.py").write_text("print(__file__)")
+    out = subprocess.run([sys.executable, "-m", "layerswap.fingerprint"], cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True)
+    assert out.stdout.strip().startswith(str(tmp_path))
+
+
+def test_nothing_changed_runs_nothing(plans):
+    assert plans["nothing"] == set()
+    assert plans["single_nothing"] == set()
+
+
+def test_swap_config_edit_reruns_only_its_merges(plans):
+    # swap_default is also the soup-then-swap config (Table 6) and the default swap (Table 1, the swap grid).
+    assert plans["swap_bottom"] == merge_jobs("swap_default") | SOUPSWAP | REPORT_PAGES | {
+        "swap_grid", "table1_bars", "config_used"}
+
+
+def test_new_grid_point_runs_only_its_jobs(plans):
+    assert plans["grid_point"] == merge_jobs("swap_b2u0") | REPORT_PAGES | {"swap_grid", "table1_bars", "config_used"}
+
+
+def test_language_run_lr_reruns_that_language_only(plans):
+    expected = {"sft[run=toy_swh_1]", "evaluate_checkpoints[run=toy_swh_1]",
+                "evaluate_checkpoints_other[run=toy_swh_1]", "select[expert=toy_swh]"}
+    expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP
+    expected |= REPORT_PAGES | {"swap_grid", "table1_bars", "heatmap", "config_used"}
+    assert plans["lr"] == expected
+
+
+def test_task_selection_does_not_read_reruns_no_selection_or_merge(plans):
+    # grouped: the jobs that evaluate MMLU (the base job, and per run the job of the tasks selection does not
+    # read) and what reads them; table1_bars reads MGSM of the base and of language checkpoints, which share those
+    # jobs with MMLU.
+    assert plans["mmlu_grouped"] == {"evaluate_base", "table1_bars", "config_used"} | REPORT_PAGES | {
+        f"evaluate_checkpoints_other[run={r}]" for r in RUNS}
+    # single: only MMLU evaluations and the tables that read them.
+    assert plans["mmlu_single"] == {"evaluate_base[benchmark=mmlu]", "config_used"} | REPORT_PAGES | {
+        f"evaluate_checkpoints[benchmark=mmlu,run={r}]" for r in RUNS}
+
+
+def test_figure_option_reruns_only_that_figure(plans):
+    assert plans["heatmap_option"] == {"heatmap", "config_used"}
+
+
+def test_merge_code_edit_reruns_merges_and_aggregates(plans):
+    expected = {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP
+    assert plans["merge_code"] == expected | REPORT_PAGES | {"swap_grid", "table1_bars"}
