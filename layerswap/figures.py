@@ -60,6 +60,9 @@ class Checkpoint:
                 raise UserError(f"{single}: not a readable safetensors file ({err})") from None
             self.files = {name: single for name in names}
         else:
+            pickles = sorted(p.name for p in self.dir.glob("*") if p.suffix in {".bin", ".pt", ".pth", ".ckpt", ".pkl"})
+            if pickles:
+                raise UserError(f"{self.dir}: pickle checkpoint ({pickles[0]}) refused; convert it to safetensors")
             raise UserError(f"{self.dir}: no model.safetensors or model.safetensors.index.json")
         for path in set(self.files.values()):
             if not path.is_file():
@@ -84,7 +87,16 @@ class Checkpoint:
                 self._handles[path] = self._stack.enter_context(safe_open(str(path), framework="pt"))
             except Exception as err:
                 raise UserError(f"{path}: not a readable safetensors file ({err})") from None
-        return self._handles[path].get_tensor(name)
+        tensor = self._handles[path].get_tensor(name)
+        if tensor.is_floating_point() and tensor.numel():
+            import math
+
+            import torch
+
+            lo, hi = torch.aminmax(tensor.float())
+            if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                raise UserError(f"{self.dir}: tensor {name} contains NaN or Inf")
+        return tensor
 
     def close(self) -> None:
         self._stack.close()

@@ -1,8 +1,40 @@
-# Aggregation: the paper's tables and the parameter-change heatmap, from evaluation and selection files only.
+# Aggregation: the paper's tables, figures and the report pages, from evaluation and selection files only.
+# Snakemake 9's HTML report shows images, HTML and PDF inline; CSV/Markdown/YAML are download links. Each table is
+# therefore in the report twice: rendered (an HTML page made from its Markdown) and as CSV.
 
 EXPERT_TYPES = expert_types()
 TABLES = expand(f"{R}/tables/table{{n}}.{{ext}}", n=[1, 2, 5, 6], ext=["csv", "md", "tex"])
 BEST_CONFIGS = expand(f"{R}/tables/table{{n}}_best_configs.{{ext}}", n=[1, 2], ext=["csv", "md"])
+PAPER_WORLD = config["world"] != "toy"
+# report entries: file stem -> (subcategory, caption)
+TABLE_PAGES = {f"table{n}": (f"Table {n}", f"../report/table{n}.rst") for n in [1, 2, 5, 6]}
+TABLE_PAGES |= {f"table{n}_best_configs": (f"Table {n}", "../report/best_configs.rst") for n in [1, 2]}
+if PAPER_WORLD:
+    TABLE_PAGES |= {f"table{n}_paper_vs_ours": (f"Table {n}", "../report/paper_vs_ours.rst") for n in [1, 2, 5, 6]}
+TABLE_HTML = [f"{R}/tables/{t}.html" for t in TABLE_PAGES]
+FIGURES = {
+    "param_change": ("Parameter change", "../report/heatmap.rst"),
+    "swap_grid": ("Layer-swap grid", "../report/swap_grid.rst"),
+    "table1_bars": ("Table 1 bars", "../report/table1_bars.rst"),
+}
+REPORT_FILES = TABLES + TABLE_HTML + [f"{R}/figures/{f}.{e}" for f in FIGURES for e in ("svg", "png", "csv")]
+REPORT_FILES += [f"{R}/config_used.yaml", f"{R}/config_used.html"]
+# the layer_swap configs of the swap-grid figure (lang_layers ones are listed in its CSV, not plotted)
+SWAP_CONFIGS = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == "layer_swap"}
+
+
+def table_report(stem, ext):
+    sub, caption = TABLE_PAGES[stem]
+    fmt = "rendered (HTML)" if ext == "html" else ext.upper()
+    return report(f"{R}/tables/{stem}.{ext}", category="Tables", subcategory=sub, caption=caption,
+                  labels={"table": stem, "format": fmt})
+
+
+def figure_report(name, ext):
+    sub, caption = FIGURES[name]
+    fmt = "numbers (CSV)" if ext == "csv" else ext.upper()
+    return report(f"{R}/figures/{name}.{ext}", category="Figures", subcategory=sub, caption=caption,
+                  labels={"figure": name, "format": fmt})
 
 
 def table_inputs():
@@ -31,8 +63,12 @@ rule tables:
     input:
         table_inputs(),
     output:
-        [report(f, category="Tables", caption="../report/tables.rst") for f in TABLES],
-        best=BEST_CONFIGS,
+        [table_report(f"table{n}", "csv") for n in [1, 2, 5, 6]],
+        [f for f in TABLES if not f.endswith(".csv")],
+        best=[table_report(f"table{n}_best_configs", "csv") for n in [1, 2]]
+        + [f"{R}/tables/table{n}_best_configs.md" for n in [1, 2]],
+        paper=[table_report(f"table{n}_paper_vs_ours", "csv") for n in [1, 2, 5, 6]]
+        + [f"{R}/tables/table{n}_paper_vs_ours.md" for n in [1, 2, 5, 6]] if PAPER_WORLD else [],
     params:
         tables=table_params(),
         code=code_hash("tables"),
@@ -48,9 +84,9 @@ rule heatmap:
         base=f"{R}/base/config.json",
         selections=expand(f"{R}/selection/{{e}}.json", e=["math"] + LANGS),
     output:
-        svg=report(f"{R}/figures/param_change.svg", category="Figures", caption="../report/heatmap.rst"),
-        png=f"{R}/figures/param_change.png",
-        csv=f"{R}/figures/param_change.csv",
+        svg=figure_report("param_change", "svg"),
+        png=figure_report("param_change", "png"),
+        csv=figure_report("param_change", "csv"),
     params:
         experts=" ".join(f"--expert-from-selection {e}={R}/selection/{e}.json" for e in ["math"] + LANGS),
         thresholds=as_json({e: config["analysis"]["heatmap_thresholds"][expert_kind(e)] for e in ["math"] + LANGS}),
@@ -60,3 +96,88 @@ rule heatmap:
     shell:
         "layerswap heatmap --base {R}/base {params.experts} --threshold-json {params.thresholds} "
         "--out-prefix {R}/figures/param_change > {log} 2>&1"
+
+
+rule table_pages:
+    input:
+        [f"{R}/tables/{t}.md" for t in TABLE_PAGES],
+    output:
+        [table_report(t, "html") for t in TABLE_PAGES],
+    params:
+        code=code_hash("charts"),
+    log:
+        f"{R}/logs/table_pages.log",
+    shell:
+        "layerswap charts table-html --markdown {input} --out-dir {R}/tables > {log} 2>&1"
+
+
+def swap_grid_inputs():
+    return [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in SWAP_CONFIGS for l in LANGS for p in PAIRS]
+
+
+rule swap_grid:
+    input:
+        swap_grid_inputs(),
+    output:
+        svg=figure_report("swap_grid", "svg"),
+        png=figure_report("swap_grid", "png"),
+        csv=figure_report("swap_grid", "csv"),
+    params:
+        grid=as_json({
+            "configs": SWAP_CONFIGS, "languages": LANGS, "top_k": config["selection"]["top_k"],
+            "default_swap": config["merges"]["default_swap"], "world": config["world"],
+            "language_names": config.get("language_names", {}),
+        }),
+        names=", ".join(SWAP_CONFIGS),  # for the caption
+        code=code_hash("charts", "figures", "tables"),
+    log:
+        f"{R}/logs/swap_grid.log",
+    shell:
+        "layerswap charts swap-grid --evals-dir {R}/evals --params-json {params.grid} "
+        "--out-prefix {R}/figures/swap_grid > {log} 2>&1"
+
+
+def table1_bars_inputs():
+    """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
+    MGSM of every pair of the default swap and the soup/swap best-of configs."""
+    m = config["merges"]
+    experts = ["math"] + LANGS
+    files = [f"{R}/selection/{e}.json" for e in experts]
+    files += [i for e in experts for i in checkpoint_indexes(e, ["mgsm"])]
+    files += eval_files("base", ["mgsm"])
+    configs = dict.fromkeys(m["best_of"]["soup"] + m["best_of"]["swap"] + [m["default_swap"]])
+    files += [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in configs for l in LANGS for p in PAIRS]
+    return files
+
+
+rule table1_bars:
+    input:
+        table1_bars_inputs(),
+    output:
+        svg=figure_report("table1_bars", "svg"),
+        png=figure_report("table1_bars", "png"),
+        csv=figure_report("table1_bars", "csv"),
+    params:
+        tables=table_params(),
+        code=code_hash("charts", "figures", "tables"),
+    log:
+        f"{R}/logs/table1_bars.log",
+    shell:
+        "layerswap charts table1-bars --selection-dir {R}/selection --evals-dir {R}/evals "
+        "--params-json {params.tables} --out-prefix {R}/figures/table1_bars > {log} 2>&1"
+
+
+rule config_used:
+    output:
+        yaml=report(f"{R}/config_used.yaml", category="Config", subcategory="Config used",
+                    caption="../report/config.rst", labels={"file": "config_used", "format": "YAML"}),
+        html=report(f"{R}/config_used.html", category="Config", subcategory="Config used",
+                    caption="../report/config.rst", labels={"file": "config_used", "format": "rendered (HTML)"}),
+    params:
+        config=lambda w: shlex.quote(json.dumps(config, default=str)),  # a function: the config holds "{lang}"
+        code=code_hash("charts"),
+    log:
+        f"{R}/logs/config_used.log",
+    shell:
+        "layerswap charts config-html --config-json {params.config} --out-prefix {R}/config_used "
+        "> {log} 2>&1"

@@ -154,3 +154,199 @@ def test_expert_from_selection_takes_rank_one(checkpoints, tmp_path):
     assert figures.experts_from_selections([f"math={selection}"]) == {"math": str(math)}
     with pytest.raises(UserError, match="not a selection file"):
         figures.experts_from_selections([f"math={tmp_path / 'missing.json'}"])
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# swap-grid and Table 1 bars (layerswap.charts) on synthetic evaluation files with known numbers
+
+from layerswap import charts  # noqa: E402
+
+LANGS = ["toy_swh", "toy_tel"]
+GRID_PAIRS = ["l1m1", "l1m2", "l2m1", "l2m2"]
+# MGSM in the target language per config, language and pair; the other language always 0.05
+GRID_SCORES = {
+    "swap_a": {"toy_swh": [0.30, 0.40, 0.20, 0.30], "toy_tel": [0.10, 0.10, 0.10, 0.30]},
+    "swap_b": {"toy_swh": [0.50, 0.50, 0.25, 0.25], "toy_tel": [0.20, 0.20, 0.20, 0.20]},
+    "swap_c": {"toy_swh": [0.125, 0.125, 0.125, 0.125], "toy_tel": [0.0, 0.0, 0.0, 0.4]},
+    "swap_ll": {"toy_swh": [0.35, 0.35, 0.35, 0.35], "toy_tel": [0.15, 0.15, 0.15, 0.15]},
+    "swap_dup": {"toy_swh": [0.01, 0.01, 0.01, 0.01], "toy_tel": [0.01, 0.01, 0.01, 0.01]},
+}
+GRID_CONFIGS = {
+    "swap_a": {"method": "layer_swap", "bottom": 2, "top": 1, "transition_bottom": 0, "transition_top": 0},
+    "swap_b": {"method": "layer_swap", "bottom": 3, "top": 1, "transition_bottom": 1, "transition_top": 0},
+    "swap_c": {"method": "layer_swap", "bottom": 2, "top": 2},  # transitions default to 0
+    "swap_ll": {"method": "layer_swap", "lang_layers": [0, 1, 7]},
+    "swap_dup": {"method": "layer_swap", "bottom": 2, "top": 1, "transition_bottom": 0, "transition_top": 0,
+                 "w_task": 2.0},
+}
+
+
+def write_mgsm(root: Path, model_id: str, scores: dict) -> None:
+    path = root / model_id / "mgsm.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"model_id": model_id, "benchmark": "mgsm", "metric": "exact_match",
+                                "scores": scores, "skipped": None}))
+
+
+@pytest.fixture()
+def grid_evals(tmp_path):
+    root = tmp_path / "evals"
+    for cfg, per_lang in GRID_SCORES.items():
+        for lang, values in per_lang.items():
+            other = [x for x in LANGS if x != lang][0]
+            for pair, value in zip(GRID_PAIRS, values):
+                write_mgsm(root, f"merge/{cfg}/{lang}/{pair}", {lang: value, other: 0.05, "en": 0.5})
+    return root
+
+
+def grid_params(**over):
+    return {"configs": GRID_CONFIGS, "languages": LANGS, "top_k": 2, "default_swap": "swap_a", "world": "toy",
+            "language_names": {"toy_swh": "toy-Swahili (synthetic)"}, **over}
+
+
+def test_swap_grid_csv_numbers(grid_evals, tmp_path):
+    prefix = tmp_path / "figs" / "swap_grid"
+    assert charts.main(["swap-grid", "--evals-dir", str(grid_evals), "--params-json", json.dumps(grid_params()),
+                        "--out-prefix", str(prefix)]) == 0
+    frame = pd.read_csv(tmp_path / "figs" / "swap_grid.csv")
+    assert list(frame.columns) == charts.GRID_COLUMNS
+    frame[["lang_layers", "note"]] = frame[["lang_layers", "note"]].fillna("")
+    got = {(r["language"], r["config"]): r for r in frame.to_dict("records")}
+    assert len(got) == 10
+    a = got[("toy_swh", "swap_a")]
+    assert (a["bottom"], a["top"], a["transition_bottom"], a["transition_top"]) == (2, 1, 0, 0)
+    assert a["mgsm_mean"] == 30.0 and a["mgsm_min"] == 20.0 and a["mgsm_max"] == 40.0 and a["n_pairs"] == 4
+    assert a["is_default"] is True and a["in_grid"] is True and a["note"] == ""
+    assert got[("toy_swh", "swap_b")]["mgsm_mean"] == 37.5
+    assert got[("toy_tel", "swap_a")]["mgsm_mean"] == 15.0
+    assert got[("toy_tel", "swap_b")]["mgsm_mean"] == 20.0
+    c = got[("toy_tel", "swap_c")]
+    assert (c["transition_bottom"], c["transition_top"]) == (0, 0) and c["mgsm_mean"] == 10.0
+    assert got[("toy_swh", "swap_c")]["mgsm_mean"] == 12.5
+    ll = got[("toy_swh", "swap_ll")]
+    assert ll["in_grid"] is False and ll["lang_layers"] == "0 1 7" and "lang_layers" in ll["note"]
+    assert pd.isna(ll["bottom"]) and pd.isna(ll["transition_top"]) and ll["mgsm_mean"] == 35.0
+    dup = got[("toy_tel", "swap_dup")]
+    assert dup["in_grid"] is False and dup["note"].startswith("same bottom/top/transitions as swap_a")
+    assert got[("toy_tel", "swap_b")]["language_name"] == "toy_tel"  # no display name given
+    assert got[("toy_swh", "swap_b")]["language_name"] == "toy-Swahili (synthetic)"
+    svg = (tmp_path / "figs" / "swap_grid.svg").read_text()
+    assert svg.lstrip().startswith("<svg") and "tb=1, tu=0" in svg and "30.0*" in svg and "37.5" in svg
+    assert "TOY WORLD" in svg
+    assert (tmp_path / "figs" / "swap_grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_swap_grid_chart_facets(grid_evals):
+    frame = pd.DataFrame.from_records(charts.swap_grid_records(grid_evals, grid_params()))
+    spec = charts.swap_grid_chart(frame).to_dict()
+    assert spec["facet"]["column"]["field"] == "transitions"
+    assert spec["facet"]["column"]["sort"] == ["tb=0, tu=0", "tb=1, tu=0"]
+    assert spec["facet"]["row"]["field"] == "language_name"
+    enc = spec["spec"]["layer"][0]["encoding"]
+    assert enc["x"]["field"] == "bottom" and enc["y"]["field"] == "top" and enc["color"]["field"] == "mgsm_mean"
+    # lang_layers and duplicate configs are in the CSV, not in the plotted data
+    plotted = {(r["language"], r["config"]) for r in spec["datasets"][spec["data"]["name"]]}
+    assert ("toy_swh", "swap_ll") not in plotted and ("toy_swh", "swap_dup") not in plotted
+    assert len(plotted) == 6
+
+
+def test_swap_grid_errors(grid_evals):
+    (grid_evals / "merge" / "swap_b" / "toy_tel" / "l2m1" / "mgsm.json").unlink()
+    with pytest.raises(UserError, match=r"missing evaluation file .*swap_b/toy_tel/l2m1/mgsm.json"):
+        charts.swap_grid_records(grid_evals, grid_params())
+    with pytest.raises(UserError, match="only layer_swap configs"):
+        charts.swap_grid_records(grid_evals, grid_params(configs={"s": {"method": "soup"}}))
+    with pytest.raises(UserError, match="missing key 'top_k'"):
+        charts.swap_grid_records(grid_evals, grid_params(top_k=None))
+    frame = pd.DataFrame.from_records(
+        charts.swap_grid_records(grid_evals, grid_params(configs={"swap_ll": GRID_CONFIGS["swap_ll"]})))
+    with pytest.raises(UserError, match="all use lang_layers"):
+        charts.swap_grid_chart(frame)
+
+
+# Table 1 bars: the synthetic world of test_tables (hand-checked Table 1 numbers)
+
+
+def test_table1_bars_csv_numbers(tmp_path):
+    from test_tables import PARAMS, make_world
+
+    sel, ev = make_world(tmp_path)
+    prefix = tmp_path / "figs" / "table1_bars"
+    assert charts.main(["table1-bars", "--selection-dir", str(sel), "--evals-dir", str(ev),
+                        "--params-json", json.dumps(PARAMS), "--out-prefix", str(prefix)]) == 0
+    frame = pd.read_csv(tmp_path / "figs" / "table1_bars.csv", keep_default_na=False)
+    assert list(frame.columns) == charts.BAR_COLUMNS
+    swh = frame[frame["language"] == "toy_swh"]
+
+    def values(setting, kind):
+        rows = swh[(swh["setting"] == setting) & (swh["kind"] == kind)]
+        return [(r["member"], r["config"], r["mgsm"]) for r in rows.to_dict("records")]
+
+    assert values("base", "avg") == [("", "", 20.0)] and values("base", "point") == [("base", "", 20.0)]
+    assert values("language_expert", "point") == [("rank 1", "", 24.0), ("rank 2", "", 22.0)]
+    assert values("language_expert", "avg") == [("", "", 23.0)]
+    assert values("math_expert", "point") == [("rank 1", "", 30.0), ("rank 2", "", 26.0)]
+    # soup best per pair: .26 (m), .29 (u), .22 (m), .23 (u) -> avg 25
+    assert values("soup_best", "point") == [("l1m1", "soup_m", 26.0), ("l1m2", "soup_u", 29.0),
+                                            ("l2m1", "soup_m", 22.0), ("l2m2", "soup_u", 23.0)]
+    assert values("soup_best", "avg") == [("", "", 25.0)]
+    assert [v for _, _, v in values("swap_default", "point")] == [31.0, 33.0, 29.0, 35.0]
+    assert {c for _, c, _ in values("swap_default", "point")} == {"swap_def"}
+    assert values("swap_best", "point") == [("l1m1", "swap_def", 31.0), ("l1m2", "swap_alt", 36.0),
+                                            ("l2m1", "swap_def", 29.0), ("l2m2", "swap_alt", 38.0)]
+    assert values("swap_best", "avg") == [("", "", 33.5)]
+    model = swh[(swh["setting"] == "swap_best") & (swh["member"] == "l1m2")]["model_id"].item()
+    assert model == "merge/swap_alt/toy_swh/l1m2"
+    assert swh["setting_label"].iloc[0] == "base model"
+    assert set(swh["language_name"]) == {"toy-Swahili (synthetic)"}
+    # every bar is the Table 1 avg cell
+    from layerswap import tables
+
+    t1 = tables.build_tables(sel, ev, tables.Params.from_json(json.dumps(PARAMS)))["table1"]
+    for r in frame[frame["kind"] == "avg"].to_dict("records"):
+        assert r["mgsm"] == pytest.approx(t1.cells[((r["language"], "avg"), r["setting"])], abs=1e-6)
+    assert len(frame) == 2 * (6 + 1 + 2 + 2 + 4 * 3)  # per language: 6 bars, 1 + 2 + 2 + 3 x 4 points
+    svg = (tmp_path / "figs" / "table1_bars.svg").read_text()
+    assert svg.lstrip().startswith("<svg") and "toy-Telugu (synthetic)" in svg and "TOY WORLD" in svg
+    assert (tmp_path / "figs" / "table1_bars.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_table1_bars_missing_eval_names_it(tmp_path):
+    from test_tables import PARAMS, make_world
+
+    from layerswap import tables
+
+    sel, ev = make_world(tmp_path)
+    (ev / "merge" / "soup_m" / "toy_tel" / "l2m2" / "mgsm.json").unlink()
+    with pytest.raises(UserError, match=r"missing evaluation file .*soup_m/toy_tel/l2m2/mgsm.json"):
+        charts.table1_bar_records(sel, ev, tables.Params.from_json(json.dumps(PARAMS)))
+
+
+def test_table_html_page(tmp_path):
+    md = tmp_path / "table9.md"
+    md.write_text("# Table 9: a <test> — TOY WORLD\n\nCells: ours (paper).\n\n"
+                  "| Setting   |   base model |   swap |\n|:----------|-------------:|-------:|\n"
+                  "| toy-Swahili avg | 20.0 | 33.5 (41.2) |\n| toy-Swahili max | 20.0 | 38.0 |\n\n"
+                  "- MGSM exact match (%).\n- second & last note\n")
+    assert charts.main(["table-html", "--markdown", str(md), "--out-dir", str(tmp_path / "html")]) == 0
+    page = (tmp_path / "html" / "table9.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<h2>Table 9: a &lt;test&gt; — TOY WORLD</h2>" in page
+    assert '<th class="r">base model</th>' in page and "<td>toy-Swahili avg</td>" in page
+    assert '<td class="r">33.5 (41.2)</td>' in page and "<li>second &amp; last note</li>" in page
+    assert "<p>Cells: ours (paper).</p>" in page
+    bad = tmp_path / "bad.md"
+    bad.write_text("# no table here\n")
+    assert charts.main(["table-html", "--markdown", str(bad), "--out-dir", str(tmp_path)]) == 1
+
+
+def test_config_html(tmp_path):
+    config = {"world": "toy", "languages": ["toy_swh"], "prompt_template": "Q: {prompt}\nA:", "z_first": 1, "a": 2}
+    assert charts.main(["config-html", "--config-json", json.dumps(config),
+                        "--out-prefix", str(tmp_path / "config_used")]) == 0
+    import yaml
+
+    text = (tmp_path / "config_used.yaml").read_text()
+    assert yaml.safe_load(text) == config
+    assert text.index("z_first") < text.index("\na:")  # the config's own key order
+    page = (tmp_path / "config_used.html").read_text()
+    assert "Toy world" in page and "prompt_template" in page and "{prompt}" in page

@@ -1,0 +1,406 @@
+"""`layerswap charts <figure>`: figures and report pages from evaluation, selection and table files only.
+
+Subcommands (every value through arguments, never the workflow config):
+
+  swap-grid     MGSM in the target language over the layer-swap configuration grid. For every layer_swap config
+                of --params-json "configs" ({name: {bottom, top, transition_bottom, transition_top} or
+                {lang_layers}}) and every language, the mean over the top_k x top_k pairs of MGSM in the target
+                language, read from <evals-dir>/merge/<config>/<lang>/l<i>m<j>/mgsm.json. Plotted as b x u cells
+                (x = bottom b, y = top u), one facet column per (transition_bottom, transition_top), one row per
+                language. Configs with lang_layers have no (b, u) cell: they are in the CSV with in_grid = false and
+                a note, not in the chart; so is a config with the same four numbers as an earlier one.
+                params: {"configs", "languages", "top_k", "default_swap", "world", "language_names" (optional)}
+  table1-bars   Table 1 as bars with the individual values as points: per language, bars for the base model, the
+                language experts, the math experts, model soup (best config), layer swap (default config) and
+                layer swap (best config) at the mean over experts / pairs (= Table 1 "avg"), and a point per expert
+                or pair. Models and "best config" are resolved exactly as in Table 1 (layerswap.tables).
+                params: the Table params of `layerswap tables`.
+  table-html    Self-contained HTML pages of tables from their Markdown files (title, table, notes), so that the
+                Snakemake report shows them inline (Snakemake 9's report shows HTML, images and PDF inline; CSV,
+                Markdown and YAML are download links).
+  config-html   The workflow config (JSON) as config_used.yaml and a self-contained config_used.html.
+
+Figures are written as <prefix>.svg, <prefix>.png (vl-convert, no CDN) and <prefix>.csv (the plotted numbers).
+MGSM is in percent (exact match x 100), as in Table 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+from pathlib import Path
+
+from layerswap.errors import UserError
+
+SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
+GRID_COLUMNS = ["language", "language_name", "config", "bottom", "top", "transition_bottom", "transition_top",
+                "lang_layers", "in_grid", "is_default", "n_pairs", "mgsm_mean", "mgsm_min", "mgsm_max", "note"]
+BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", "member", "model_id", "config",
+               "mgsm"]
+
+
+def _load_json_object(text: str, what: str) -> dict:
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{what}: not valid JSON ({err.msg} at char {err.pos})") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{what}: expected a JSON object")
+    return raw
+
+
+def _title(text: str, world: str) -> str:
+    from layerswap.tables import TOY_LABEL
+
+    return f"{text} — {TOY_LABEL}" if world == "toy" else text
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# swap-grid
+
+
+def swap_grid_records(evals_dir: str | Path, params: dict) -> list[dict]:
+    """One record per (language, layer_swap config); see GRID_COLUMNS. MGSM numbers in percent."""
+    from layerswap.tables import Evals, mean, pct
+
+    for key in ("configs", "languages", "top_k"):
+        if params.get(key) in (None, "", [], {}):
+            raise UserError(f"--params-json: missing key '{key}'")
+    configs = params["configs"]
+    if not isinstance(configs, dict):
+        raise UserError("--params-json: 'configs' must map config names to layer_swap settings")
+    k = params["top_k"]
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise UserError("--params-json: 'top_k' must be a positive integer")
+    names = params.get("language_names") or {}
+    pairs = [f"l{i}m{j}" for i in range(1, k + 1) for j in range(1, k + 1)]
+    evals = Evals(evals_dir)
+    records = []
+    for lang in params["languages"]:
+        seen: dict[tuple, str] = {}
+        for cfg, spec in configs.items():
+            if not isinstance(spec, dict):
+                raise UserError(f"--params-json: configs.{cfg} must be an object")
+            method = spec.get("method", "layer_swap")
+            if method != "layer_swap":
+                raise UserError(f"--params-json: configs.{cfg} has method {method!r}; only layer_swap configs "
+                                "belong on the swap grid")
+            scores = [pct(evals.score(f"merge/{cfg}/{lang}/{pair}", "mgsm", lang)) for pair in pairs]
+            rec = {
+                "language": lang, "language_name": names.get(lang, lang), "config": cfg,
+                "bottom": None, "top": None, "transition_bottom": None, "transition_top": None,
+                "lang_layers": "", "in_grid": True, "is_default": cfg == params.get("default_swap"),
+                "n_pairs": len(scores), "mgsm_mean": mean(scores), "mgsm_min": min(scores),
+                "mgsm_max": max(scores), "note": "",
+            }
+            if spec.get("lang_layers") is not None:
+                rec["lang_layers"] = " ".join(str(x) for x in spec["lang_layers"])
+                rec["in_grid"] = False
+                rec["note"] = "lang_layers config: explicit language layers, no (bottom, top) cell"
+            else:
+                for key in SWAP_KEYS:
+                    value = spec.get(key, 0 if key.startswith("transition") else None)
+                    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                        raise UserError(f"--params-json: configs.{cfg}.{key} must be a non-negative integer")
+                    rec[key] = value
+                cell = tuple(rec[key] for key in SWAP_KEYS)
+                if cell in seen:
+                    rec["in_grid"] = False
+                    rec["note"] = f"same bottom/top/transitions as {seen[cell]} (shown in the chart)"
+                else:
+                    seen[cell] = cfg
+            records.append(rec)
+    return records
+
+
+def swap_grid_chart(frame, world: str = "toy"):
+    import altair as alt
+
+    grid = frame[frame["in_grid"]].copy()
+    if grid.empty:
+        raise UserError("no layer_swap config with bottom/top to plot (all use lang_layers)")
+    for key in SWAP_KEYS:
+        grid[key] = grid[key].astype(int)
+    grid["transitions"] = [f"tb={a}, tu={b}" for a, b in zip(grid["transition_bottom"], grid["transition_top"])]
+    grid["label"] = [f"{v:.1f}" + ("*" if d else "") for v, d in zip(grid["mgsm_mean"], grid["is_default"])]
+    lo, hi = float(grid["mgsm_mean"].min()), float(grid["mgsm_mean"].max())
+    domain = [lo, hi] if hi > lo else [max(0.0, lo - 1.0), hi + 1.0]
+    b_values = sorted(set(grid["bottom"]))
+    u_values = sorted(set(grid["top"]))
+    facet_order = sorted(set(zip(grid["transition_bottom"], grid["transition_top"])))
+    mid = (domain[0] + domain[1]) / 2
+    grid["dark"] = grid["mgsm_mean"] < mid  # viridis: white text on the dark half, black on the light half
+    base = alt.Chart().encode(
+        x=alt.X("bottom:O", sort=b_values, title="b (bottom layers)", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("top:O", sort=u_values, title="u (top layers)"),
+    )
+    rect = base.mark_rect(stroke="#888888", strokeWidth=0.5).encode(
+        color=alt.Color("mgsm_mean:Q", title="MGSM target (%)",
+                        scale=alt.Scale(domain=domain, scheme="viridis")),
+        tooltip=["language_name:N", "config:N", "bottom:O", "top:O", "transition_bottom:O", "transition_top:O",
+                 alt.Tooltip("mgsm_mean:Q", format=".2f"), alt.Tooltip("mgsm_min:Q", format=".2f"),
+                 alt.Tooltip("mgsm_max:Q", format=".2f"), "n_pairs:Q"],
+    )
+    text = base.mark_text(fontSize=11).encode(
+        text="label:N",
+        color=alt.condition(alt.datum.dark, alt.value("#ffffff"), alt.value("#000000")),
+    )
+    chart = alt.layer(rect, text, data=grid).properties(
+        width=max(60, 44 * len(b_values)), height=max(64, 30 * len(u_values))
+    )
+    return chart.facet(
+        column=alt.Column("transitions:N", sort=[f"tb={a}, tu={b}" for a, b in facet_order],
+                          title="transition layers", header=alt.Header(labelFontSize=11)),
+        row=alt.Row("language_name:N", sort=list(dict.fromkeys(grid["language_name"])), title=None,
+                    header=alt.Header(labelAngle=0, labelAlign="left", labelFontSize=11)),
+    ).properties(title=alt.Title(
+        _title("MGSM in the target language over the layer-swap grid", world),
+        subtitle="mean over the expert pairs (%); b/u: bottom/top layers from the language expert, "
+                 "tb/tu: transition layers (averaged); * = default config",
+    ))
+
+
+def run_swap_grid(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from layerswap.figures import save_chart
+
+    params = _load_json_object(args.params_json, "--params-json")
+    frame = pd.DataFrame.from_records(swap_grid_records(args.evals_dir, params), columns=GRID_COLUMNS)
+    prefix = Path(args.out_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    out = frame.copy()
+    for col in ("mgsm_mean", "mgsm_min", "mgsm_max"):
+        out[col] = out[col].round(6)
+    for key in SWAP_KEYS:
+        out[key] = out[key].astype("Int64")
+    out.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
+    save_chart(swap_grid_chart(frame, params.get("world", "toy")), prefix)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# table1-bars
+
+
+def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params) -> list[dict]:
+    """Per language and Table 1 column: one 'avg' record (the bar, = Table 1 avg) and one 'point' per member."""
+    from layerswap.tables import Builder, Evals, Workspace, mean, pct
+
+    builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
+    columns = builder._columns(builder.T1_COLUMNS)
+    records = []
+    for lang in params.languages:
+        best = {group: {c.model_id: c.config for c in builder.best(group, lang)} for group in ("soup", "swap")}
+        for col, label in columns:
+            models = builder.column_models(col, lang)
+            points = []
+            for rank, model in enumerate(models, start=1):
+                if col == "base":
+                    member, config = "base", ""
+                elif col in ("language_expert", "math_expert"):
+                    member, config = f"rank {rank}", ""
+                else:
+                    member = model.rsplit("/", 1)[1]
+                    config = model.split("/")[1]
+                value = pct(builder.ws.mgsm(model, lang))
+                points.append({"kind": "point", "member": member, "model_id": model, "config": config,
+                               "mgsm": value})
+            group = {"soup_best": "soup", "swap_best": "swap"}.get(col)
+            if group:
+                assert all(p["model_id"] in best[group] for p in points)
+            common = {"language": lang, "language_name": builder.name(lang), "setting": col,
+                      "setting_label": label}
+            records.append({**common, "kind": "avg", "member": "", "model_id": "", "config": "",
+                            "mgsm": mean([p["mgsm"] for p in points])})
+            records += [{**common, **p} for p in points]
+    return records
+
+
+def table1_bars_chart(frame, world: str = "toy"):
+    import altair as alt
+
+    frame = frame.copy()
+    order = list(dict.fromkeys(frame["setting_label"]))
+    langs = list(dict.fromkeys(frame["language_name"]))
+    # deterministic horizontal spread of the points inside their bar: member index -> offset in [-0.3, 0.3]
+    frame["spread"] = 0.0
+    points = frame[frame["kind"] == "point"]
+    for _, group in points.groupby(["language", "setting"], sort=False):
+        n = len(group)
+        frame.loc[group.index, "spread"] = [(i / (n - 1) - 0.5) * 0.6 if n > 1 else 0.0 for i in range(n)]
+    ymax = min(100.0, max(5.0, float(frame["mgsm"].max()) * 1.08))  # an all-zero run still gets an axis
+    x = alt.X("setting_label:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35, labelLimit=260))
+    bar = alt.Chart().transform_filter(alt.datum.kind == "avg").mark_bar(color="#9ecae1").encode(
+        x=x, y=alt.Y("mgsm:Q", title="MGSM target language (%)", scale=alt.Scale(domain=[0, ymax])),
+        tooltip=["language_name:N", "setting_label:N", alt.Tooltip("mgsm:Q", title="mean (%)", format=".2f")],
+    )
+    dots = alt.Chart().transform_filter(alt.datum.kind == "point").mark_point(
+        filled=True, size=40, color="#08306b", opacity=0.85
+    ).encode(
+        x=x, xOffset=alt.XOffset("spread:Q", scale=alt.Scale(domain=[-1.0, 1.0])), y="mgsm:Q",
+        tooltip=["language_name:N", "setting_label:N", "member:N", "config:N", "model_id:N",
+                 alt.Tooltip("mgsm:Q", format=".2f")],
+    )
+    layered = alt.layer(bar, dots, data=frame).properties(width=max(220, 48 * len(order)), height=220)
+    return layered.facet(column=alt.Column("language_name:N", sort=langs, title=None)).properties(
+        title=_title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world)
+    )
+
+
+def run_table1_bars(args: argparse.Namespace) -> None:
+    import pandas as pd
+
+    from layerswap.figures import save_chart
+    from layerswap.tables import Params
+
+    params = Params.from_json(args.params_json)
+    frame = pd.DataFrame.from_records(table1_bar_records(args.selection_dir, args.evals_dir, params),
+                                      columns=BAR_COLUMNS)
+    prefix = Path(args.out_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    out = frame.copy()
+    out["mgsm"] = out["mgsm"].round(6)
+    out.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
+    save_chart(table1_bars_chart(frame, params.world), prefix)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# report pages
+
+PAGE_CSS = (
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.2em;color:#222}"
+    "table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px}"
+    "th{background:#f0f0f0}td.r,th.r{text-align:right}tr:nth-child(even) td{background:#fafafa}"
+    "pre{background:#f6f6f6;padding:1em;font-size:12px;overflow:auto}ul{font-size:13px}"
+)
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{PAGE_CSS}</style></head><body>\n{body}\n</body></html>\n")
+
+
+def parse_markdown_table(text: str) -> dict:
+    """The Markdown files of `layerswap tables`: '# title', paragraphs, one pipe table, '- note' lines."""
+    lines = text.splitlines()
+    title, paragraphs, rows, notes = "", [], [], []
+    for line in lines:
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("# ") and not title:
+            title = s[2:].strip()
+        elif s.startswith("|"):
+            rows.append([c.strip() for c in s.strip("|").split("|")])
+        elif s.startswith("- ") and rows:
+            notes.append(s[2:])
+        else:
+            paragraphs.append(s)
+    if len(rows) < 2 or not all(set(c) <= set(":-") and c for c in rows[1]):
+        raise UserError("no Markdown pipe table (header, separator line, rows) found")
+    align = ["right" if c.endswith(":") and not c.startswith(":") else "left" for c in rows[1]]
+    return {"title": title, "paragraphs": paragraphs, "header": rows[0], "align": align, "rows": rows[2:],
+            "notes": notes}
+
+
+def table_page(md_text: str, source: str) -> str:
+    t = parse_markdown_table(md_text)
+    esc = html.escape
+
+    def cls(i: int) -> str:
+        return ' class="r"' if i < len(t["align"]) and t["align"][i] == "right" else ""
+
+    head = "".join(f"<th{cls(i)}>{esc(c)}</th>" for i, c in enumerate(t["header"]))
+    body = "\n".join("<tr>" + "".join(f"<td{cls(i)}>{esc(c)}</td>" for i, c in enumerate(row)) + "</tr>"
+                     for row in t["rows"])
+    parts = [f"<h2>{esc(t['title'])}</h2>"]
+    parts += [f"<p>{esc(p)}</p>" for p in t["paragraphs"]]
+    parts.append(f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>")
+    if t["notes"]:
+        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in t["notes"]) + "</ul>")
+    parts.append(f"<p style=\"color:#777;font-size:12px\">Source: {esc(source)}</p>")
+    return _page(t["title"] or source, "\n".join(parts))
+
+
+def run_table_html(args: argparse.Namespace) -> None:
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for md in args.markdown:
+        src = Path(md)
+        try:
+            text = src.read_text()
+        except OSError as err:
+            raise UserError(f"{src}: cannot read the table ({err})") from None
+        try:
+            page = table_page(text, str(src))
+        except UserError as err:
+            raise UserError(f"{src}: {err}") from None
+        (out_dir / f"{src.stem}.html").write_text(page)
+
+
+def run_config_html(args: argparse.Namespace) -> None:
+    import yaml
+
+    config = _load_json_object(args.config_json, "--config-json")
+    prefix = Path(args.out_prefix)
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=110)
+    header = "# The workflow config this run used (after schema defaults), written by `layerswap charts config-html`.\n"
+    prefix.with_name(prefix.name + ".yaml").write_text(header + text)
+    world = config.get("world", "?")
+    warn = ("<p><b>Toy world:</b> every language is a synthetic stand-in; no number says anything about a real "
+            "language.</p>" if world == "toy" else "")
+    body = (f"<h2>Config used (world: {html.escape(str(world))})</h2>{warn}"
+            f"<pre>{html.escape(text)}</pre>")
+    prefix.with_name(prefix.name + ".html").write_text(_page("Config used", body))
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# CLI
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="figure", required=True, metavar="{swap-grid,table1-bars,table-html,config-html}")
+    p = sub.add_parser("swap-grid", help="MGSM over the layer-swap configuration grid (heatmap)")
+    p.add_argument("--evals-dir", required=True, help="directory of <model_id>/<benchmark>.json evaluations")
+    p.add_argument("--params-json", required=True, help="JSON: configs, languages, top_k, default_swap, world")
+    p.add_argument("--out-prefix", required=True, help="writes <prefix>.svg, <prefix>.png and <prefix>.csv")
+    p.set_defaults(func=run_swap_grid)
+    p = sub.add_parser("table1-bars", help="Table 1 as bars with a point per expert / pair")
+    p.add_argument("--selection-dir", required=True, help="directory of <expert_type>.json selection files")
+    p.add_argument("--evals-dir", required=True, help="directory of <model_id>/<benchmark>.json evaluations")
+    p.add_argument("--params-json", required=True, help="the Table params JSON of `layerswap tables`")
+    p.add_argument("--out-prefix", required=True, help="writes <prefix>.svg, <prefix>.png and <prefix>.csv")
+    p.set_defaults(func=run_table1_bars)
+    p = sub.add_parser("table-html", help="tables' Markdown files as self-contained HTML pages")
+    p.add_argument("--markdown", required=True, nargs="+", help="<name>.md files written by `layerswap tables`")
+    p.add_argument("--out-dir", required=True, help="writes <out-dir>/<name>.html for each Markdown file")
+    p.set_defaults(func=run_table_html)
+    p = sub.add_parser("config-html", help="the workflow config as YAML + HTML for the report")
+    p.add_argument("--config-json", required=True, help="the config as one JSON object")
+    p.add_argument("--out-prefix", required=True, help="writes <prefix>.yaml and <prefix>.html")
+    p.set_defaults(func=run_config_html)
+
+
+def run(args: argparse.Namespace) -> None:
+    args.func(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m layerswap.charts ...` (same behaviour as `layerswap charts ...`)."""
+    parser = argparse.ArgumentParser(prog="layerswap charts",
+                                     description="figures and report pages from evaluation and table files")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        run(args)
+    except UserError as err:
+        print(f"layerswap charts: error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
