@@ -1,0 +1,436 @@
+"""Ablations as declarative experiments: `config/ablations/<name>.yaml` -> extra merge configs, a table and a figure.
+
+An ablation file lists *variants* of the layer swap; each resolves, for the workflow's base model depth L, to one
+layer_swap merge config. The Snakefile (rules/ablations.smk) adds those configs to ``merges.configs`` at parse time,
+so the generic ``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them for every language and expert
+pair; ``layerswap ablation-table`` then turns their evaluation files into ``results/ablations/<name>/table.{csv,md}``
+and ``figure.{svg,png}``.
+
+Ablation file
+-------------
+::
+
+    title: Swapped-layer count            # table/figure title
+    plan: "seed 002: ..."                  # where the ablation comes from (free text, shown in the Markdown)
+    metrics: [mgsm]                        # mgsm (always first), belebele, flores, mmlu, mbpp
+    reference_depth: 32                    # depth the `scaled` layer counts are given for (optional)
+    variants:
+      - {kind: bottom_top, bottom: 5, top: 2, scaled: true, label: "b5 u2"}
+      - {kind: grid, transition_bottom: [0, 1, 2], transition_top: [0, 1, 2]}
+      - {kind: middle}
+      - {kind: alternating, offset: 0}
+      - {kind: random, seed: 0, draws: 3}
+      - {kind: layers, lang_layers: [0, 1, 7]}
+
+Variant kinds (L = base.num_layers; "default" = the value of ``merges.default_swap``):
+
+* ``bottom_top``: ``bottom``, ``top``, ``transition_bottom``, ``transition_top`` (each an int or ``default``;
+  ``bottom``/``top`` default to ``default``, transitions to 0). With ``scaled: true`` bottom and top are counts for a
+  ``reference_depth``-layer model, scaled to L as ``round_half_up(v * L / reference_depth)``, at least 1 when v > 0
+  (so a swap the plan asks for never vanishes on a small model). Transition counts are never scaled.
+* ``grid``: like ``bottom_top`` but any field may be a list; the cartesian product, in order.
+* ``middle``: the default swap's number of language layers n = bottom + top, as one centred block
+  ``[(L - n) // 2, (L - n) // 2 + n)``.
+* ``alternating``: n layers, no two adjacent: from the layers of parity ``offset`` (0: 0, 2, 4, ...; 1: 1, 3, ...)
+  the n evenly spread ones, candidate index ``floor((i + 0.5) * m / n)`` for i < n (m candidates).
+* ``random``: ``draws`` sets of n layers, draw d uses ``random.Random(seed + d).sample(range(L), n)`` (sorted).
+* ``layers``: explicit ``lang_layers`` (indices for this depth).
+
+Location variants (middle/alternating/random/layers) have no transition layers. A variant that does not fit the
+model (layers past L, or n > L) is kept as a table row marked ``skipped`` with the reason, and builds nothing.
+
+Merge config names
+------------------
+``abl_b<b>u<u>t<tb><tu>`` or ``abl_L<i>_<j>_...`` (the resolved layers, not the variant label), so variants that
+resolve to the same layers share one config (and its evaluations) across ablations; a variant equal to a config
+already in ``merges.configs`` (e.g. the default swap) reuses that config's name and evaluations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+from layerswap.errors import UserError
+
+KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
+METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
+SWAP_FIELDS = ("bottom", "top", "transition_bottom", "transition_top")
+VARIANT_KEYS = {
+    "bottom_top": {"kind", "label", "scaled", *SWAP_FIELDS},
+    "grid": {"kind", "label", "scaled", *SWAP_FIELDS},
+    "middle": {"kind", "label"},
+    "alternating": {"kind", "label", "offset"},
+    "random": {"kind", "label", "seed", "draws"},
+    "layers": {"kind", "label", "lang_layers"},
+}
+FILE_KEYS = {"title", "plan", "metrics", "reference_depth", "variants", "note"}
+LAYER_SWAP_DEFAULTS = {"transition_bottom": 0, "transition_top": 0, "w_task": 1.0, "w_lang": 1.0,
+                       "non_layer": "average", "lang_layers": None, "allow_different_base": False}
+# table columns per language, after `language`/`variant`
+COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
+           "mgsm_avg", "mgsm_max", "belebele_avg", "belebele_max", "flores_avg", "flores_max", "mmlu_avg",
+           "mmlu_max", "mbpp_avg", "mbpp_max", "note"]
+
+
+def _fail(where: str, message: str) -> UserError:
+    return UserError(f"{where}: {message}")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# loading and expansion
+
+
+def enabled(value: Any, available: list[str]) -> list[str]:
+    """The `ablations` config value (list, comma-separated string or 'all') as a list of names."""
+    if value in (None, "", []):
+        return []
+    if isinstance(value, str):
+        names = available if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
+    else:
+        names = [str(v) for v in value]
+    for name in names:
+        if name not in available:
+            raise UserError(f"config key 'ablations': unknown ablation '{name}'; allowed: {', '.join(available)}")
+    return list(dict.fromkeys(names))
+
+
+def available(ablations_dir: str | Path) -> list[str]:
+    return sorted(p.stem for p in Path(ablations_dir).glob("*.yaml"))
+
+
+def load(path: str | Path) -> dict:
+    """Read and check one ablation file (structure only; depth-dependent checks happen in `expand`)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise UserError(f"cannot read ablation file {path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"cannot parse ablation file {path}: {str(err).splitlines()[0]}") from None
+    where = str(path)
+    if not isinstance(spec, dict):
+        raise _fail(where, "expected a mapping")
+    extra = sorted(set(spec) - FILE_KEYS)
+    if extra:
+        raise _fail(where, f"unknown key '{extra[0]}'; allowed: {', '.join(sorted(FILE_KEYS))}")
+    variants = spec.get("variants")
+    if not isinstance(variants, list) or not variants:
+        raise _fail(f"{where}: variants", "must be a non-empty list")
+    metrics = spec.get("metrics", ["mgsm"])
+    if not isinstance(metrics, list) or "mgsm" not in metrics or any(m not in METRICS for m in metrics):
+        raise _fail(f"{where}: metrics", f"{metrics!r} must be a list containing mgsm; allowed: {', '.join(METRICS)}")
+    for i, v in enumerate(variants):
+        vw = f"{where}: variants[{i}]"
+        if not isinstance(v, dict) or v.get("kind") not in KINDS:
+            raise _fail(vw, f"needs kind; allowed: {', '.join(KINDS)}")
+        extra = sorted(set(v) - VARIANT_KEYS[v["kind"]])
+        if extra:
+            raise _fail(vw, f"unknown key '{extra[0]}' for kind {v['kind']}; allowed: "
+                        f"{', '.join(sorted(VARIANT_KEYS[v['kind']]))}")
+        if v.get("scaled") and not isinstance(spec.get("reference_depth"), int):
+            raise _fail(vw, "scaled: true needs an integer reference_depth in the file")
+    return {"name": path.stem, "title": spec.get("title", path.stem), "plan": spec.get("plan", ""),
+            "note": spec.get("note", ""), "metrics": list(dict.fromkeys(metrics)),
+            "reference_depth": spec.get("reference_depth"), "variants": variants}
+
+
+def scale(value: int, depth: int, reference: int) -> int:
+    """A layer count given for a `reference`-layer model, scaled to `depth` layers (half up, >= 1 if > 0)."""
+    if value <= 0:
+        return 0
+    return max(1, math.floor(value * depth / reference + 0.5))
+
+
+def _default_swap(config: dict) -> dict:
+    name = config["merges"]["default_swap"]
+    cfg = config["merges"]["configs"][name]
+    if cfg.get("lang_layers") is not None:
+        raise UserError(f"merges.default_swap '{name}' uses lang_layers; ablations need one with bottom/top")
+    return cfg
+
+
+def _int(where: str, value: Any, default: int) -> int:
+    if value == "default":
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise _fail(where, f"expected a non-negative integer or 'default', got {value!r}")
+    return value
+
+
+def _layer_config(layers: list[int]) -> dict:
+    return {"method": "layer_swap", **LAYER_SWAP_DEFAULTS, "lang_layers": sorted(layers)}
+
+
+def _bt_config(b: int, u: int, tb: int, tu: int) -> dict:
+    return {"method": "layer_swap", **LAYER_SWAP_DEFAULTS, "bottom": b, "top": u,
+            "transition_bottom": tb, "transition_top": tu}
+
+
+def _slug(cfg: dict) -> str:
+    if cfg.get("lang_layers") is not None:
+        return "abl_L" + "_".join(str(x) for x in cfg["lang_layers"])
+    return f"abl_b{cfg['bottom']}u{cfg['top']}t{cfg['transition_bottom']}{cfg['transition_top']}"
+
+
+def describe(cfg: dict, depth: int) -> str:
+    """Language layers of a config as text: '0 1 | 7' style for bottom/top, the index list otherwise."""
+    if cfg.get("lang_layers") is not None:
+        return "lang " + ",".join(str(x) for x in cfg["lang_layers"])
+    b, u, tb, tu = (cfg[k] for k in SWAP_FIELDS)
+    text = f"b={b} u={u} tb={tb} tu={tu}"
+    lang = list(range(b)) + list(range(depth - u, depth))
+    return text + (f" (lang {','.join(map(str, lang))})" if lang else " (no lang layers)")
+
+
+def _n_lang(cfg: dict) -> int:
+    return len(cfg["lang_layers"]) if cfg.get("lang_layers") is not None else cfg["bottom"] + cfg["top"]
+
+
+def expand(spec: dict, config: dict) -> list[dict]:
+    """Variants of an ablation for this config: [{label, merge (config dict or None), skipped (reason or '')}]."""
+    depth = int(config["base"]["num_layers"])
+    dflt = _default_swap(config)
+    d_b, d_u = int(dflt["bottom"]), int(dflt["top"])
+    d_tb, d_tu = int(dflt.get("transition_bottom") or 0), int(dflt.get("transition_top") or 0)
+    n = d_b + d_u
+    ref = spec.get("reference_depth")
+    out: list[dict] = []
+
+    def add(label: str, cfg: dict | None, skipped: str = "") -> None:
+        out.append({"label": label, "merge": cfg, "skipped": skipped})
+
+    for i, v in enumerate(spec["variants"]):
+        where = f"ablation {spec['name']}: variants[{i}]"
+        kind = v["kind"]
+        if kind in ("bottom_top", "grid"):
+            fields = {k: v.get(k, "default") for k in SWAP_FIELDS}
+            grid = {k: (val if isinstance(val, list) else [val]) for k, val in fields.items()}
+            if kind == "bottom_top" and any(isinstance(val, list) for val in fields.values()):
+                raise _fail(where, "lists need kind: grid")
+            for combo in itertools.product(*(grid[k] for k in SWAP_FIELDS)):
+                raw = dict(zip(SWAP_FIELDS, combo))
+                defaults = {"bottom": d_b, "top": d_u, "transition_bottom": d_tb, "transition_top": d_tu}
+                vals = {k: _int(f"{where}.{k}", raw[k], defaults[k]) for k in SWAP_FIELDS}
+                given = f"b{raw['bottom']} u{raw['top']}"
+                if v.get("scaled"):
+                    for k in ("bottom", "top"):
+                        if raw[k] != "default":
+                            vals[k] = scale(vals[k], depth, ref)
+                label = v.get("label") if kind == "bottom_top" and v.get("label") else None
+                if label is None:
+                    label = (f"{given}@{ref}L -> b{vals['bottom']} u{vals['top']}" if v.get("scaled")
+                             else f"b{vals['bottom']} u{vals['top']}")
+                    label += f" tb{vals['transition_bottom']} tu{vals['transition_top']}"
+                total = sum(vals.values())
+                if total > depth:
+                    add(label, None, f"b+tb+tu+u = {total} exceeds the {depth} layers of the model")
+                else:
+                    add(label, _bt_config(vals["bottom"], vals["top"], vals["transition_bottom"],
+                                          vals["transition_top"]))
+            continue
+        if kind == "layers":
+            layers = v.get("lang_layers")
+            if not isinstance(layers, list) or not layers or any(
+                    isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in layers) or len(set(layers)) != len(layers):
+                raise _fail(f"{where}.lang_layers", f"expected a list of distinct layer indices, got {layers!r}")
+            label = v.get("label") or "layers " + ",".join(map(str, sorted(layers)))
+            bad = [x for x in layers if x >= depth]
+            add(label, None if bad else _layer_config(layers),
+                f"layer {bad[0]} is outside the {depth}-layer model" if bad else "")
+            continue
+        if n == 0 or n > depth:
+            add(v.get("label") or kind, None, f"the default swap has {n} language layers; needs 1..{depth}")
+            continue
+        if kind == "middle":
+            start = (depth - n) // 2
+            add(v.get("label") or f"middle {n}", _layer_config(list(range(start, start + n))))
+        elif kind == "alternating":
+            offset = _int(f"{where}.offset", v.get("offset", 0), 0)
+            cands = list(range(offset % 2, depth, 2))
+            label = v.get("label") or f"alternating {n} ({'even' if offset % 2 == 0 else 'odd'})"
+            if n > len(cands):
+                add(label, None, f"{n} non-adjacent layers of parity {offset % 2} do not fit {depth} layers")
+            else:
+                add(label, _layer_config([cands[math.floor((j + 0.5) * len(cands) / n)] for j in range(n)]))
+        elif kind == "random":
+            seed = _int(f"{where}.seed", v.get("seed", 0), 0)
+            draws = _int(f"{where}.draws", v.get("draws", 1), 1)
+            if draws < 1:
+                raise _fail(f"{where}.draws", "must be >= 1")
+            for d in range(draws):
+                layers = sorted(random.Random(seed + d).sample(range(depth), n))
+                add(f"{v.get('label') or 'random'} {n} (seed {seed + d})", _layer_config(layers))
+    return out
+
+
+def assign_names(variants: list[dict], configs: dict) -> dict[str, dict]:
+    """Give each buildable variant a merge config name (reusing an equal existing config); return the new ones."""
+    new: dict[str, dict] = {}
+    for var in variants:
+        cfg = var["merge"]
+        if cfg is None:
+            var["config"] = ""
+            continue
+        same = [name for name, c in configs.items() if c == cfg]
+        name = same[0] if same else _slug(cfg)
+        if name in configs and configs[name] != cfg:
+            raise UserError(f"merge config name '{name}' is taken by a different config in merges.configs")
+        var["config"] = name
+        if name not in configs:
+            new[name] = cfg
+    return new
+
+
+def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
+    """Load the enabled ablations, add their merge configs to config['merges']['configs'] (in place).
+
+    Returns {ablation name: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}]}}.
+    """
+    names = enabled(config.get("ablations"), available(ablations_dir))
+    depth = int(config["base"]["num_layers"])
+    configs = config["merges"]["configs"]
+    out: dict[str, dict] = {}
+    for name in names:
+        spec = load(Path(ablations_dir) / f"{name}.yaml")
+        variants = expand(spec, config)
+        configs.update(assign_names(variants, configs))
+        rows = [{"label": v["label"], "config": v["config"], "skipped": v["skipped"],
+                 "layers": describe(v["merge"], depth) if v["merge"] else "",
+                 "n_lang_layers": _n_lang(v["merge"]) if v["merge"] else None} for v in variants]
+        out[name] = {k: spec[k] for k in ("title", "plan", "note", "metrics")} | {"variants": rows}
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# table + figure
+
+
+def _metric_scores(evals, model_ids: list[str], bench: str, lang: str) -> list[float] | str:
+    from layerswap.tables import pct
+
+    scores = []
+    for model_id in model_ids:
+        if evals.skipped(model_id, bench):
+            return "skipped: " + str(evals.skipped(model_id, bench))
+        if bench == "flores":
+            value = (evals.score(model_id, bench, f"en-{lang}") + evals.score(model_id, bench, f"{lang}-en")) / 2
+            scores.append(value)  # BLEU, already 0..100
+        else:
+            scores.append(pct(evals.score(model_id, bench, lang)))
+    return scores
+
+
+def records(evals_dir: str | Path, params: dict) -> list[dict]:
+    """One row per (variant, language): avg and max over the expert pairs of each metric (percent; FLORES BLEU,
+    mean of en->lang and lang->en)."""
+    from layerswap.tables import Evals, mean
+
+    for key in ("name", "variants", "languages", "top_k", "metrics"):
+        if params.get(key) in (None, "", []):
+            raise UserError(f"--params-json: missing key '{key}'")
+    k = int(params["top_k"])
+    pairs = [f"l{i}m{j}" for i in range(1, k + 1) for j in range(1, k + 1)]
+    names = params.get("language_names") or {}
+    evals = Evals(evals_dir)
+    rows = []
+    for var in params["variants"]:
+        for lang in params["languages"]:
+            row = {c: None for c in COLUMNS}
+            row.update(ablation=params["name"], variant=var["label"], config=var["config"], layers=var["layers"],
+                       n_lang_layers=var["n_lang_layers"], language=lang, language_name=names.get(lang, lang),
+                       note=var["skipped"] and f"skipped: {var['skipped']}")
+            if not var["skipped"]:
+                ids = [f"merge/{var['config']}/{lang}/{p}" for p in pairs]
+                row["n_pairs"] = len(ids)
+                notes = []
+                for bench in params["metrics"]:
+                    scores = _metric_scores(evals, ids, bench, lang)
+                    if isinstance(scores, str):
+                        notes.append(f"{bench} {scores}")
+                        continue
+                    row[f"{bench}_avg"], row[f"{bench}_max"] = round(mean(scores), 4), round(max(scores), 4)
+                row["note"] = "; ".join(notes)
+            rows.append(row)
+    return rows
+
+
+def markdown(frame, params: dict) -> str:
+    metrics = params["metrics"]
+    cols = ["variant", "layers"] + [f"{m}_{s}" for m in metrics for s in ("avg", "max")]
+    lines = [f"## Ablation: {params.get('title', params['name'])}", ""]
+    if params.get("world") == "toy":
+        lines += ["**TOY WORLD**: synthetic toy languages and a tiny model; these numbers say nothing about the "
+                  "real languages or the paper's models.", ""]
+    if params.get("plan"):
+        lines += [f"Plan: {params['plan']}", ""]
+    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); MGSM, "
+              "Belebele, MMLU, MBPP in %, FLORES in BLEU (mean of en->x and x->en), all in the target language.", ""]
+    for lang in params["languages"]:
+        part = frame[frame["language"] == lang]
+        lines += [f"### {(params.get('language_names') or {}).get(lang, lang)}", "",
+                  "| " + " | ".join(cols + ["note"]) + " |", "|" + "---|" * (len(cols) + 1)]
+        for _, r in part.iterrows():
+            cells = [str(r[c]) if c in ("variant", "layers") else
+                     ("-" if r[c] is None or r[c] != r[c] else f"{r[c]:.1f}") for c in cols]
+            cells.append(str(r["note"] or ""))
+            lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def chart(frame, params: dict):
+    import altair as alt
+
+    data = frame[frame["mgsm_avg"].notna()].copy()
+    if data.empty:
+        raise UserError("no variant has MGSM scores to plot (all skipped)")
+    order = list(dict.fromkeys(data["variant"]))
+    base = alt.Chart(data).encode(x=alt.X("variant:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35,
+                                                                                          labelLimit=260)))
+    bars = base.mark_bar(color="#4c78a8").encode(
+        y=alt.Y("mgsm_avg:Q", title="MGSM target language (%)"),
+        tooltip=["variant:N", "layers:N", alt.Tooltip("mgsm_avg:Q", format=".2f"),
+                 alt.Tooltip("mgsm_max:Q", format=".2f")])
+    ticks = base.mark_tick(color="#e45756", thickness=2, size=18).encode(y="mgsm_max:Q")
+    world = "TOY WORLD (synthetic): " if params.get("world") == "toy" else ""
+    return alt.layer(bars, ticks).properties(width=max(160, 34 * len(order)), height=180).facet(
+        row=alt.Row("language_name:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left"))
+    ).properties(title=alt.Title(f"{world}ablation: {params.get('title', params['name'])}",
+                                 subtitle="bar: MGSM mean over the expert pairs; red tick: best pair"))
+
+
+def build(evals_dir: str | Path, params: dict, out_dir: str | Path) -> list[Path]:
+    import pandas as pd
+
+    from layerswap.figures import save_chart
+
+    frame = pd.DataFrame.from_records(records(evals_dir, params), columns=COLUMNS)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    keep = [c for c in COLUMNS if not any(c.startswith(f"{m}_") for m in METRICS if m not in params["metrics"])]
+    frame[keep].to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(markdown(frame, params) + "\n")
+    return [out / "table.csv", out / "table.md", *save_chart(chart(frame, params), out / "figure")]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evals-dir", required=True, help="results/evals")
+    parser.add_argument("--params-json", required=True,
+                        help="{name, title, plan, metrics, variants, languages, top_k, world, language_names}")
+    parser.add_argument("--out-dir", required=True, help="results/ablations/<name>")
+
+
+def run(args: argparse.Namespace) -> None:
+    try:
+        params = json.loads(args.params_json)
+    except ValueError as err:
+        raise UserError(f"--params-json: not valid JSON ({err})") from None
+    build(args.evals_dir, params, args.out_dir)
