@@ -22,6 +22,8 @@ include: "rules/select.smk"
 include: "rules/merge.smk"
 include: "rules/evaluate.smk"
 include: "rules/analysis.smk"
+include: "rules/audit.smk"
+include: "rules/ablations.smk"
 
 
 rule all:
@@ -29,3 +31,5 @@ rule all:
     input:
         tables=TABLES,
         heatmap=f"{R}/figures/param_change.svg",
+        report=REPORT_FILES,
+        manifest=f"{R}/manifest.json",

@@ -25,6 +25,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("layerswap.evaluate", "evaluate checkpoints or in-memory merges with lm-eval"),
     "tables": ("layerswap.tables", "build the paper's tables from evaluation files"),
     "heatmap": ("layerswap.figures", "plot parameter-change heatmaps"),
+    "charts": ("layerswap.charts", "figures and report pages from evaluation and table files"),
+    "plan": ("layerswap.plan", "dry-run snakemake and summarise, per rule, which jobs would run and why"),
+    "prestage": ("layerswap.hub", "download every hub artefact a config needs into the HF cache"),
+    "hub-data": ("layerswap.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
+    "prepare-base": ("layerswap.hub", "link a local or pre-staged base model into results/base"),
+    "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
+    "audit": ("layerswap.audit", "re-hash results against the manifest (drift), or trace a table cell"),
+    "ablation-table": ("layerswap.ablations", "an ablation's table (CSV + Markdown) and figure from evaluation files"),
+    "cost": ("layerswap.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
 }
 
 

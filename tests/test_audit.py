@@ -1,0 +1,173 @@
+"""Reproducibility audits: the manifest of a micro run, `layerswap audit` drift and cell tracing, no secrets in
+manifests or logs, and determinism (two micro runs from scratch give byte-identical tables and merged weights)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from layerswap.audit import sha256_file
+from layerswap.cli import main
+
+try:
+    from conftest import snakemake
+except ImportError:  # tests/ made a package
+    from tests.conftest import snakemake
+
+FAKE_TOKEN = "hf_FAKEtokenForTheAuditTest0123456789"
+
+
+def manifest_of(results: Path) -> dict:
+    return json.loads((results / "manifest.json").read_text())
+
+
+@pytest.fixture
+def run_copy(micro_run, tmp_path, monkeypatch) -> Path:
+    """A copy of the micro run's workdir (results + Snakemake records) as the current directory."""
+    work = tmp_path / "work"
+    shutil.copytree(micro_run.parent / "results", work / "results", symlinks=True)
+    shutil.copytree(micro_run.parent / ".snakemake" / "metadata", work / ".snakemake" / "metadata")
+    monkeypatch.chdir(work)
+    return work
+
+
+def test_manifest_covers_every_result_with_its_job(micro_run):
+    m = manifest_of(micro_run)
+    files = m["files"]
+    on_disk = {str(p.relative_to(micro_run.parent)) for p in micro_run.rglob("*") if p.is_file()}
+    expected = {p for p in on_disk if not p.startswith(("results/logs/", "results/.snakemake"))} - {
+        "results/manifest.json"}
+    assert set(files) == expected
+    for path in ["results/tables/table1.csv", "results/evals/base/mgsm.json", "results/selection/math.json"]:
+        assert files[path]["sha256"] == sha256_file(micro_run.parent / path)
+        assert files[path]["size"] == (micro_run.parent / path).stat().st_size
+    # rule and params of each file, from Snakemake's own records; undeclared files point to their directory's job
+    table = m["jobs"][files["results/tables/table1.csv"]["job"]]
+    assert table["rule"] == "tables" and "--params-json" in table["shellcmd"]
+    assert table["inputs"]["results/selection/math.json"] == files["results/selection/math.json"]["sha256"]
+    weights = [p for p in files if p.startswith("results/experts/math_1/s") and p.endswith("model.safetensors")]
+    assert weights and all(m["jobs"][files[w]["job"]]["rule"] == "sft" for w in weights)
+    assert all(files[w].get("hash_from_record") for w in weights)  # hashed once, by sft (checkpoints.json)
+    assert all(e["job"] for e in files.values())
+    # environment of the run
+    assert m["software"]["packages"]["torch"] and m["software"]["packages"]["snakemake"].startswith("9.")
+    assert {"lm-eval", "transformers", "accelerate", "safetensors", "peft"} <= set(m["software"]["packages"])
+    assert m["hardware"]["cpu_count"] >= 1 and isinstance(m["hardware"]["gpus"], list)
+    assert m["seeds"]["seed"] == 0 and m["seeds"]["toy_world_seed"] == 1234
+    assert set(m["workflow"]) >= {"commit", "dirty"}
+
+
+def test_audit_clean_then_every_drift(run_copy, capsys):
+    assert main(["audit", "--manifest", "results/manifest.json"]) == 0
+    assert "match" in capsys.readouterr().out
+    (run_copy / "results/tables/table1.csv").write_text("tampered\n")
+    (run_copy / "results/evals/base/mgsm.json").unlink()
+    (run_copy / "results/tables/extra.csv").write_text("x\n")
+    (run_copy / "results/logs/new.log").write_text("logs are not audited\n")
+    assert main(["audit", "--manifest", "results/manifest.json"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert any(l.startswith("changed: results/tables/table1.csv") for l in lines)
+    assert "missing: results/evals/base/mgsm.json" in lines
+    assert "extra: results/tables/extra.csv" in lines
+    assert len(lines) == 3, lines
+    assert captured.err.strip() == "layerswap audit: error: 3 drift(s) against results/manifest.json"
+
+
+def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys):
+    args = ["audit", "--manifest", "results/manifest.json", "--json", "--trace", "results/tables/table1.csv",
+            "toy-Swahili (synthetic) avg", "layer swap (default config, 4 pairs)"]
+    assert main(args) == 0
+    t = json.loads(capsys.readouterr().out)
+    pairs = ["l1m1", "l1m2", "l2m1", "l2m2"]
+    assert [e["path"] for e in t["evaluations"]] == [f"results/evals/merge/swap_default/toy_swh/{p}/mgsm.json"
+                                                     for p in pairs]
+    assert [e["path"] for e in t["recipes"]] == [f"results/merges/swap_default/toy_swh/{p}.json" for p in pairs]
+    assert all(e["status"] == "ok" for e in t["evaluations"] + t["recipes"] + t["samples"])
+    assert {c["path"] for c in t["checkpoints"]} >= {"results/base"}
+    assert any(c["path"].startswith("results/experts/math_") for c in t["checkpoints"])
+    # the value is what the table shows, recomputed from those files
+    scores = [json.loads(Path(e["path"]).read_text())["scores"]["toy_swh"] for e in t["evaluations"]]
+    assert t["value"] == pytest.approx(100 * sum(scores) / len(scores))
+    # a changed evaluation file shows up in the trace; a row that does not exist is one clear line
+    p = Path(t["evaluations"][0]["path"])
+    p.write_text(p.read_text().replace('"benchmark"', '"benchmark" ', 1))
+    assert main(args) == 0
+    assert json.loads(capsys.readouterr().out)["evaluations"][0]["status"] == "changed"
+    assert main(["audit", "--trace", "results/tables/table5.csv", "MGSM (exact match)/English", "math"]) == 0
+    assert "results/evals/ckpt/math_1/" in capsys.readouterr().out
+    assert main(["audit", "--trace", "results/tables/table1.csv", "nope", "base"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no row 'nope'" in err[0]
+
+
+def test_manifest_writes_no_secret_and_tolerates_no_git(run_copy, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    monkeypatch.setenv("MY_API_KEY", "sk-fake-0123456789")
+    config = {"seed": 0, "hub": {"token": FAKE_TOKEN, "hf_token_file": "x"}, "storage": {"hf_home": "/hf"}}
+    no_git = tmp_path / "not_a_checkout"
+    no_git.mkdir()
+    assert main(["manifest", "--root", "results", "--out", "results/manifest.json", "--workflow-dir", str(no_git),
+                 "--config-json", json.dumps(config)]) == 0
+    text = Path("results/manifest.json").read_text()
+    assert FAKE_TOKEN not in text and "sk-fake-0123456789" not in text
+    m = json.loads(text)
+    assert m["config"] == {"seed": 0, "hub": {}, "storage": {"hf_home": "/hf"}}
+    assert not any("TOKEN" in k or "KEY" in k for k in m["environment"])
+    assert m["workflow"]["commit"] is None and m["workflow"]["note"]
+    assert main(["audit", "--manifest", "results/manifest.json"]) == 0
+
+
+def test_bad_manifest_is_one_line(tmp_path, capsys):
+    (tmp_path / "m.json").write_text("{not json")
+    assert main(["audit", "--manifest", str(tmp_path / "m.json")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not a JSON manifest" in err[0]
+    assert main(["audit", "--manifest", str(tmp_path / "none.json")]) == 1
+    assert "cannot read manifest" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------ determinism
+# Files allowed to differ between two runs from scratch: wall-clock timings and throughput in training logs,
+# and the trainer's resumable state (it records timings too). Everything else must be byte-identical.
+NONDETERMINISTIC = ("/log.jsonl", "/trainer_state.json")
+
+
+def _differing(a: dict, b: dict) -> list[str]:
+    return sorted(p for p in set(a) | set(b) if (a.get(p) or {}).get("sha256") != (b.get(p) or {}).get("sha256"))
+
+
+def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, monkeypatch):
+    """A second micro run from scratch (with a hub token in its environment) gives the same bytes: tables,
+    evaluations and sample logs, selections, recipes, checkpoint weights, and a merge written by `layerswap merge`.
+    No file of the run (logs and report pages included) contains the token."""
+    work = tmp_path_factory.mktemp("micro_again")
+    monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    proc = snakemake(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    first, second = manifest_of(micro_run)["files"], manifest_of(work / "results")["files"]
+    differ = [p for p in _differing(first, second) if not p.endswith(NONDETERMINISTIC)]
+    assert not differ, differ
+    for p in first:
+        if p.startswith(("results/tables/", "results/evals/", "results/merges/", "results/selection/")):
+            assert (micro_run.parent / p).read_bytes() == (work / p).read_bytes(), p
+    # one merge recipe of each run written to disk: identical safetensors bytes
+    recipe = "results/merges/swap_default/toy_swh/l1m2.json"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    shards = []
+    for root in (micro_run.parent, work):
+        out = tmp_path_factory.mktemp("merged") / "m"
+        run = subprocess.run([sys.executable, "-m", "layerswap.cli", "merge", "--recipe", recipe, "--out", str(out)],
+                             cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr
+        shards.append({p.name: p.read_bytes() for p in sorted(out.glob("*.safetensors"))})
+    assert shards[0] and shards[0] == shards[1]
+    leaked = [str(p) for p in (work / "results").rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
+    leaked += [str(p) for p in (work / ".snakemake" / "log").glob("*") if FAKE_TOKEN in p.read_text(errors="ignore")]
+    assert not leaked, leaked

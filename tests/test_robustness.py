@@ -1,0 +1,231 @@
+"""Faults and bad input through the commands users run (`layerswap merge`, `evaluate`, `heatmap`), interrupted
+writes, and security properties of the package source.
+
+Covered elsewhere (not repeated here): config faults (tests/test_config.py::test_bad_input_one_line and friends:
+unknown key, wrong type, unknown language, impossible layer ranges, top-k > checkpoints, empty grids), merge-engine
+faults on synthetic checkpoints (tests/test_merge_checks.py: truncated/corrupt header, NaN/Inf, pickle, shape and
+architecture mismatches, previous output kept), SFT crash-safe export + resume (tests/test_sft.py), MBPP opt-in and
+sandbox (tests/test_evaluate_sandbox.py, tests/test_evaluate.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from layerswap.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "layerswap"
+
+
+# ----------------------------------------------------------------------------------------------- bad checkpoints
+def _tensor_offsets(weights: Path) -> tuple[int, dict]:
+    import struct
+
+    raw = weights.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return 8 + n, json.loads(raw[8:8 + n])
+
+
+def make_bad(kind: str, base: Path, dest: Path) -> tuple[Path, str]:
+    """A copy of `base` with one fault; returns (dir, the text the error line must contain)."""
+    shutil.copytree(base, dest)
+    weights = dest / "model.safetensors"
+    if kind == "truncated":
+        data = weights.read_bytes()
+        weights.write_bytes(data[: len(data) // 2])
+        return dest, f"{weights}: truncated"
+    if kind in ("nan", "inf"):
+        start, header = _tensor_offsets(weights)
+        name = "model.layers.0.mlp.down_proj.weight"  # a matrix every command reads (merge: bottom layer)
+        assert header[name]["dtype"] == "F32"
+        begin = start + header[name]["data_offsets"][0]
+        import numpy as np
+
+        data = bytearray(weights.read_bytes())
+        data[begin:begin + 4] = np.array([np.nan if kind == "nan" else np.inf], dtype="<f4").tobytes()
+        weights.write_bytes(bytes(data))
+        return dest, f"tensor {name} contains NaN or Inf"
+    if kind == "pickle":
+        weights.unlink()
+        (dest / "pytorch_model.bin").write_bytes(b"\x80\x04K\x01.")  # a pickle; must never be loaded
+        return dest, "pickle checkpoint (pytorch_model.bin) refused"
+    if kind == "no_config":
+        (dest / "config.json").unlink()
+        return dest, "no config.json"
+    if kind == "no_tokenizer":
+        for p in dest.glob("tokenizer*"):
+            p.unlink()
+        return dest, "no tokenizer"
+    raise ValueError(kind)
+
+
+def one_line(capsys) -> str:
+    """The one error line (progress bars and INFO logs of evaluate may precede it; no traceback)."""
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    lines = [l for l in err.strip().splitlines() if l.startswith("layerswap ")]
+    assert len(lines) == 1 and err.strip().endswith(lines[0]), err
+    return lines[0]
+
+
+BAD = ["truncated", "nan", "inf", "pickle", "no_config", "no_tokenizer"]
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_evaluate_refuses_bad_checkpoint(kind, tiny_base, toy_world, tmp_path, capsys):
+    bad, expected = make_bad(kind, tiny_base, tmp_path / kind)
+    out = tmp_path / "evals"
+    bench = json.dumps({"mgsm": {"languages": ["en"], "limit": 2, "shots": 0}})
+    code = main(["evaluate", "--data-dir", str(toy_world / "eval"), "--benchmarks-json", bench,
+                 "--model", f"good={tiny_base}", "--model", f"bad={bad}", "--out-dir", str(out),
+                 "--batch-size", "4", "--seed", "0", "--threads", "1", "--index", str(tmp_path / "index.json")])
+    line = one_line(capsys)
+    print(f"evaluate/{kind}: {line}")
+    assert code == 1 and expected in line and (str(bad) in line or str(tiny_base) not in line)
+    assert not (out / "bad").exists() and not (tmp_path / "index.json").exists()
+
+
+@pytest.mark.parametrize("kind", ["truncated", "nan", "pickle", "no_config"])
+def test_merge_cli_refuses_bad_checkpoint(kind, tiny_base, tmp_path, capsys):
+    bad, expected = make_bad(kind, tiny_base, tmp_path / kind)
+    if kind == "nan":
+        expected = "contains NaN or Inf"
+    recipe = {"method": "layer_swap", "base": None, "inputs": {"task": str(tiny_base), "lang": str(bad)},
+              "params": {"bottom": 1, "top": 0, "transition_bottom": 0, "transition_top": 0}}
+    (tmp_path / "r.json").write_text(json.dumps(recipe))
+    out = tmp_path / "merged"
+    code = main(["merge", "--recipe", str(tmp_path / "r.json"), "--out", str(out)])
+    line = one_line(capsys)
+    print(f"merge/{kind}: {line}")
+    assert code == 1 and expected in line and str(bad) in line
+    assert not out.exists() and not list(tmp_path.glob(".merged*"))
+
+
+@pytest.mark.parametrize("kind", ["truncated", "nan", "pickle"])
+def test_heatmap_refuses_bad_checkpoint(kind, tiny_base, tmp_path, capsys):
+    bad, expected = make_bad(kind, tiny_base, tmp_path / kind)
+    expected = {"truncated": "not a readable safetensors file", "nan": "NaN or Inf",
+                "pickle": "pickle checkpoint (pytorch_model.bin) refused"}[kind]
+    prefix = tmp_path / "fig" / "param_change"
+    code = main(["heatmap", "--base", str(tiny_base), "--expert", f"x={bad}", "--threshold-json", '{"*": 0.0}',
+                 "--out-prefix", str(prefix)])
+    line = one_line(capsys)
+    print(f"heatmap/{kind}: {line}")
+    assert code == 1 and expected in line and str(bad) in line
+    assert not list(prefix.parent.glob("*")) if prefix.parent.exists() else True
+
+
+# ----------------------------------------------------------------------------------------------- interrupted writes
+def test_merge_killed_mid_write_leaves_no_model_dir(tiny_base, tmp_path):
+    """SIGKILL while the first shard is half written: no output directory appears (only a hidden temp dir)."""
+    recipe = {"method": "soup", "base": None, "inputs": {"models": [str(tiny_base), str(tiny_base)]},
+              "params": {"weighting": "uniform"}}
+    (tmp_path / "r.json").write_text(json.dumps(recipe))
+    out = tmp_path / "merged"
+    script = (
+        "import os, signal, layerswap.merge.engine as e\n"
+        "real = e.write_shard\n"
+        "def dying(file, entries, fill, chunk):\n"
+        "    real(file, entries[:1], fill, chunk)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "e.write_shard = dying\n"
+        "from layerswap.cli import main\n"
+        f"main(['merge', '--recipe', {str(tmp_path / 'r.json')!r}, '--out', {str(out)!r}])\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert not out.exists()
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".merged")]
+    assert leftovers and all(".tmp-" in n for n in leftovers)  # hidden, never taken for the output
+    assert main(["merge", "--recipe", str(tmp_path / "r.json"), "--out", str(out)]) == 0  # a rerun completes
+    assert (out / "model.safetensors.index.json").is_file()
+
+
+def test_evaluation_killed_mid_write_leaves_no_result(tiny_base, toy_world, tmp_path, monkeypatch):
+    """The evaluation JSON (the declared output) is written last through a temp name: a crash while writing it
+    leaves its sample log at most, never a JSON the workflow or `tables` would read."""
+    import layerswap.evaluate as ev
+
+    real = Path.write_text
+
+    def dying(self, text, *a, **k):
+        if self.name.startswith(".mgsm.json.tmp"):
+            real(self, text[: len(text) // 2], *a, **k)
+            raise KeyboardInterrupt("killed mid-write")
+        return real(self, text, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", dying)
+    bench = json.dumps({"mgsm": {"languages": ["en"], "limit": 2, "shots": 0}})
+    with pytest.raises(KeyboardInterrupt):
+        main(["evaluate", "--data-dir", str(toy_world / "eval"), "--benchmarks-json", bench, "--model",
+              f"m={tiny_base}", "--out-dir", str(tmp_path / "evals"), "--batch-size", "4", "--seed", "0",
+              "--threads", "1", "--index", str(tmp_path / "index.json")])
+    assert not (tmp_path / "evals" / "m" / "mgsm.json").exists()
+    assert not (tmp_path / "index.json").exists()
+    monkeypatch.setattr(Path, "write_text", real)
+    assert ev is not None
+
+
+# ----------------------------------------------------------------------------------------------------- security
+# (file relative to the repo, what) -> why it is allowed
+ALLOWED = {
+    ("layerswap/hub.py", "trust_remote_code=True"): "set only when the config's source/base sets trust_remote_code",
+}
+
+
+def _findings(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + ([node.module] if isinstance(node, ast.ImportFrom) else [])
+            for n in names:
+                if n and n.split(".")[0] in {"pickle", "cPickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}:
+                    found.append(f"import {n}")
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id, node.attr) in {("torch", "load"), ("pd", "read_pickle"), ("pandas", "read_pickle"),
+                                              ("np", "load"), ("numpy", "load")}:
+                found.append(f"{node.value.id}.{node.attr}")
+        elif isinstance(node, ast.keyword) and node.arg in ("trust_remote_code", "weights_only"):
+            if isinstance(node.value, ast.Constant) and node.value.value is (node.arg == "trust_remote_code"):
+                found.append(f"{node.arg}={node.value.value}")
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
+            for t in node.targets:
+                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) \
+                        and t.slice.value == "trust_remote_code":
+                    found.append("trust_remote_code=True")
+    return found
+
+
+def test_no_pickle_loading_or_remote_code_outside_allow_list():
+    bad = []
+    files = sorted(PACKAGE.rglob("*.py")) + sorted((REPO / "scripts").rglob("*.py"))
+    for f in files:
+        rel = str(f.relative_to(REPO))
+        for what in _findings(f):
+            if (rel, what) not in ALLOWED:
+                bad.append(f"{rel}: {what}")
+    assert not bad, "unsafe loading outside the allow-list:\n" + "\n".join(bad)
+    # the allow-list is not stale
+    for rel, what in ALLOWED:
+        assert what in _findings(REPO / rel), f"{rel}: {what} is allow-listed but no longer present"
+
+
+def test_trust_remote_code_off_by_default():
+    from layerswap import hub
+
+    import inspect
+
+    assert inspect.signature(hub.load_dataset).parameters["trust_remote_code"].default is False
+    schema = (REPO / "config" / "schema.yaml").read_text()
+    assert "trust_remote_code" not in schema or "default: false" in schema.split("trust_remote_code", 1)[1][:120]
