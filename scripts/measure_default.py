@@ -61,7 +61,7 @@ def main() -> int:
     if proc.returncode:
         print(proc.stderr[-4000:], file=sys.stderr)
         return 1
-    jobs = Counter(re.findall(r"^rule (\w+):", proc.stderr + proc.stdout, flags=re.M))
+    jobs = Counter(re.findall(r"^(?:local)?rule (\w+):", proc.stderr + proc.stdout, flags=re.M))
     second, proc2 = timed(snakemake, REPO)
     nothing = "Nothing to be done" in proc2.stdout + proc2.stderr
 
