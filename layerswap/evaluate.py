@@ -17,6 +17,12 @@ Data: `<data-dir>/<file>_<lang>.jsonl` (schemas in docs/ARCHITECTURE.md). When a
 first `max(FEWSHOT_POOL, shots)` lines of each file are its few-shot pool (lm-eval `fewshot_split`) and are never
 scored; with 0 shots every line is scored. `limit` keeps the first `limit` scored items.
 
+Task sets (`--task-set`, from the config's `world` through the rules' params): `toy` (above) or `paper`: the paper's
+benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_BENCHMARKS`, `plan_paper`; lm-eval indexes only the
+task folders these need plus `layerswap/tasks/paper/`), listed for `layerswap prestage` by `hub_artefacts(config)`.
+Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): vLLM needs a checkpoint on disk, so a recipe is first
+written with `layerswap.merge.write_merged` to a temporary dir; one vLLM engine per model.
+
 Output (written atomically: temp name, then rename): `<out-dir>/<model-id>/<benchmark>.json` and
 `<benchmark>.samples.jsonl`. The JSON holds no timestamps or paths, so the same inputs give the same bytes.
 """
@@ -40,6 +46,9 @@ from layerswap.errors import UserError
 log = logging.getLogger("layerswap.evaluate")
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks" / "toy"
+PAPER_TASK_DIR = Path(__file__).resolve().parent / "tasks" / "paper"
+TASK_SETS = ("toy", "paper")
+BACKENDS = ("hf", "vllm")
 FEWSHOT_POOL = 8
 LAST_INTEGER = "(-?[0-9]+)"  # the regex of mgsm.yaml's last-integer filter (group_select: -1)
 BENCHMARK_KEYS = {"shots", "languages", "limit", "execute_code"}
@@ -73,11 +82,12 @@ class TaskPlan:
     benchmark: str
     key: str  # language code or "<src>-<tgt>"
     name: str  # lm-eval task name
-    template: str  # template file name in TASK_DIR
-    data_file: Path
+    template: str  # template file name in TASK_DIR ("" for the paper set)
+    data_file: Path | None
     shots: int
     pool: int
     limit: int | None
+    unavailable: str | None = None  # paper set: why this language has no task (then it is not run; score null)
 
     def overrides(self, data_path: str) -> dict:
         return {
@@ -95,11 +105,28 @@ class BenchmarkPlan:
     tasks: list[TaskPlan]
     skipped: str | None
     config_hash: str = ""
+    task_set: str = "toy"
+    variant: str | None = None  # paper set: how the task differs from the paper's (MBPP: English prompts)
+
+    @property
+    def bench(self):
+        return PAPER_BENCHMARKS[self.name] if self.task_set == "paper" else BENCHMARKS[self.name]
+
+    @property
+    def run_tasks(self) -> list[TaskPlan]:
+        return [t for t in self.tasks if not t.unavailable]
 
 
 # ----------------------------------------------------------------------------------------------------- arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", required=True, type=Path, help="folder with <benchmark>_<lang>.jsonl files")
+    parser.add_argument("--data-dir", type=Path,
+                        help="toy task set: folder with <benchmark>_<lang>.jsonl files (required there; unused by paper)")
+    parser.add_argument("--task-set", default="toy", choices=TASK_SETS,
+                        help="toy: task YAMLs over the toy world's files; paper: the paper's lm-eval tasks over "
+                        "pre-staged hub datasets (config world: hf)")
+    parser.add_argument("--backend", default="hf", choices=BACKENDS,
+                        help="hf: one HFLM, weights swapped per model (merges built in memory); vllm: one vLLM engine "
+                        "per model (a recipe is written to a temporary checkpoint dir first)")
     parser.add_argument("--benchmarks-json", required=True,
                         help='JSON {benchmark: {shots, languages?, limit?, execute_code?}}; benchmarks: '
                         + ", ".join(BENCHMARKS))
@@ -278,6 +305,209 @@ def write_task_yamls(plans: list[BenchmarkPlan], include_dir: Path) -> list[str]
     return names
 
 
+# ------------------------------------------------------------------------------------------------ paper task set
+@dataclasses.dataclass(frozen=True)
+class PaperBenchmark:
+    """A paper benchmark as lm-eval tasks: `task` (lm-eval task or group name, from the hf language code) in the
+    lm-eval task `folder` (relative to lm_eval/tasks; None: layerswap/tasks/paper), scored by `metric,filter`."""
+    metric: str
+    filter: str  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
+    filter_doc: str
+    paper_shots: int  # the paper's setting (Table 5); config shots are used, a difference is logged
+    directions: bool = False
+    unsafe: bool = False
+    group: bool = False  # the task name is an lm-eval group (metric aggregated over its subtasks)
+    own_fewshot: bool = True  # the task has a few-shot split (ours for FLORES/MBPP have none: 0-shot only)
+
+
+PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {
+    "mgsm": PaperBenchmark("exact_match", "flexible-extract",
+                           "flexible-extract: regex (-?[$0-9.,]{2,})|(-?[0-9]+) group_select -1, take_first; "
+                           "exact_match ignore_case+ignore_punctuation; greedy (em@maj1)", 8),
+    "belebele": PaperBenchmark("acc", "none", "none (argmax loglikelihood over the letters A-D; lm-eval's "
+                               "first_n few-shot sampler over the test split)", 5),
+    "flores": PaperBenchmark("bleu", "none", "none (greedy generation up to newline; sacrebleu corpus BLEU)", 0,
+                             directions=True, own_fewshot=False),
+    "mmlu": PaperBenchmark("acc", "none", "none (argmax loglikelihood over A-D; group acc weighted by subtask size)",
+                           5, group=True),
+    "mbpp": PaperBenchmark("pass_at_1", "execute", "execute: greedy generation run against test_list in the sandbox "
+                           "-> passed|failed|timeout", 0, unsafe=True, own_fewshot=False),
+}
+MBPP_VARIANT = ("English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
+                "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language")
+
+
+def lm_eval_task_root() -> Path:
+    """lm_eval/tasks inside site-packages, found without importing lm_eval (its import costs seconds)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("lm-eval is not installed (pip install lm-eval)")
+    return Path(list(spec.submodule_search_locations)[0]) / "tasks"
+
+
+def _hf_language(lang: str) -> dict:
+    from layerswap.config import HF_LANGUAGES
+
+    if lang not in HF_LANGUAGES:
+        raise UserError(f"paper task set: unknown language {lang!r} (known: {', '.join(HF_LANGUAGES)})")
+    return HF_LANGUAGES[lang]
+
+
+def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str, str | None, str | None]:
+    """(lm-eval task name, task folder relative to lm_eval/tasks or None for ours, reason it is unavailable or None)
+    for one benchmark and language (FLORES: direction "en-<lang>" / "<lang>-en")."""
+    root = root or lm_eval_task_root()
+    if benchmark == "mgsm":
+        code = _hf_language(key)["mgsm"]
+        name, folder = f"mgsm_direct_{code}", "mgsm/direct"
+        ok = (root / folder / f"{name}.yaml").is_file()
+        return name, folder, None if ok else f"MGSM has no {key} split ({name} not in lm-eval)"
+    if benchmark == "belebele":
+        code = _hf_language(key)["flores"]
+        name, folder = f"belebele_{code}", "belebele"
+        ok = (root / folder / f"{name}.yaml").is_file()
+        return name, folder, None if ok else f"Belebele has no {code} ({name} not in lm-eval)"
+    if benchmark == "mmlu":
+        code = _hf_language(key)["mgsm"]  # Global-MMLU uses ISO 639-1 codes, as MGSM does
+        name, folder = f"global_mmlu_full_{code}", f"global_mmlu/full/{code}"
+        ok = (root / folder / f"_{name}.yaml").is_file()
+        return name, folder, None if ok else f"Global-MMLU has no {code} ({name} not in lm-eval)"
+    if benchmark == "flores":
+        src, _, tgt = key.partition("-")
+        for lang in (src, tgt):
+            _hf_language(lang)
+        name = f"layerswap_flores_{key}"
+        ok = (PAPER_TASK_DIR / f"flores_{key}.yaml").is_file()
+        return name, None, None if ok else f"no FLORES task YAML for {key} in layerswap/tasks/paper"
+    if benchmark == "mbpp":
+        _hf_language(key)
+        return "layerswap_mbpp", None, None
+    raise UserError(f"paper task set: unknown benchmark {benchmark!r} (known: {', '.join(PAPER_BENCHMARKS)})")
+
+
+def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
+    """The paper benchmarks of `spec` as lm-eval tasks. An unknown language code is an error (one line); a known
+    language that a benchmark lacks is kept as `unavailable` (its score null, the reason in the JSON and the log)."""
+    root = lm_eval_task_root()
+    plans = []
+    for name, cfg in spec.items():
+        bench = PAPER_BENCHMARKS[name]
+        langs = cfg["languages"] if cfg["languages"] is not None else (default_languages or ["en"])
+        if len(set(langs)) != len(langs):
+            raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
+        shots, limit = cfg["shots"], cfg["limit"]
+        if shots and not bench.own_fewshot:
+            raise UserError(f"--benchmarks-json: {name}: the paper task set runs {name} 0-shot only (no few-shot "
+                            f"split), got shots {shots}")
+        if shots != bench.paper_shots:
+            log.warning("evaluate: WARNING %s: %d-shot, the paper uses %d-shot", name, shots, bench.paper_shots)
+        keys = []
+        for lang in langs:
+            if bench.directions:
+                if lang != "en":
+                    keys += [f"en-{lang}", f"{lang}-en"]
+            else:
+                keys.append(lang)
+        if not keys:
+            raise UserError(f"--benchmarks-json: {name}: no language besides en to translate from/to")
+        tasks = []
+        for key in keys:
+            task, _, why = paper_task(name, key, root)
+            tasks.append(TaskPlan(name, key, task, "", None, shots, 0, limit, why))
+        skipped = None
+        if bench.unsafe and not cfg["execute_code"]:
+            skipped = (f"{name} not run: it executes model-written code, which is off "
+                       f"(set execute_code: true for {name} to run it in the sandbox)")
+        elif not any(not t.unavailable for t in tasks):
+            skipped = f"{name} not run: no requested language is available (" + "; ".join(
+                t.unavailable for t in tasks) + ")"
+        plan = BenchmarkPlan(name, shots, limit, tasks, skipped, task_set="paper",
+                             variant=MBPP_VARIANT if name == "mbpp" else None)
+        plan.config_hash = _paper_config_hash(plan, root)
+        plans.append(plan)
+    return plans
+
+
+def paper_include_paths(plans: list[BenchmarkPlan], root: Path | None = None) -> list[str]:
+    """Only the lm-eval task folders the plans need, plus layerswap/tasks/paper (never all ~14,700 tasks)."""
+    root = root or lm_eval_task_root()
+    folders = {paper_task(p.name, t.key, root)[1] for p in plans if not p.skipped for t in p.run_tasks}
+    paths = [str(root / f) for f in sorted(f for f in folders if f)]
+    return paths + [str(PAPER_TASK_DIR)]
+
+
+def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
+    """sha256 of the YAMLs (and helper modules) defining the plan's tasks, and the per-task settings."""
+    h = hashlib.sha256()
+    files: set[Path] = set()
+    for t in plan.run_tasks:
+        _, folder, _ = paper_task(plan.name, t.key, root)
+        base = root / folder if folder else PAPER_TASK_DIR
+        if plan.name == "mmlu":
+            files |= set(base.glob("*yaml")) | set(base.glob("*.py"))
+        elif folder:
+            files |= {p for p in base.iterdir() if p.is_file() and (p.suffix in {".yaml", ".py"} or "yaml" in p.name)
+                      and (p.stem == t.name or "template" in p.name or p.name in {"direct_yaml", "utils.py"})}
+        else:
+            files |= {base / ("mbpp.yaml" if plan.name == "mbpp" else f"flores_{t.key}.yaml"),
+                      base / "_flores_template_yaml", base / "utils.py"}
+    for f in sorted(files):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    for t in plan.tasks:
+        h.update(json.dumps([t.key, t.name, t.shots, t.limit, t.unavailable]).encode() + b"\0")
+    return h.hexdigest()
+
+
+def _paper_artefacts(benchmark: str, key: str) -> list[dict]:
+    """The hub datasets (one dict per split) that one paper task reads; mirrors the task YAMLs."""
+    if benchmark == "mgsm":
+        code = _hf_language(key)["mgsm"]
+        return [{"hub_id": "juletxara/mgsm", "subset": code, "split": s} for s in ("train", "test")]
+    if benchmark == "belebele":
+        return [{"hub_id": "facebook/belebele", "subset": _hf_language(key)["flores"], "split": "test"}]
+    if benchmark == "mmlu":
+        code = _hf_language(key)["mgsm"]
+        return [{"hub_id": "CohereForAI/Global-MMLU", "subset": code, "split": s} for s in ("test", "dev")]
+    if benchmark == "flores":
+        return [{"hub_id": "openlanguagedata/flores_plus", "subset": _hf_language(lang)["flores"], "split": "devtest"}
+                for lang in key.split("-")]
+    if benchmark == "mbpp":
+        return [{"hub_id": "google-research-datasets/mbpp", "subset": "full", "split": "test"}]
+    raise UserError(f"paper task set: unknown benchmark {benchmark!r}")
+
+
+def hub_artefacts(config: dict) -> list[dict]:
+    """Every evaluation dataset (hub_id, subset, split, purpose) the paper task set can read for `config`, for
+    `layerswap prestage`; none for the toy world. Languages: each task's own list, else English + the targets; MGSM
+    also `mgsm_languages`. Languages a benchmark lacks are left out (the evaluation reports them unavailable)."""
+    if config.get("world") == "toy":
+        return []
+    tasks = (config.get("evaluation") or {}).get("tasks") or {}
+    targets = ["en"] + [lang for lang in config.get("languages") or [] if lang != "en"]
+    root = lm_eval_task_root()
+    out, seen = [], set()
+    for name, cfg in tasks.items():
+        if name not in PAPER_BENCHMARKS:
+            continue
+        langs = list((cfg or {}).get("languages") or targets)
+        langs += [lang for lang in targets + (config.get("mgsm_languages") or [] if name == "mgsm" else [])
+                  if lang not in langs]
+        for lang in langs:
+            keys = ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_BENCHMARKS[name].directions \
+                else [lang]
+            for key in keys:
+                if paper_task(name, key, root)[2]:
+                    continue
+                for item in _paper_artefacts(name, key):
+                    ident = (item["hub_id"], item["subset"], item["split"])
+                    if ident not in seen:
+                        seen.add(ident)
+                        out.append({**item, "purpose": f"evaluation: {name}"})
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------- models
 def _read_recipe(path: Path) -> dict:
     try:
@@ -387,10 +617,6 @@ class ModelHost:
         self.phase["load_state_dict"] = time.perf_counter() - t2
         return self.lm
 
-    def close(self) -> None:
-        if hasattr(self.merge_cache, "close"):
-            self.merge_cache.close()
-
     def _load_state(self, state: dict, source: Path) -> None:
         import torch
 
@@ -404,6 +630,110 @@ class ModelHost:
         missing = [k for k in result.missing_keys if k not in params or params[k].data_ptr() not in loaded]
         if missing:
             raise UserError(f"{source}: weights missing for {sorted(missing)[:5]}")
+
+    def release(self) -> None:
+        """After a model's evaluation: nothing (the HF host keeps its instance for the next model's weights)."""
+
+    def close(self) -> None:
+        if hasattr(self.merge_cache, "close"):
+            self.merge_cache.close()
+
+
+def require_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("--backend vllm: the vllm package is not installed (pip install vllm, on a GPU machine); "
+                        "or use --backend hf")
+
+
+class VLLMHost:
+    """One vLLM engine per model (`lm_eval.models.vllm_causallms.VLLM`). vLLM loads from disk only, so a merge recipe
+    is first written with `layerswap.merge.write_merged` to a temporary dir (removed after the model's evaluation)."""
+
+    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0):
+        self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
+        self.lm = None
+        self.written: Path | None = None
+        self.phase: dict[str, float] = {}
+
+    def load(self, source: Path):
+        require_vllm()
+        from lm_eval.models.vllm_causallms import VLLM
+
+        t0 = time.perf_counter()
+        self.phase = {}
+        model_dir = source
+        if not source.is_dir():
+            from layerswap import merge
+
+            recipe = merge.load_recipe(str(source))
+            self.tmp_dir.mkdir(parents=True, exist_ok=True)
+            model_dir = Path(tempfile.mkdtemp(prefix="merged-", dir=self.tmp_dir)) / "model"
+            merge.write_merged(recipe, str(model_dir))
+            self.written = model_dir
+            self.phase["write_merged"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        kwargs = {"pretrained": str(model_dir), "dtype": self.dtype, "batch_size": self.batch_size, "seed": self.seed}
+        if self.device not in ("auto", "cuda"):
+            kwargs["device"] = self.device
+        self.lm = VLLM(**kwargs)
+        self.phase["build"] = time.perf_counter() - t1
+        return self.lm
+
+    def release(self) -> None:
+        """Free the engine (and the merged checkpoint on disk) before the next model."""
+        import gc
+        import shutil
+
+        self.lm = None
+        gc.collect()
+        if self.written is not None:
+            shutil.rmtree(self.written.parent, ignore_errors=True)
+            self.written = None
+
+    def close(self) -> None:
+        self.release()
+
+
+def _set_paper_fewshot(task_dict: dict, plans: list[BenchmarkPlan]) -> None:
+    """Set each loaded leaf task's num_fewshot to its benchmark's shots (groups: every subtask)."""
+    group_map = task_dict.get("group_map") or {}
+
+    def leaves(name: str) -> list[str]:
+        if name in task_dict["tasks"]:
+            return [name]
+        return [leaf for child in group_map.get(name, []) for leaf in leaves(child)]
+
+    for plan in plans:
+        if plan.skipped:
+            continue
+        for t in plan.run_tasks:
+            for leaf in leaves(t.name):
+                task_dict["tasks"][leaf].set_config(key="num_fewshot", value=t.shots)
+
+
+def _paper_samples(task_dict, plans: list[BenchmarkPlan]) -> dict[str, list[int]] | None:
+    """Per-task `limit` of the paper set as lm-eval `samples` (the first `limit` items of every leaf task)."""
+    if task_dict is None or not any(p.task_set == "paper" and p.limit for p in plans):
+        return None
+    group_map = task_dict.get("group_map") or {}
+
+    def leaves(name: str) -> list[str]:
+        if name in task_dict["tasks"]:
+            return [name]
+        return [leaf for child in group_map.get(name, []) for leaf in leaves(child)]
+
+    out = {}
+    for plan in plans:
+        if plan.skipped or not plan.limit:
+            continue
+        for t in plan.run_tasks:
+            for leaf in leaves(t.name):
+                task = task_dict["tasks"][leaf]
+                out[leaf] = list(range(min(plan.limit, len(task.eval_docs))))
+    return out or None
+
 
 
 def _quiet_hflm():
@@ -427,9 +757,9 @@ def check_truncation(lm, plans: list[BenchmarkPlan], results: dict) -> None:
     for plan in plans:
         if plan.skipped:
             continue
-        for t in plan.tasks:
+        for t in plan.run_tasks:
             over = 0
-            for s in results["samples"][t.name]:
+            for s in (s for leaf in _leaves(results, t.name) for s in results["samples"][leaf]):
                 args = s["arguments"]
                 if isinstance(args[0][1], str):
                     n = max(len(tok(a[0] + a[1]).input_ids) for a in args)
@@ -453,10 +783,26 @@ def _number(x):
     return None if x is None else float(x)
 
 
-def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict) -> dict:
-    bench = BENCHMARKS[plan.name]
+def _leaves(results: dict, name: str) -> list[str]:
+    """The leaf tasks whose samples make up `name` (itself, or a group's subtasks: global_mmlu_full_<xx>)."""
+    if name in results.get("samples", {}):
+        return [name]
+    out = []
+    for child in results.get("group_subtasks", {}).get(name, []):
+        out += _leaves(results, child)
+    return out
+
+
+def _n_samples(results: dict, name: str) -> int:
+    if name in results["n-samples"]:
+        return int(results["n-samples"][name]["effective"])
+    return sum(int(results["n-samples"][leaf]["effective"]) for leaf in _leaves(results, name))
+
+
+def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict, leaf: str | None = None) -> dict:
+    bench = plan.bench
     args = s["arguments"]
-    rec = {"key": task.key, "task": task.name, "doc_id": s["doc_id"], "prompt": args[0][0]}
+    rec = {"key": task.key, "task": leaf or task.name, "doc_id": s["doc_id"], "prompt": args[0][0]}
     if isinstance(args[0][1], str):  # loglikelihood requests: (context, continuation) per choice
         lls = [float(r[0]) for r in s["filtered_resps"]]
         best = max(range(len(lls)), key=lambda i: lls[i])
@@ -466,25 +812,41 @@ def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict) -> dict:
         rec.update({"generation": s["resps"][0][0], "extracted": s["filtered_resps"][0],
                     "target": str(s["target"])})
         rec["correct"] = None if bench.metric == "bleu" else bool(s.get(bench.metric))
+
     return rec
 
 
 def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: dict | None, seed: int,
                   version: str) -> None:
-    bench = BENCHMARKS[plan.name]
+    bench = plan.bench
     scores, n, samples = {}, {}, []
     if results is not None:
+        logged = set()
         for t in plan.tasks:
+            if t.unavailable:
+                scores[t.key], n[t.key] = None, 0
+                continue
             value = results["results"][t.name].get(f"{bench.metric},{bench.filter}")
             scores[t.key] = _number(value)
-            n[t.key] = int(results["n-samples"][t.name]["effective"])
-            samples += [_sample_record(plan, t, s) for s in results["samples"][t.name]]
+            n[t.key] = _n_samples(results, t.name)
+            if t.name not in logged:  # paper MBPP: one English task recorded under several language keys
+                logged.add(t.name)
+                samples += [_sample_record(plan, t, s, leaf) for leaf in _leaves(results, t.name)
+                            for s in results["samples"][leaf]
+                            if plan.task_set == "toy" or s.get("filter") in (None, bench.filter)]
     doc = {
         "model_id": model_id, "benchmark": plan.name, "metric": bench.metric, "scores": scores, "n": n,
         "lm_eval_tasks": {t.key: t.name for t in plan.tasks}, "shots": plan.shots, "filter": bench.filter_doc,
         "seed": seed, "limit": plan.limit, "lm_eval_version": version, "task_config_hash": plan.config_hash,
         "skipped": plan.skipped,
     }
+    if plan.task_set == "paper":
+        doc["task_set"] = "paper"
+        doc["lm_eval"] = {t.key: ({"task": t.name, "shots": t.shots, "filter": bench.filter, "metric": bench.metric,
+                                   "result_key": f"{bench.metric},{bench.filter}", "group": bench.group}
+                                  if not t.unavailable else {"unavailable": t.unavailable}) for t in plan.tasks}
+        if plan.variant:
+            doc["variant"] = plan.variant
     base = out_dir / model_id
     _atomic_write(base / f"{plan.name}.samples.jsonl",
                   "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in samples))
@@ -500,13 +862,24 @@ def run(args: argparse.Namespace) -> dict:
     log.setLevel(logging.INFO)
     spec = parse_benchmarks(args.benchmarks_json)
     models = parse_models(args.model)
-    plans = plan_benchmarks(Path(args.data_dir), spec)
+    task_set, backend = getattr(args, "task_set", "toy"), getattr(args, "backend", "hf")
+    if backend == "vllm":
+        require_vllm()
+    if task_set == "paper":
+        plans = plan_paper(spec)
+    else:
+        if args.data_dir is None:
+            raise UserError("--data-dir is required with --task-set toy")
+        plans = plan_benchmarks(Path(args.data_dir), spec)
     if args.batch_size < 1 or args.threads < 1:
         raise UserError("--batch-size and --threads must be >= 1")
     for plan in plans:
         if plan.skipped:
             log.info("evaluate: SKIPPED %s: %s", plan.name, plan.skipped)
-    unsafe = any(BENCHMARKS[p.name].unsafe and not p.skipped for p in plans)
+        for t in plan.tasks:
+            if t.unavailable and not plan.skipped:
+                log.info("evaluate: UNAVAILABLE %s %s: %s", plan.name, t.key, t.unavailable)
+    unsafe = any(p.bench.unsafe and not p.skipped for p in plans)
 
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -535,11 +908,18 @@ def run(args: argparse.Namespace) -> dict:
         t1 = time.perf_counter()
         timings["imports"] = t1 - t0
 
-        names = write_task_yamls(plans, Path(tmp) / "tasks")
         task_dict = None
-        if names:
-            tm = TaskManager(include_path=str(Path(tmp) / "tasks"), include_defaults=False)
-            task_dict = tm.load(names)
+        if task_set == "paper":
+            names = sorted({t.name for p in plans if not p.skipped for t in p.run_tasks})
+            if names:
+                tm = TaskManager(include_path=paper_include_paths(plans), include_defaults=False)
+                task_dict = tm.load(names)
+                _set_paper_fewshot(task_dict, plans)
+        else:
+            names = write_task_yamls(plans, Path(tmp) / "tasks")
+            if names:
+                tm = TaskManager(include_path=str(Path(tmp) / "tasks"), include_defaults=False)
+                task_dict = tm.load(names)
         t2 = time.perf_counter()
         timings["tasks"] = t2 - t1
         log.info("evaluate: %d lm-eval tasks loaded in %.1f s (imports %.1f s)", len(names), t2 - t1, t1 - t0)
@@ -549,7 +929,10 @@ def run(args: argparse.Namespace) -> dict:
             log.info("evaluate: model-written code runs in a subprocess sandbox; network isolation: %s",
                      network_isolation())
 
-        host = ModelHost(args.batch_size, args.device, args.dtype, quiet=not args.verbose)
+        if backend == "vllm":
+            host = VLLMHost(args.batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed)
+        else:
+            host = ModelHost(args.batch_size, args.device, args.dtype, quiet=not args.verbose)
         try:
             _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch)
         finally:
@@ -590,9 +973,10 @@ def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timi
             np.random.seed(args.seed)
             torch.manual_seed(args.seed)
             results = evaluate(lm, task_dict, cache_requests=True, bootstrap_iters=0, log_samples=True,
-                               confirm_run_unsafe_code=unsafe)
-            if "build" in host.phase:  # first model of an architecture
+                               confirm_run_unsafe_code=unsafe, samples=_paper_samples(task_dict, plans))
+            if "build" in host.phase and isinstance(host, ModelHost):  # first model of an architecture
                 check_truncation(lm, plans, results)
+            host.release()
         else:
             tb = time.perf_counter()
         tc = time.perf_counter()
@@ -629,7 +1013,7 @@ def _cache_jinja_templates() -> None:
 
 
 def _summary(results: dict, plan: BenchmarkPlan) -> str:
-    bench = BENCHMARKS[plan.name]
-    vals = [results["results"][t.name].get(f"{bench.metric},{bench.filter}") for t in plan.tasks]
+    bench = plan.bench
+    vals = [results["results"][t.name].get(f"{bench.metric},{bench.filter}") for t in plan.run_tasks]
     vals = [float(v) for v in vals if v is not None]
     return f"{sum(vals) / len(vals):.3g}" if vals else "n/a"

@@ -63,6 +63,8 @@ if ABLATION_EXTRA:
             benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         wildcard_constraints:
             benchmark="|".join(ABLATION_EXTRA),
@@ -73,7 +75,8 @@ if ABLATION_EXTRA:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} > {log} 2>&1"
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
 
 for _name in ABLATIONS:

@@ -31,6 +31,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=benchmark_params(BENCHMARKS),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB),
         threads: EVAL["threads"]
         resources:
@@ -39,7 +41,8 @@ if not SINGLE_TASK_JOBS:
             f"{R}/logs/evaluate/base.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} --model base={R}/base "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} > {log} 2>&1"
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     rule evaluate_merges:
         input:
@@ -52,6 +55,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         threads: EVAL["threads"]
         resources:
@@ -60,7 +65,8 @@ if not SINGLE_TASK_JOBS:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} > {log} 2>&1"
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     use rule evaluate_merges as evaluate_soup_then_swap with:
         input:
@@ -73,6 +79,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
@@ -89,6 +97,8 @@ else:
             benchmarks=lambda w: benchmark_params([w.benchmark]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB),
         wildcard_constraints:
             benchmark="|".join(BENCHMARKS),
@@ -99,7 +109,8 @@ else:
             f"{R}/logs/evaluate/base_{{benchmark}}.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} --model base={R}/base "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} > {log} 2>&1"
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     rule evaluate_merges:
         input:
@@ -112,6 +123,8 @@ else:
             benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         wildcard_constraints:
             benchmark="|".join(MERGE_BENCHMARKS),
@@ -122,7 +135,8 @@ else:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} > {log} 2>&1"
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     use rule evaluate_merges as evaluate_soup_then_swap with:
         input:
@@ -135,6 +149,8 @@ else:
             benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",

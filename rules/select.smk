@@ -29,6 +29,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: checkpoint_eval_rule_params(w.run, selection_benchmarks(w.run)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, "training", "jsonl"),
         threads: EVAL["threads"]
         resources:
@@ -37,7 +39,8 @@ if not SINGLE_TASK_JOBS:
             f"{R}/logs/evaluate/ckpt_{{run}}.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} "
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
             "--run {wildcards.run} --index {output} > {log} 2>&1"
 
     use rule evaluate_checkpoints as evaluate_checkpoints_other with:
@@ -51,6 +54,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: checkpoint_eval_rule_params(w.run, other_checkpoint_benchmarks(w.run)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, "training", "jsonl"),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
@@ -69,6 +74,8 @@ else:
             benchmarks=lambda w: checkpoint_eval_rule_params(w.run, [w.benchmark]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
+            task_set="toy" if config["world"] == "toy" else "paper",
+            backend=EVAL.get("backend", "hf"),
             code=code_hash(*EVAL_LIB, "training", "jsonl"),
         wildcard_constraints:
             benchmark="|".join(EVAL["tasks"]),
@@ -79,7 +86,8 @@ else:
             f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log",
         shell:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} --threads {threads} "
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
             "--run {wildcards.run} --index {output} > {log} 2>&1"
 
     localrules:

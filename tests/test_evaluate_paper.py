@@ -1,0 +1,250 @@
+"""The paper task set of `layerswap evaluate` without network: lm-eval's task index restricted to the needed folders
+(task configs, not data: `TaskManager.load` would download), the mapping of every benchmark x language of
+config/paper.yaml, hub_artefacts consistency, clear errors, and the vLLM backend (monkeypatched)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("lm_eval")
+
+from layerswap import evaluate as ev  # noqa: E402
+from layerswap.errors import UserError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text(encoding="utf-8"))
+
+
+def _spec(config=PAPER):
+    return ev.parse_benchmarks(json.dumps(config["evaluation"]["tasks"]))
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return ev.plan_paper(_spec())
+
+
+@pytest.fixture(scope="module")
+def index(plans):
+    from lm_eval.tasks import TaskManager
+
+    tm = TaskManager(include_path=ev.paper_include_paths(plans), include_defaults=False)
+    return tm.task_index
+
+
+def _leaf_entries(index, name):
+    """Index entries of the leaf tasks behind `name` (a group's subtasks are found through their folder)."""
+    entry = index[name]
+    if entry.kind.name == "TASK":
+        return [entry]
+    folder = entry.yaml_path.parent
+    return [e for e in index.values() if e.kind.name == "TASK" and e.yaml_path.parent == folder]
+
+
+EXPECTED = {
+    ("mgsm", "en"): "mgsm_direct_en", ("mgsm", "deu"): "mgsm_direct_de", ("mgsm", "zho"): "mgsm_direct_zh",
+    ("mgsm", "swh"): "mgsm_direct_sw", ("mgsm", "tel"): "mgsm_direct_te", ("mgsm", "jpn"): "mgsm_direct_ja",
+    ("belebele", "en"): "belebele_eng_Latn", ("belebele", "tel"): "belebele_tel_Telu",
+    ("flores", "en-jpn"): "layerswap_flores_en-jpn", ("flores", "tel-en"): "layerswap_flores_tel-en",
+    ("mmlu", "tel"): "global_mmlu_full_te", ("mmlu", "ben"): "global_mmlu_full_bn",
+    ("mbpp", "swh"): "layerswap_mbpp",
+}
+
+
+def test_every_paper_benchmark_and_language_maps_to_an_indexed_task(plans, index):
+    cfg = PAPER["evaluation"]["tasks"]
+    assert {p.name for p in plans} == set(cfg)
+    for plan in plans:
+        langs = cfg[plan.name]["languages"]
+        keys = [k for lang in langs for k in ((f"en-{lang}", f"{lang}-en") if plan.name == "flores" else (lang,))]
+        assert [t.key for t in plan.tasks] == keys
+        assert plan.shots == cfg[plan.name]["shots"] == ev.PAPER_BENCHMARKS[plan.name].paper_shots
+        for t in plan.tasks:
+            assert t.unavailable is None, (plan.name, t.key, t.unavailable)
+            assert t.name in index, t.name
+            assert _leaf_entries(index, t.name)
+    got = {(p.name, t.key): t.name for p in plans for t in p.tasks}
+    for k, v in EXPECTED.items():
+        assert got[k] == v
+    assert set(cfg["mgsm"]["languages"]) == set(PAPER["mgsm_languages"])
+    assert next(p for p in plans if p.name == "mbpp").skipped  # execute_code: false in paper.yaml
+
+
+def test_task_settings_shots_filters_metrics(plans, index):
+    for plan in plans:
+        bench = ev.PAPER_BENCHMARKS[plan.name]
+        for t in plan.tasks:
+            for e in _leaf_entries(index, t.name):
+                cfg = e.cfg
+                metrics = [m["metric"] for m in cfg["metric_list"]]
+                assert bench.metric in metrics, (e.name, metrics)
+                if bench.filter != "none":
+                    assert bench.filter in [f["name"] for f in cfg["filter_list"]], e.name
+                if bench.own_fewshot:  # few-shot examples come from a split of their own or a first_n sampler
+                    assert cfg.get("training_split") or cfg.get("fewshot_split"), e.name
+                else:
+                    assert cfg.get("num_fewshot") == 0 and not cfg.get("fewshot_split"), e.name
+                if plan.name == "mgsm":
+                    assert cfg["generation_kwargs"]["do_sample"] is False  # greedy: em@maj1
+                if plan.name == "mbpp":
+                    assert cfg.get("unsafe_code") is True
+    groups = [e for e in (index[t.name] for p in plans for t in p.tasks) if e.kind.name == "GROUP"]
+    assert groups and all(ev.PAPER_BENCHMARKS["mmlu"].group for _ in groups)
+    assert all(g.cfg["aggregate_metric_list"][0]["metric"] == "acc" for g in groups)
+
+
+def test_include_paths_are_only_the_needed_folders(plans):
+    paths = ev.paper_include_paths([p for p in plans])
+    root = ev.lm_eval_task_root()
+    rel = sorted(str(Path(p).relative_to(root)) for p in paths[:-1])
+    # mbpp is skipped (no opt-in): its task is ours anyway
+    assert rel == ["belebele", "global_mmlu/full/bn", "global_mmlu/full/ja", "global_mmlu/full/sw",
+                   "global_mmlu/full/te", "mgsm/direct"]
+    assert paths[-1] == str(ev.PAPER_TASK_DIR)
+
+
+def test_paper_yamls_parse_and_name_their_data():
+    from lm_eval.tasks import TaskManager
+
+    tm = TaskManager(include_path=str(ev.PAPER_TASK_DIR), include_defaults=False)
+    names = sorted(tm.all_tasks)
+    assert "layerswap_mbpp" in names and len([n for n in names if n.startswith("layerswap_flores_")]) == 8
+    for f in ev.PAPER_TASK_DIR.glob("*.yaml"):
+        assert "Data:" in f.read_text(encoding="utf-8") or "openlanguagedata/flores_plus" in f.read_text("utf-8")
+    flores = tm.task_index["layerswap_flores_en-tel"].cfg
+    assert flores["dataset_path"] == "openlanguagedata/flores_plus"
+    assert flores["dataset_kwargs"] == {"src": "eng_Latn", "tgt": "tel_Telu", "src_name": "English",
+                                        "tgt_name": "Telugu", "split": "devtest"}
+    assert flores["metric_list"][0]["aggregation"] == "bleu"
+
+
+def test_hub_artefacts_cover_every_task_dataset(plans, index):
+    arts = ev.hub_artefacts(PAPER)
+    have = {(a["hub_id"], a["subset"], a["split"]) for a in arts}
+    assert len(have) == len(arts)
+    for plan in plans:
+        for t in plan.tasks:
+            for e in _leaf_entries(index, t.name):
+                cfg = e.cfg
+                splits = {cfg.get(k) for k in ("test_split", "training_split", "fewshot_split")} - {None}
+                kw = cfg.get("dataset_kwargs") or {}
+                subsets = [kw["src"], kw["tgt"]] if "src" in kw else [cfg.get("dataset_name")]
+                for subset in subsets:
+                    for split in splits:
+                        assert (cfg["dataset_path"], subset, split) in have, (e.name, subset, split)
+    assert ev.hub_artefacts({"world": "toy"}) == []
+
+
+def test_hub_artefacts_reach_prestage(monkeypatch):
+    from layerswap import hub
+
+    items = hub._evaluation_artefacts(PAPER)
+    assert items and all(i["kind"] == "dataset" for i in items)
+    assert any(i["hub_id"] == "CohereForAI/Global-MMLU" and i["subset"] == "te" for i in items)
+
+
+def test_unknown_language_is_one_line_error_and_missing_language_is_unavailable():
+    with pytest.raises(UserError, match=r"unknown language 'xyz'") as err:
+        ev.plan_paper(ev.parse_benchmarks('{"mgsm": {"shots": 8, "languages": ["en", "xyz"]}}'))
+    assert "\n" not in str(err.value)
+    # Thai: MGSM has it, Global-MMLU and our FLORES YAMLs do not
+    (plan,) = ev.plan_paper(ev.parse_benchmarks('{"mmlu": {"shots": 5, "languages": ["tha", "jpn"]}}'))
+    tha = plan.tasks[0]
+    assert tha.unavailable and "Global-MMLU has no th" in tha.unavailable and not plan.skipped
+    (plan,) = ev.plan_paper(ev.parse_benchmarks('{"flores": {"languages": ["tha"]}}'))
+    assert plan.skipped and "no FLORES task YAML" in plan.skipped
+    with pytest.raises(UserError, match="0-shot only"):
+        ev.plan_paper(ev.parse_benchmarks('{"flores": {"shots": 2, "languages": ["jpn"]}}'))
+
+
+def test_write_outputs_records_task_shots_filter_metric(tmp_path, plans):
+    plan = next(p for p in plans if p.name == "mgsm")
+    results = {"results": {t.name: {"exact_match,flexible-extract": 0.5, "exact_match,remove_whitespace": 0.1}
+                           for t in plan.tasks},
+               "n-samples": {t.name: {"effective": 2} for t in plan.tasks},
+               "samples": {t.name: [{"doc_id": 0, "arguments": [["Q", {"until": ["\n"]}]], "resps": [["7"]],
+                                     "filtered_resps": [f], "target": "7", "exact_match": 1.0, "filter": f}
+                                    for f in ("remove_whitespace", "flexible-extract")] for t in plan.tasks}}
+    ev.write_outputs(tmp_path, "m", plan, results, 0, "0.4.13")
+    doc = json.loads((tmp_path / "m" / "mgsm.json").read_text())
+    assert doc["scores"]["tel"] == 0.5 and doc["shots"] == 8 and doc["task_set"] == "paper"
+    assert doc["lm_eval"]["tel"] == {"task": "mgsm_direct_te", "shots": 8, "filter": "flexible-extract",
+                                     "metric": "exact_match", "result_key": "exact_match,flexible-extract",
+                                     "group": False}
+    lines = (tmp_path / "m" / "mgsm.samples.jsonl").read_text().splitlines()
+    assert len(lines) == len(plan.tasks)  # only the reported filter's samples
+
+
+def test_mbpp_is_marked_english(plans):
+    plan = next(p for p in plans if p.name == "mbpp")
+    assert plan.variant and "English MBPP" in plan.variant
+    assert {t.name for t in plan.tasks} == {"layerswap_mbpp"}
+
+
+# ----------------------------------------------------------------------------------------------------- vLLM
+def test_vllm_missing_is_a_clear_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "vllm" else real(n, *a))
+    with pytest.raises(UserError, match=r"--backend vllm: the vllm package is not installed") as err:
+        ev.require_vllm()
+    assert "\n" not in str(err.value)
+
+
+def test_vllm_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
+    import importlib.util
+
+    from layerswap import merge
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda n, *a: types.SimpleNamespace() if n == "vllm" else real(n, *a))
+    built = []
+
+    class FakeVLLM:
+        def __init__(self, **kwargs):
+            built.append(kwargs)
+
+    fake = types.ModuleType("lm_eval.models.vllm_causallms")
+    fake.VLLM = FakeVLLM
+    monkeypatch.setitem(sys.modules, "lm_eval.models.vllm_causallms", fake)
+    written = []
+
+    def write_merged(recipe, out_dir):
+        Path(out_dir).mkdir(parents=True)
+        (Path(out_dir) / "config.json").write_text("{}")
+        written.append((recipe, out_dir))
+
+    monkeypatch.setattr(merge, "write_merged", write_merged)
+    monkeypatch.setattr(merge, "load_recipe", lambda p: {"recipe": str(p)})
+    recipe = tmp_path / "r.json"
+    recipe.write_text("{}")
+    host = ev.VLLMHost(8, "auto", "bfloat16", tmp_path / "models", seed=3)
+    lm = host.load(recipe)
+    assert isinstance(lm, FakeVLLM) and written and written[0][0] == {"recipe": str(recipe)}
+    out_dir = Path(written[0][1])
+    assert built == [{"pretrained": str(out_dir), "dtype": "bfloat16", "batch_size": 8, "seed": 3}]
+    assert out_dir.is_relative_to(tmp_path / "models") and out_dir.is_dir()
+    host.release()
+    assert not out_dir.exists()
+    # a checkpoint dir is handed to vLLM as is
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    host.load(ckpt)
+    assert built[-1]["pretrained"] == str(ckpt) and len(written) == 1
+
+
+def test_cli_accepts_task_set_and_backend():
+    parser = argparse.ArgumentParser()
+    ev.add_arguments(parser)
+    args = parser.parse_args(["--benchmarks-json", "{}", "--model", "a=b", "--out-dir", "o", "--task-set", "paper",
+                              "--backend", "vllm"])
+    assert args.task_set == "paper" and args.backend == "vllm" and args.data_dir is None
