@@ -130,13 +130,10 @@ def artefacts(config: dict) -> list[dict]:
 
 
 def _evaluation_artefacts(config: dict) -> list[dict]:
-    """The evaluation's hub datasets, if the evaluation module lists them (`hub_artefacts(config)`)."""
-    try:
-        from layerswap import evaluate
-    except ImportError:  # pragma: no cover - evaluation extras missing
-        return []
-    lister = getattr(evaluate, "hub_artefacts", None)
-    return [{"kind": "dataset", **a} for a in lister(config)] if lister else []
+    """The hub datasets the evaluation tasks of this config read."""
+    from layerswap.evaluate import hub_artefacts
+
+    return [{"kind": "dataset", **a} for a in hub_artefacts(config)]
 
 
 def describe(item: dict) -> str:
