@@ -100,3 +100,30 @@ def run_program(source: str, timeout: float = TIMEOUT_S, memory: int = MEMORY_BY
     tail = err.decode("utf-8", "replace")[-500:]
     ok = proc.returncode == 0
     return Outcome(ok, "passed" if ok else "failed", proc.returncode, tail)
+
+
+def mbpp_program(doc: dict, completion: str) -> str:
+    """The program run for one MBPP item: setup code, the model's code, then the item's asserts."""
+    parts = [doc.get("test_setup_code") or "", completion, *list(doc.get("test_list") or [])]
+    return "\n".join(p for p in parts if p)
+
+
+def execute_all(resps, docs, program=mbpp_program) -> list[list[str]]:
+    """Run every generation of every item as `program(doc, generation)`, several sandboxes at a time.
+
+    Returns the outcome per response: "passed", "failed" or "timeout". The MBPP task filters of both task sets
+    call this; it runs only when the user opted in (`execute_code: true`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    jobs = [(i, program(doc, gen)) for i, (gens, doc) in enumerate(zip(resps, docs)) for gen in gens]
+    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
+        outcomes = list(pool.map(lambda job: run_program(job[1]).status, jobs))
+    out: list[list[str]] = [[] for _ in resps]
+    for (i, _), status in zip(jobs, outcomes):
+        out[i].append(status)
+    return out
+
+
+def pass_at_1(doc: dict, results: list[str]) -> dict:
+    """pass@1 of the greedy sample, from the outcome `execute_all` put in place of the generation."""
+    return {"pass_at_1": 1.0 if results[0] == "passed" else 0.0}

@@ -6,7 +6,6 @@ offline by `layerswap evaluate` (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set).
 
 from __future__ import annotations
 
-import os
 
 
 def load_flores_pair(src: str, tgt: str, src_name: str, tgt_name: str, split: str = "devtest",
@@ -28,29 +27,14 @@ def load_flores_pair(src: str, tgt: str, src_name: str, tgt_name: str, split: st
     return datasets.DatasetDict({split: datasets.Dataset.from_list(rows)})
 
 
-def mbpp_program(doc: dict, completion: str) -> str:
-    """The program run for one MBPP item: setup code, the model's code, then the item's asserts."""
-    parts = [doc.get("test_setup_code") or "", completion, *list(doc.get("test_list") or [])]
-    return "\n".join(p for p in parts if p)
-
-
 def mbpp_execute(resps, docs) -> list[list[str]]:
-    """Filter (lm-eval `custom`): run each generation against its item's asserts in `layerswap.evaluation.sandbox`
-    (subprocess, timeout, memory/CPU limits, no network). Returns "passed" | "failed" | "timeout" per response.
-    Runs only when the user opted in (`execute_code: true` for mbpp)."""
-    from concurrent.futures import ThreadPoolExecutor
+    """Filter (lm-eval `custom`): outcome per generation, run in `layerswap.evaluation.sandbox` (opt-in only)."""
+    from layerswap.evaluation.sandbox import execute_all
 
-    from layerswap.evaluation.sandbox import run_program
-
-    jobs = [(i, mbpp_program(doc, gen)) for i, (gens, doc) in enumerate(zip(resps, docs)) for gen in gens]
-    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
-        outcomes = list(pool.map(lambda job: run_program(job[1]).status, jobs))
-    out: list[list[str]] = [[] for _ in resps]
-    for (i, _), status in zip(jobs, outcomes):
-        out[i].append(status)
-    return out
+    return execute_all(resps, docs)
 
 
 def mbpp_process_results(doc: dict, results: list[str]) -> dict:
-    """pass@1 of the greedy sample, from the outcome that `mbpp_execute` put in place of the generation."""
-    return {"pass_at_1": 1.0 if results[0] == "passed" else 0.0}
+    from layerswap.evaluation.sandbox import pass_at_1
+
+    return pass_at_1(doc, results)

@@ -12,7 +12,6 @@ YAMLs that `layerswap.evaluate` writes pass, through `dataset_kwargs`:
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 
@@ -38,30 +37,14 @@ def load_split_jsonl(path: str, fewshot_pool: int = 0, limit: int | None = None,
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(test), "fewshot": datasets.Dataset.from_list(pool)})
 
 
-def mbpp_program(doc: dict, completion: str) -> str:
-    """The program run for one MBPP item: setup code, the model's code, then the item's asserts."""
-    parts = [doc.get("test_setup_code") or "", completion, *list(doc.get("test_list") or [])]
-    return "\n".join(p for p in parts if p)
-
-
 def mbpp_execute(resps, docs) -> list[list[str]]:
-    """Filter (lm-eval `custom`): run every generation against its item's asserts, several sandboxes at a time.
+    """Filter (lm-eval `custom`): outcome per generation, run in `layerswap.evaluation.sandbox` (opt-in only)."""
+    from layerswap.evaluation.sandbox import execute_all
 
-    Returns the outcome per response: "passed", "failed" or "timeout" (the sample log shows it as `extracted`).
-    Runs only when the user opted in (`execute_code: true`); see `layerswap.evaluation.sandbox`."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from layerswap.evaluation.sandbox import run_program
-
-    jobs = [(i, mbpp_program(doc, gen)) for i, (gens, doc) in enumerate(zip(resps, docs)) for gen in gens]
-    with ThreadPoolExecutor(max_workers=max(1, min(8, os.cpu_count() or 1))) as pool:
-        outcomes = list(pool.map(lambda job: run_program(job[1]).status, jobs))
-    out: list[list[str]] = [[] for _ in resps]
-    for (i, _), status in zip(jobs, outcomes):
-        out[i].append(status)
-    return out
+    return execute_all(resps, docs)
 
 
 def mbpp_process_results(doc: dict, results: list[str]) -> dict:
-    """pass@1 of the greedy sample, from the outcome that `mbpp_execute` put in place of the generation."""
-    return {"pass_at_1": 1.0 if results[0] == "passed" else 0.0}
+    from layerswap.evaluation.sandbox import pass_at_1
+
+    return pass_at_1(doc, results)
