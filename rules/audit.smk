@@ -7,7 +7,7 @@
 def manifest_inputs():
     files = TABLES + BEST_CONFIGS + REPORT_FILES + table_inputs() + swap_grid_inputs() + table1_bars_inputs()
     files += [f"{R}/base/config.json"]
-    files += [f"{R}/experts/{run}/checkpoints.json" for run in RUNS]
+    files += [f"{EXPERTS}/{run}/checkpoints.json" for run in RUNS]
     files += [f for run in RUNS for f in checkpoint_eval_indexes(run)]
     files += [f"{R}/data/sft/{e}.{ext}" for e in expert_types() for ext in ("jsonl", "manifest.json")]
     files += [f"{R}/merges/{c}/{l}/{p}.json" for c in PAIR_CONFIGS for l in LANGS for p in PAIRS]

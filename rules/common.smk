@@ -17,6 +17,8 @@ except UserError as err:
     sys.exit(f"config error: {err}")
 
 R = "results"
+# Expert checkpoints are the big artefacts: they live under storage.scratch when it is set (cluster scratch).
+EXPERTS = (config.get("storage", {}).get("scratch") or R).rstrip("/") + "/experts"
 LANGS = list(config["languages"])
 RUNS = effective_runs(config)
 K = range(1, config["selection"]["top_k"] + 1)
@@ -58,7 +60,7 @@ def expert_kind(expert):
 
 
 def run_manifests(expert):
-    return [f"{R}/experts/{run}/checkpoints.json" for run in runs_of(expert)]
+    return [f"{EXPERTS}/{run}/checkpoints.json" for run in runs_of(expert)]
 
 
 # Benchmarks `layerswap select` reads for each expert kind (layerswap/select.py: metrics_of), plus those its

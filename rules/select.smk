@@ -3,7 +3,7 @@
 
 def checkpoint_models(run):
     return {
-        f"ckpt/{run}/{checkpoint_name(s)}": f"{R}/experts/{run}/{checkpoint_name(s)}"
+        f"ckpt/{run}/{checkpoint_name(s)}": f"{EXPERTS}/{run}/{checkpoint_name(s)}"
         for s in checkpoints_of(RUNS[run])
     }
 
@@ -20,7 +20,7 @@ if not SINGLE_TASK_JOBS:
     rule evaluate_checkpoints:
         """Selection benchmarks of every checkpoint of a run; the index names their files for `select`."""
         input:
-            manifest=f"{R}/experts/{{run}}/checkpoints.json",
+            manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
             data=lambda w: task_data_files(selection_benchmarks(w.run), checkpoint_languages(w.run)),
         output:
             f"{R}/evals/ckpt/{{run}}/index.json",
@@ -45,7 +45,7 @@ if not SINGLE_TASK_JOBS:
 
     use rule evaluate_checkpoints as evaluate_checkpoints_other with:
         input:
-            manifest=f"{R}/experts/{{run}}/checkpoints.json",
+            manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
             data=lambda w: task_data_files(other_checkpoint_benchmarks(w.run), checkpoint_languages(w.run)),
         output:
             f"{R}/evals/ckpt/{{run}}/index.other.json",
@@ -65,7 +65,7 @@ else:
     rule evaluate_checkpoints:
         """One benchmark on every checkpoint of a run."""
         input:
-            manifest=f"{R}/experts/{{run}}/checkpoints.json",
+            manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
             data=lambda w: task_data_files([w.benchmark], checkpoint_languages(w.run)),
         output:
             f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json",

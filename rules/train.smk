@@ -40,7 +40,7 @@ rule sft:
         base=f"{R}/base/config.json",
         data=lambda w: f"{R}/data/sft/{RUNS[w.run]['expert']}.jsonl",
     output:
-        f"{R}/experts/{{run}}/checkpoints.json",
+        f"{EXPERTS}/{{run}}/checkpoints.json",
     params:
         run=lambda w: as_json({**RUNS[w.run], "template": config["prompt_template"]}),
         launch=sft_launch,
@@ -52,6 +52,6 @@ rule sft:
         f"{R}/logs/sft/{{run}}.log",
     shell:
         # progress (the Trainer's tqdm bar and loss lines, on stderr) goes to the log; loss and tokens/s also to
-        # {R}/experts/{run}/log.jsonl
-        "{params.launch} --base {R}/base --data {input.data} --out-dir {R}/experts/{wildcards.run} "
+        # {EXPERTS}/{run}/log.jsonl
+        "{params.launch} --base {R}/base --data {input.data} --out-dir {EXPERTS}/{wildcards.run} "
         "--params-json {params.run} > {log} 2>&1"

@@ -61,3 +61,14 @@ def test_bad_config_stops_before_any_job(tmp_path, edit, expected):
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("config error:")]
     assert len(errors) == 1 and expected in errors[0], proc.stderr[-2000:]
     assert not (tmp_path / "results").exists()
+
+
+def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
+    config = yaml.safe_load(MICRO.read_text())
+    config["storage"] = {"scratch": str(tmp_path / "scratch")}
+    path = tmp_path / "scratch.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path / "work", "-n", "-p", configfile=path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"--out-dir {tmp_path / 'scratch' / 'experts' / 'math_1'}" in proc.stdout
+    assert "--out-dir results/experts" not in proc.stdout
