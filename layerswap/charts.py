@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import sys
 from pathlib import Path
 
 from layerswap.errors import UserError
@@ -386,21 +385,3 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     args.func(args)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m layerswap.charts ...` (same behaviour as `layerswap charts ...`)."""
-    parser = argparse.ArgumentParser(prog="layerswap charts",
-                                     description="figures and report pages from evaluation and table files")
-    add_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        run(args)
-    except UserError as err:
-        print(f"layerswap charts: error: {err}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

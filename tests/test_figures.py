@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from safetensors.numpy import save_file
 
+from layerswap.cli import main as cli_main
 from layerswap import figures
 from layerswap.errors import UserError
 
@@ -206,7 +207,7 @@ def grid_params(**over):
 
 def test_swap_grid_csv_numbers(grid_evals, tmp_path):
     prefix = tmp_path / "figs" / "swap_grid"
-    assert charts.main(["swap-grid", "--evals-dir", str(grid_evals), "--params-json", json.dumps(grid_params()),
+    assert cli_main(["charts", "swap-grid", "--evals-dir", str(grid_evals), "--params-json", json.dumps(grid_params()),
                         "--out-prefix", str(prefix)]) == 0
     frame = pd.read_csv(tmp_path / "figs" / "swap_grid.csv")
     assert list(frame.columns) == charts.GRID_COLUMNS
@@ -272,7 +273,7 @@ def test_table1_bars_csv_numbers(tmp_path):
 
     sel, ev = make_world(tmp_path)
     prefix = tmp_path / "figs" / "table1_bars"
-    assert charts.main(["table1-bars", "--selection-dir", str(sel), "--evals-dir", str(ev),
+    assert cli_main(["charts", "table1-bars", "--selection-dir", str(sel), "--evals-dir", str(ev),
                         "--params-json", json.dumps(PARAMS), "--out-prefix", str(prefix)]) == 0
     frame = pd.read_csv(tmp_path / "figs" / "table1_bars.csv", keep_default_na=False)
     assert list(frame.columns) == charts.BAR_COLUMNS
@@ -328,7 +329,7 @@ def test_table_html_page(tmp_path):
                   "| Setting   |   base model |   swap |\n|:----------|-------------:|-------:|\n"
                   "| toy-Swahili avg | 20.0 | 33.5 (41.2) |\n| toy-Swahili max | 20.0 | 38.0 |\n\n"
                   "- MGSM exact match (%).\n- second & last note\n")
-    assert charts.main(["table-html", "--markdown", str(md), "--out-dir", str(tmp_path / "html")]) == 0
+    assert cli_main(["charts", "table-html", "--markdown", str(md), "--out-dir", str(tmp_path / "html")]) == 0
     page = (tmp_path / "html" / "table9.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<h2>Table 9: a &lt;test&gt; — TOY WORLD</h2>" in page
     assert '<th class="r">base model</th>' in page and "<td>toy-Swahili avg</td>" in page
@@ -336,12 +337,12 @@ def test_table_html_page(tmp_path):
     assert "<p>Cells: ours (paper).</p>" in page
     bad = tmp_path / "bad.md"
     bad.write_text("# no table here\n")
-    assert charts.main(["table-html", "--markdown", str(bad), "--out-dir", str(tmp_path)]) == 1
+    assert cli_main(["charts", "table-html", "--markdown", str(bad), "--out-dir", str(tmp_path)]) == 1
 
 
 def test_config_html(tmp_path):
     config = {"world": "toy", "languages": ["toy_swh"], "prompt_template": "Q: {prompt}\nA:", "z_first": 1, "a": 2}
-    assert charts.main(["config-html", "--config-json", json.dumps(config),
+    assert cli_main(["charts", "config-html", "--config-json", json.dumps(config),
                         "--out-prefix", str(tmp_path / "config_used")]) == 0
     import yaml
 
