@@ -39,6 +39,34 @@ Variant kinds (L = base.num_layers; "default" = the value of ``merges.default_sw
 Location variants (middle/alternating/random/layers) have no transition layers. A variant that does not fit the
 model (layers past L, or n > L) is kept as a table row marked ``skipped`` with the reason, and builds nothing.
 
+Expert sets (extra SFT runs)
+----------------------------
+An ablation may also train its own experts. ``expert_sets`` (a list) then replaces "the main experts" by a set of
+extra runs, and every swap ``variant`` is applied to each set (table rows = set x variant)::
+
+    bases:                                  # optional extra base models, by name
+      b2:
+        toy: {seed: 1, model: {}}           # toy world: toy_base again with another seed / base.toy_model overrides
+        paper: {source: meta-llama/Meta-Llama-3-8B, revision: null}   # hf world: a hub id (pre-staged)
+    expert_sets:
+      - name: lr2                            # [A-Za-z0-9]+, part of run / config names
+        label: "lr x2"
+        experts: [math, languages]           # which main runs to copy (non-joint ones)
+        scale: {lr: 2, num_samples: 1}       # multiply the copied run's (effective) values
+        set: {peft_method: lora, lora: {r: 4}}  # then override values
+        base: main                           # or a name in `bases`: fine-tune from that base
+        lang_from: set                       # language experts of the swap: this set's (set) or the main ones (main)
+        task_from: set                       # math experts of the swap: likewise
+        allow_different_base: false          # put into the merge recipes (experts of two bases: needs true)
+
+Each copied run ``<run>`` becomes ``ax_<ablation>_<set>_<run>`` (outside ``sft.runs``: the main selection never sees
+it), checked by the same config check as ``sft.runs`` (so e.g. ``peft_method: prefix`` is refused with its one-line
+message). Selection per (set, expert type): ``results/ablations/<ablation>/selection/<set>/<expert>.json``; merge
+configs ``ax_<ablation>_<set>_<swap config name>``, built by ``ablation_merge_recipes`` and evaluated by the generic
+merge evaluation rules. A toy base whose model differs in shape from the main one is refused at parse time naming the
+first mismatching tensor and both shapes (the merge engine would refuse it the same way); paper-world bases are
+checked by the engine at merge time.
+
 Merge config names
 ------------------
 ``abl_b<b>u<u>t<tb><tu>`` or ``abl_L<i>_<j>_...`` (the resolved layers, not the variant label), so variants that
@@ -69,7 +97,13 @@ VARIANT_KEYS = {
     "random": {"kind", "label", "seed", "draws"},
     "layers": {"kind", "label", "lang_layers"},
 }
-FILE_KEYS = {"title", "plan", "metrics", "reference_depth", "variants", "note"}
+FILE_KEYS = {"title", "plan", "metrics", "reference_depth", "variants", "note", "expert_sets", "bases"}
+EXPERT_SET_KEYS = {"name", "label", "experts", "scale", "set", "base", "lang_from", "task_from",
+                   "allow_different_base"}
+BASE_KEYS = {"toy", "paper", "note"}
+EXPERT_GROUPS = ("math", "languages")
+#: prefix of the merge configs of expert-set ablations (their own recipe rule; the main merge_recipes skips them)
+EXPERT_MERGE_PREFIX = "ax_"
 LAYER_SWAP_DEFAULTS = {"transition_bottom": 0, "transition_top": 0, "w_task": 1.0, "w_lang": 1.0,
                        "non_layer": "average", "lang_layers": None, "allow_different_base": False}
 # table columns per language, after `language`/`variant`
@@ -127,6 +161,7 @@ def load(path: str | Path) -> dict:
     metrics = spec.get("metrics", ["mgsm"])
     if not isinstance(metrics, list) or "mgsm" not in metrics or any(m not in METRICS for m in metrics):
         raise _fail(f"{where}: metrics", f"{metrics!r} must be a list containing mgsm; allowed: {', '.join(METRICS)}")
+    _load_expert_sets(where, spec)
     for i, v in enumerate(variants):
         vw = f"{where}: variants[{i}]"
         if not isinstance(v, dict) or v.get("kind") not in KINDS:
@@ -139,7 +174,59 @@ def load(path: str | Path) -> dict:
             raise _fail(vw, "scaled: true needs an integer reference_depth in the file")
     return {"name": path.stem, "title": spec.get("title", path.stem), "plan": spec.get("plan", ""),
             "note": spec.get("note", ""), "metrics": list(dict.fromkeys(metrics)),
-            "reference_depth": spec.get("reference_depth"), "variants": variants}
+            "reference_depth": spec.get("reference_depth"), "variants": variants,
+            "expert_sets": spec.get("expert_sets") or [], "bases": spec.get("bases") or {}}
+
+
+def _load_expert_sets(where: str, spec: dict) -> None:
+    import re
+
+    sets, bases = spec.get("expert_sets"), spec.get("bases") or {}
+    if not isinstance(bases, dict):
+        raise _fail(f"{where}: bases", "must be a mapping name -> {toy, paper}")
+    for name, base in bases.items():
+        if not re.fullmatch(r"[A-Za-z0-9]+", str(name)) or not isinstance(base, dict) or set(base) - BASE_KEYS:
+            raise _fail(f"{where}: bases.{name}", f"needs a [A-Za-z0-9]+ name and keys among {', '.join(sorted(BASE_KEYS))}")
+    if sets is None:
+        if bases:
+            raise _fail(f"{where}: bases", "are only used by expert_sets")
+        return
+    if not isinstance(sets, list) or not sets:
+        raise _fail(f"{where}: expert_sets", "must be a non-empty list")
+    seen = set()
+    for i, es in enumerate(sets):
+        ew = f"{where}: expert_sets[{i}]"
+        if not isinstance(es, dict):
+            raise _fail(ew, "expected a mapping")
+        extra = sorted(set(es) - EXPERT_SET_KEYS)
+        if extra:
+            raise _fail(ew, f"unknown key '{extra[0]}'; allowed: {', '.join(sorted(EXPERT_SET_KEYS))}")
+        name = es.get("name")
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9]+", name) or name in seen:
+            raise _fail(f"{ew}.name", f"needs a unique [A-Za-z0-9]+ name, got {name!r}")
+        seen.add(name)
+        experts = es.get("experts", list(EXPERT_GROUPS))
+        if not isinstance(experts, list) or not experts or any(e not in EXPERT_GROUPS for e in experts):
+            raise _fail(f"{ew}.experts", f"{experts!r}: a non-empty list of {', '.join(EXPERT_GROUPS)}")
+        for key in ("scale", "set"):
+            if not isinstance(es.get(key, {}), dict):
+                raise _fail(f"{ew}.{key}", "must be a mapping")
+        for key, factor in (es.get("scale") or {}).items():
+            if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor <= 0:
+                raise _fail(f"{ew}.scale.{key}", f"expected a positive number, got {factor!r}")
+        if es.get("base", "main") != "main" and es.get("base") not in bases:
+            raise _fail(f"{ew}.base", f"{es.get('base')!r} is not 'main' or a name in bases")
+        for key in ("lang_from", "task_from"):
+            if es.get(key, "set") not in ("set", "main"):
+                raise _fail(f"{ew}.{key}", "must be set or main")
+            group = "languages" if key == "lang_from" else "math"
+            if es.get(key, "set") == "set" and group not in experts:
+                raise _fail(f"{ew}.{key}", f"is 'set' but experts does not include {group}")
+        if not isinstance(es.get("allow_different_base", False), bool):
+            raise _fail(f"{ew}.allow_different_base", "expected true or false")
+    for i, v in enumerate(spec["variants"]):
+        if isinstance(v, dict) and v.get("kind") not in ("bottom_top", "grid"):
+            raise _fail(f"{where}: variants[{i}]", "expert_sets ablations take bottom_top / grid variants only")
 
 
 def scale(value: int, depth: int, reference: int) -> int:
@@ -289,10 +376,107 @@ def assign_names(variants: list[dict], configs: dict) -> dict[str, dict]:
     return new
 
 
+SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim")
+
+
+def _toy_shapes(model: dict, depth: int) -> dict[str, list[int]]:
+    """Tensor shapes of the toy Llama for these model params (meta device: nothing is allocated)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(vocab_size=64, num_hidden_layers=depth, tie_word_embeddings=False, **model)
+    with torch.device("meta"):
+        m = LlamaForCausalLM(cfg)
+    return {n: list(t.shape) for n, t in m.state_dict().items()}
+
+
+def check_toy_base_shape(where: str, main_model: dict, other_model: dict, depth: int) -> None:
+    """Refuse a second toy base of another shape, naming the first mismatching tensor and both shapes."""
+    if all(main_model.get(k) == other_model.get(k) for k in SHAPE_KEYS):
+        return
+    from layerswap.merge.engine import _natural
+
+    a, b = _toy_shapes(main_model, depth), _toy_shapes(other_model, depth)
+    for name in sorted(a, key=_natural):
+        if a[name] != b.get(name):
+            raise _fail(where, f"tensor {name} has shape {b.get(name)} in this base but {a[name]} in the main base "
+                        "(bases of different shapes cannot be layer-swapped)")
+
+
+def _expert_sets(name: str, spec: dict, config: dict, variants: list[dict]) -> dict:
+    """Extra runs, bases, selections and merge configs of an expert-set ablation (see the module docstring)."""
+    import copy
+
+    from layerswap.config import check, effective_runs, expert_type, validate_config
+
+    toy = config["world"] == "toy"
+    depth = int(config["base"]["num_layers"])
+    bases = {}
+    for bname, b in spec["bases"].items():
+        where = f"ablation {name}: bases.{bname}"
+        if toy:
+            t = b.get("toy") or {}
+            model = {**config["base"].get("toy_model", {}), **(t.get("model") or {})}
+            check_toy_base_shape(where, config["base"].get("toy_model", {}), model, depth)
+            bases[bname] = {"model": model, "seed": int(t.get("seed", config["seed"]))}
+        else:
+            pb = b.get("paper") or {}
+            if not pb.get("source"):
+                raise _fail(where, "needs paper.source (a hub id) on the paper config")
+            bases[bname] = {"source": pb["source"], "revision": pb.get("revision")}
+    main_runs = effective_runs(config)
+    probe = copy.deepcopy(config)
+    raw: dict[str, tuple[int, str]] = {}
+    for i, es in enumerate(spec["expert_sets"]):
+        for run, eff in main_runs.items():
+            kind = expert_type(eff["expert"])
+            if kind == "joint" or ("math" if kind == "math" else "languages") not in es.get("experts", EXPERT_GROUPS):
+                continue
+            new = {k: v for k, v in eff.items()}
+            for key, factor in (es.get("scale") or {}).items():
+                if not isinstance(new.get(key), (int, float)) or isinstance(new.get(key), bool):
+                    raise _fail(f"ablation {name}: expert_sets[{i}].scale.{key}", "is not a numeric run setting")
+                value = new[key] * factor
+                new[key] = int(round(value)) if isinstance(new[key], int) and float(value).is_integer() else value
+            new.update(copy.deepcopy(es.get("set") or {}))
+            rname = f"{EXPERT_MERGE_PREFIX}{name}_{es['name']}_{run}"
+            probe["sft"]["runs"][rname] = new
+            raw[rname] = (i, es["name"])
+    try:
+        validate_config(probe)
+        check(probe)
+    except UserError as err:
+        raise UserError(f"ablation {name}: expert_sets: {err}") from None
+    eff_probe = effective_runs(probe)
+    runs = {r: eff_probe[r] for r in raw}
+    run_base = {r: spec["expert_sets"][i].get("base", "main") for r, (i, _) in raw.items()}
+    selections = {es["name"]: sorted({runs[r]["expert"] for r, (_, s) in raw.items() if s == es["name"]})
+                  for es in spec["expert_sets"]}
+    merges, rows = {}, []
+    configs = config["merges"]["configs"]
+    for es in spec["expert_sets"]:
+        for var in variants:
+            label = f"{es.get('label') or es['name']} / {var['label']}"
+            if var["merge"] is None:
+                rows.append({"label": label, "config": "", "skipped": var["skipped"], "layers": "",
+                             "n_lang_layers": None})
+                continue
+            same = [n for n, c in configs.items() if c == var["merge"]]
+            cname = f"{EXPERT_MERGE_PREFIX}{name}_{es['name']}_{same[0] if same else _slug(var['merge'])}"
+            cfg = {**var["merge"], "allow_different_base": bool(es.get("allow_different_base", False))}
+            merges[cname] = {"merge": cfg, "set": es["name"], "lang_from": es.get("lang_from", "set"),
+                             "task_from": es.get("task_from", "set")}
+            rows.append({"label": label, "config": cname, "skipped": "", "layers": describe(cfg, depth),
+                         "n_lang_layers": _n_lang(cfg)})
+    return {"runs": runs, "run_base": run_base, "bases": bases, "selections": selections, "merges": merges,
+            "rows": rows}
+
+
 def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
     """Load the enabled ablations, add their merge configs to config['merges']['configs'] (in place).
 
-    Returns {ablation name: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}]}}.
+    Returns {ablation name: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}],
+    and for expert-set ablations also runs, run_base, bases, selections, merges (see _expert_sets)}}.
     """
     names = enabled(config.get("ablations"), available(ablations_dir))
     depth = int(config["base"]["num_layers"])
@@ -301,6 +485,11 @@ def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
     for name in names:
         spec = load(Path(ablations_dir) / f"{name}.yaml")
         variants = expand(spec, config)
+        if spec["expert_sets"]:
+            extra = _expert_sets(name, spec, config, variants)
+            out[name] = {k: spec[k] for k in ("title", "plan", "note", "metrics")} | {"variants": extra.pop("rows")}
+            out[name].update(extra)
+            continue
         configs.update(assign_names(variants, configs))
         rows = [{"label": v["label"], "config": v["config"], "skipped": v["skipped"],
                  "layers": describe(v["merge"], depth) if v["merge"] else "",

@@ -14,6 +14,37 @@ except UserError as err:
     sys.exit(f"config error: {err}")
 
 
+# Expert-set ablations (ablations.py docstring): their extra runs, bases, selections and merge configs.
+EXPERT_ABLATIONS = {n: a for n, a in ABLATIONS.items() if "runs" in a}
+ABLATION_BASES = {}  # "<ablation>/<base>" -> base spec
+ABLATION_MERGES = {}  # ax_* merge config name -> {merge, set, lang_from, task_from, ablation}
+for _name, _abl_spec in EXPERT_ABLATIONS.items():
+    ABLATION_RUNS.update(_abl_spec["runs"])
+    for _run, _base in _abl_spec["run_base"].items():
+        ABLATION_RUN_BASE[_run] = None if _base == "main" else f"{R}/ablations/{_name}/bases/{_base}"
+    for _base, _bspec in _abl_spec["bases"].items():
+        ABLATION_BASES[f"{_name}/{_base}"] = _bspec
+    for _cfg, _m in _abl_spec["merges"].items():
+        ABLATION_MERGES[_cfg] = {**_m, "ablation": _name}
+
+
+def ablation_runs_of(name, set_name, expert):
+    prefix = f"ax_{name}_{set_name}_"
+    return sorted(r for r, p in EXPERT_ABLATIONS[name]["runs"].items() if r.startswith(prefix) and p["expert"] == expert)
+
+
+def ablation_selection(name, set_name, expert):
+    return f"{R}/ablations/{name}/selection/{set_name}/{expert}.json"
+
+
+def ablation_merge_selection(cfg, lang, which):
+    m = ABLATION_MERGES[cfg]
+    expert = lang if which == "lang" else "math"
+    if m[f"{which}_from"] == "main":
+        return f"{R}/selection/{expert}.json"
+    return ablation_selection(m["ablation"], m["set"], expert)
+
+
 def ablation_configs(name):
     return list(dict.fromkeys(v["config"] for v in ABLATIONS[name]["variants"] if v["config"]))
 
@@ -28,6 +59,8 @@ ABLATION_EXTRA = sorted({b for n in ABLATIONS for b in ablation_extra_benchmarks
 
 def ablation_inputs(name):
     files = []
+    if name in EXPERT_ABLATIONS:  # every selection of the ablation's own experts (also those no merge reads)
+        files += [ablation_selection(name, s, e) for s, es in EXPERT_ABLATIONS[name]["selections"].items() for e in es]
     for cfg in ablation_configs(name):
         for lang in LANGS:
             files += merge_eval_outputs(cfg, lang, PAIRS, ABLATIONS[name]["metrics"])
@@ -46,6 +79,128 @@ def ablation_params(name):
 def ablation_report(name, file):
     return report(f"{R}/ablations/{name}/{file}", category="Ablations", subcategory=ABLATIONS[name]["title"],
                   caption="../report/ablation.rst", labels={"ablation": name, "file": file})
+
+
+if EXPERT_ABLATIONS:
+
+    rule ablation_select:
+        """Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type)."""
+        input:
+            lambda w: [f"{R}/evals/ckpt/{r}/index.json" for r in ablation_runs_of(w.ablation, w.set, w.expert)],
+        output:
+            f"{R}/ablations/{{ablation}}/selection/{{set}}/{{expert}}.json",
+        params:
+            select=lambda w: selection_params(w.expert),
+            code=code_hash("select"),
+        wildcard_constraints:
+            ablation="|".join(EXPERT_ABLATIONS),
+            set="[A-Za-z0-9]+",
+        log:
+            f"{R}/logs/ablations/select_{{ablation}}_{{set}}_{{expert}}.log",
+        shell:
+            "layerswap select --index {input} --expert {wildcards.expert} --params-json {params.select} "
+            "--out {output} > {log} 2>&1"
+
+
+if ABLATION_MERGES:
+
+    ruleorder: ablation_merge_recipes > merge_recipes
+
+    rule ablation_merge_recipes:
+        """Recipes of an expert-set ablation's merge config (ax_*): its own and/or the main selections."""
+        input:
+            lang=lambda w: ablation_merge_selection(w.cfg, w.lang, "lang"),
+            task=lambda w: ablation_merge_selection(w.cfg, w.lang, "task"),
+        output:
+            expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
+        params:
+            merge=lambda w: as_json(ABLATION_MERGES[w.cfg]["merge"]),
+            code=code_hash(*MERGE_LIB),
+        wildcard_constraints:
+            cfg="|".join(ABLATION_MERGES),
+        log:
+            f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
+        shell:
+            "layerswap recipes --params-json {params.merge} --lang-selection {input.lang} "
+            "--task-selection {input.task} --base {R}/base --out-dir {R}/merges/{wildcards.cfg}/{wildcards.lang} "
+            "> {log} 2>&1"
+
+
+_OTHER_BASE_RUNS = sorted(r for r, b in ABLATION_RUN_BASE.items() if b)
+if _OTHER_BASE_RUNS:
+
+    ruleorder: ablation_sft > sft
+
+    rule ablation_sft:
+        """SFT of an ablation run from another base than results/base (same command as sft)."""
+        input:
+            base=lambda w: f"{ABLATION_RUN_BASE[w.run]}/config.json",
+            data=lambda w: f"{R}/data/sft/{run_spec(w.run)['expert']}.jsonl",
+        output:
+            f"{EXPERTS}/{{run}}/checkpoints.json",
+        params:
+            run=lambda w: as_json({**run_spec(w.run), "template": config["prompt_template"]}),
+            launch=sft_launch,
+            base=lambda w: ABLATION_RUN_BASE[w.run],
+            code=code_hash("sft", "training", "jsonl"),
+        wildcard_constraints:
+            run="|".join(_OTHER_BASE_RUNS),
+        threads: lambda w: run_spec(w.run).get("threads", 1)
+        resources:
+            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+        log:
+            f"{R}/logs/sft/{{run}}.log",
+        shell:
+            "{params.launch} --base {params.base} --data {input.data} --out-dir {EXPERTS}/{wildcards.run} "
+            "--params-json {params.run} > {log} 2>&1"
+
+
+if ABLATION_BASES and config["world"] == "toy":
+
+    rule ablation_toy_base:
+        """A second toy base (same corpus and shape, another seed) for an expert-set ablation."""
+        input:
+            corpus=f"{R}/data/raw/pretrain.jsonl",
+            vocab=f"{R}/data/raw/vocab.json",
+        output:
+            f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+        params:
+            model=lambda w: as_json(ABLATION_BASES[f"{w.ablation}/{w.base}"]["model"]),
+            train=as_json(config["base"].get("toy_pretrain", {})),
+            layers=config["base"]["num_layers"],
+            seed=lambda w: ABLATION_BASES[f"{w.ablation}/{w.base}"]["seed"],
+            code=code_hash("pretrain", "training", "jsonl"),
+        wildcard_constraints:
+            ablation="|".join(EXPERT_ABLATIONS),
+            base="[A-Za-z0-9]+",
+        threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
+        log:
+            f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+        shell:
+            "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} --out {R}/ablations/{wildcards.ablation}/bases/{wildcards.base} "
+            "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
+            "--seed {params.seed} > {log} 2>&1"
+
+elif ABLATION_BASES:
+
+    rule ablation_prepare_base:
+        """A second hub base (pre-staged, like prepare_base) for an expert-set ablation."""
+        output:
+            f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+        params:
+            source=lambda w: shlex.quote(ABLATION_BASES[f"{w.ablation}/{w.base}"]["source"]),
+            revision=lambda w: (f"--revision {shlex.quote(ABLATION_BASES[f'{w.ablation}/{w.base}']['revision'])}"
+                                if ABLATION_BASES[f"{w.ablation}/{w.base}"].get("revision") else ""),
+            hf_home=HF_HOME_ARG,
+            code=code_hash("hub"),
+        wildcard_constraints:
+            ablation="|".join(EXPERT_ABLATIONS),
+            base="[A-Za-z0-9]+",
+        log:
+            f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+        shell:
+            OFFLINE + " layerswap prepare-base --source {params.source} {params.revision} "
+            "--out {R}/ablations/{wildcards.ablation}/bases/{wildcards.base} {params.hf_home} > {log} 2>&1"
 
 
 if ABLATION_EXTRA:

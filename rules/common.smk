@@ -21,6 +21,10 @@ R = "results"
 EXPERTS = (config.get("storage", {}).get("scratch") or R).rstrip("/") + "/experts"
 LANGS = list(config["languages"])
 RUNS = effective_runs(config)
+# Extra SFT runs of expert-set ablations (rules/ablations.smk fills these): never in RUNS, so runs_of and the main
+# selection ignore them; run_spec finds a run's params in either.
+ABLATION_RUNS = {}
+ABLATION_RUN_BASE = {}
 K = range(1, config["selection"]["top_k"] + 1)
 PAIRS = [f"l{i}m{j}" for i in K for j in K]
 EVAL = config["evaluation"]
@@ -43,6 +47,10 @@ wildcard_constraints:
 def as_json(value):
     """A config value as one shell-quoted JSON word (params compare it for reruns)."""
     return shlex.quote(json.dumps(value, sort_keys=True))
+
+
+def run_spec(run):
+    return RUNS[run] if run in RUNS else ABLATION_RUNS[run]
 
 
 def runs_of(expert):
@@ -69,7 +77,7 @@ SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "f
 
 
 def selection_benchmarks(run):
-    kind = expert_kind(RUNS[run]["expert"])
+    kind = expert_kind(run_spec(run)["expert"])
     used = set(SELECT_READS[kind]) | {METRIC_TASK[m] for m in config["selection"]["weights"].get(kind, {})}
     return [b for b in EVAL["tasks"] if b in used]
 
@@ -137,7 +145,7 @@ def benchmark_params(benchmarks, languages=None):
 def checkpoint_languages(run):
     """Languages a run's checkpoints are evaluated in: all for math runs (Table 5) and for the Table 2
     language's experts (its 'all languages' row), else English + the run's own language."""
-    expert = RUNS[run]["expert"]
+    expert = run_spec(run)["expert"]
     lang = expert.removeprefix("joint_")
     if expert == "math" or lang == config["analysis"]["table2_language"]:
         return None

@@ -10,6 +10,8 @@ rule merge_recipes:
     params:
         merge=lambda w: as_json(config["merges"]["configs"][w.cfg]),
         code=code_hash(*MERGE_LIB),
+    wildcard_constraints:
+        cfg="(?!ax_)[A-Za-z0-9_]+",  # ax_*: expert-set ablations (ablation_merge_recipes)
     log:
         f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
     shell:

@@ -4,7 +4,7 @@
 def checkpoint_models(run):
     return {
         f"ckpt/{run}/{checkpoint_name(s)}": f"{EXPERTS}/{run}/{checkpoint_name(s)}"
-        for s in checkpoints_of(RUNS[run])
+        for s in checkpoints_of(run_spec(run))
     }
 
 

@@ -29,7 +29,7 @@ def sft_launch(wildcards, resources):
     if config["sft"]["launcher"] != "accelerate":
         return "layerswap sft"
     # batch_size is the global batch: use the most GPUs that split it evenly (batch 4 on 8 GPUs: 4 processes)
-    batch, gpus = int(RUNS[wildcards.run]["batch_size"]), max(1, int(resources.gpu))
+    batch, gpus = int(run_spec(wildcards.run)["batch_size"]), max(1, int(resources.gpu))
     procs = max(n for n in range(1, min(batch, gpus) + 1) if batch % n == 0)
     return (f"accelerate launch --config_file {shlex.quote(config['sft']['accelerate_config'])} "
             f"--num_processes {procs} -m layerswap.sft")
@@ -38,14 +38,14 @@ def sft_launch(wildcards, resources):
 rule sft:
     input:
         base=f"{R}/base/config.json",
-        data=lambda w: f"{R}/data/sft/{RUNS[w.run]['expert']}.jsonl",
+        data=lambda w: f"{R}/data/sft/{run_spec(w.run)['expert']}.jsonl",
     output:
         f"{EXPERTS}/{{run}}/checkpoints.json",
     params:
-        run=lambda w: as_json({**RUNS[w.run], "template": config["prompt_template"]}),
+        run=lambda w: as_json({**run_spec(w.run), "template": config["prompt_template"]}),
         launch=sft_launch,
         code=code_hash("sft", "training", "jsonl"),
-    threads: lambda w: RUNS[w.run].get("threads", 1)
+    threads: lambda w: run_spec(w.run).get("threads", 1)
     resources:
         gpu=lambda w: 0 if config["world"] == "toy" else 1,
     log:

@@ -65,7 +65,7 @@ def test_ablations_expand_to_exact_layers(depth, default, count, location, zone)
     config = _config(REPO / "config" / "config.yaml", depth, default)
     before = copy.deepcopy(config["merges"]["configs"])
     out = abl.apply(config, ABL_DIR)
-    assert set(out) == {"layer_count", "layer_location", "transition_zone"}
+    assert set(out) == {"layer_count", "layer_location", "transition_zone", "divergence", "lora", "different_base"}
     assert _layers(out, "layer_count", config) == count
     assert _layers(out, "layer_location", config) == location
     assert _layers(out, "transition_zone", config) == zone
@@ -172,4 +172,100 @@ def test_layer_count_runs_on_micro(micro_run, tmp_path):
     proc = snakemake(work, "-n", configfile=_enabled_config(tmp_path, "layer_count"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the config record and the manifest (which hashes every result) are the only extra reruns
+    assert set(_jobs(proc.stdout)) <= stale | {"config_used", "manifest", "all"}, proc.stdout[-3000:]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# expert-set ablations (divergence, lora, different_base): extra runs outside sft.runs
+
+
+def _write(tmp_path: Path, name: str, spec: dict) -> Path:
+    d = tmp_path / "abl"
+    d.mkdir(exist_ok=True)
+    (d / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    return d
+
+
+def test_expert_set_ablations_add_runs_outside_sft_runs():
+    config = _config(MICRO, enabled="divergence,lora,different_base")
+    runs_before, configs_before = copy.deepcopy(config["sft"]["runs"]), copy.deepcopy(config["merges"]["configs"])
+    out = abl.apply(config, ABL_DIR)
+    assert config["sft"]["runs"] == runs_before and config["merges"]["configs"] == configs_before
+    div = out["divergence"]
+    assert sorted(div["runs"]) == sorted(f"ax_divergence_{s}_{r}" for s in ("lr2", "lr4", "long2")
+                                         for r in ("math_1", "toy_swh_1"))  # joint runs are not copied
+    assert div["runs"]["ax_divergence_lr4_math_1"]["lr"] == pytest.approx(4e-3)
+    assert div["runs"]["ax_divergence_long2_toy_swh_1"]["num_samples"] == 64
+    assert div["runs"]["ax_divergence_long2_toy_swh_1"]["scheduler"] == "wsd"  # the run's own settings kept
+    assert [v["label"] for v in div["variants"][:2]] == ["lr x2 / default swap", "lr x2 / default swap, tb=tu=1"]
+    assert div["merges"]["ax_divergence_lr2_swap_default"]["merge"]["bottom"] == 1
+    assert div["merges"]["ax_divergence_lr2_abl_b1u1t11"]["merge"]["transition_top"] == 1
+    assert div["selections"] == {"lr2": ["math", "toy_swh"], "lr4": ["math", "toy_swh"], "long2": ["math", "toy_swh"]}
+    lora = out["lora"]["runs"]["ax_lora_lora_math_1"]
+    assert lora["peft_method"] == "lora" and lora["lora"]["r"] == 16
+    db = out["different_base"]
+    assert db["bases"] == {"b2": {"model": config["base"]["toy_model"], "seed": 1}}
+    assert set(db["run_base"].values()) == {"b2"}
+    (m,) = db["merges"].values()
+    assert m["lang_from"] == "main" and m["task_from"] == "set" and m["merge"]["allow_different_base"] is True
+
+
+@pytest.mark.parametrize("method, why", [("adapterfusion", "AdapterFusion needs a fusion layer"),
+                                         ("prefix", "prefix tuning adds virtual tokens")])
+def test_unsupported_peft_in_an_ablation_is_refused_in_one_line(tmp_path, method, why):
+    spec = {"variants": [{"kind": "bottom_top"}],
+            "expert_sets": [{"name": "p", "experts": ["math"], "lang_from": "main", "set": {"peft_method": method}}]}
+    d = _write(tmp_path, "peft", spec)
+    config = _config(MICRO, enabled="peft")
+    with pytest.raises(UserError) as err:
+        abl.apply(config, d)
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("ablation peft: expert_sets: config key 'sft.runs.ax_peft_p_math_1.peft_method'")
+    assert f"'{method}' is not supported ({why}" in msg and "allowed: full, lora" in msg
+
+
+def test_second_base_of_another_shape_is_refused_naming_tensor_and_shapes(tmp_path):
+    spec = yaml.safe_load((ABL_DIR / "different_base.yaml").read_text())
+    spec["bases"]["b2"]["toy"]["model"] = {"hidden_size": 48}
+    d = _write(tmp_path, "different_base", spec)
+    with pytest.raises(UserError, match=r"bases\.b2: tensor lm_head\.weight has shape \[64, 48\] in this base but "
+                                        r"\[64, 32\] in the main base"):
+        abl.apply(_config(MICRO, enabled="different_base"), d)
+
+
+def test_experts_of_different_bases_need_the_opt_in():
+    from types import SimpleNamespace
+
+    from layerswap.merge.engine import check_bases
+
+    fa, fb = "a" * 64, "b" * 64
+    root = SimpleNamespace(experts=[SimpleNamespace(base_fingerprint=fa, path="lang"),
+                                    SimpleNamespace(base_fingerprint=fb, path="math")])
+    with pytest.raises(UserError, match=f"base_sha256 {fb[:12]} differs from {fa[:12]} in lang .*allow_different_base"):
+        check_bases(root, False)
+    assert check_bases(root, True) is None
+
+
+@pytest.mark.workflow
+def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    proc = snakemake(work, "-n", "ablation_divergence", configfile=_enabled_config(tmp_path, "divergence"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _jobs(proc.stdout) == {"sft": 6, "evaluate_checkpoints": 6, "ablation_select": 6,
+                                  "ablation_merge_recipes": 6, "evaluate_merges": 6, "evaluate_ablation_merges": 24,
+                                  "ablation_table_divergence": 1, "ablation_divergence": 1}
+    assert "results/ablations/divergence/selection/lr4/toy_swh.json" in proc.stdout
+    proc = snakemake(work, "-n", "ablation_different_base", configfile=_enabled_config(tmp_path, "different_base"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # the base-B runs train from the second base; the swap reads the main language selection (already built)
+    assert _jobs(proc.stdout) == {"ablation_toy_base": 1, "ablation_sft": 2, "evaluate_checkpoints": 2,
+                                  "ablation_select": 2, "ablation_merge_recipes": 1, "evaluate_merges": 1,
+                                  "evaluate_ablation_merges": 2, "ablation_table_different_base": 1,
+                                  "ablation_different_base": 1}
+    assert "--base results/ablations/different_base/bases/b2 " in proc.stdout
+    # enabling them changes no main job
+    stale = set(_jobs(snakemake(work, "-n").stdout))
+    proc = snakemake(work, "-n", configfile=_enabled_config(tmp_path, "divergence,lora,different_base"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert set(_jobs(proc.stdout)) <= stale | {"config_used", "manifest", "all"}, proc.stdout[-3000:]
