@@ -116,6 +116,15 @@ def _fail(where: str, message: str) -> UserError:
     return UserError(f"{where}: {message}")
 
 
+def _check_mapping(value, where: str, allowed: set[str]) -> None:
+    """A dict whose keys are all in `allowed`, else one line naming the first unknown key."""
+    if not isinstance(value, dict):
+        raise _fail(where, "expected a mapping")
+    extra = sorted(set(value) - allowed)
+    if extra:
+        raise _fail(where, f"unknown key '{extra[0]}'; allowed: {', '.join(sorted(allowed))}")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # loading and expansion
 
@@ -150,11 +159,7 @@ def load(path: str | Path) -> dict:
     except yaml.YAMLError as err:
         raise UserError(f"cannot parse ablation file {path}: {str(err).splitlines()[0]}") from None
     where = str(path)
-    if not isinstance(spec, dict):
-        raise _fail(where, "expected a mapping")
-    extra = sorted(set(spec) - FILE_KEYS)
-    if extra:
-        raise _fail(where, f"unknown key '{extra[0]}'; allowed: {', '.join(sorted(FILE_KEYS))}")
+    _check_mapping(spec, where, FILE_KEYS)
     variants = spec.get("variants")
     if not isinstance(variants, list) or not variants:
         raise _fail(f"{where}: variants", "must be a non-empty list")
@@ -196,11 +201,7 @@ def _load_expert_sets(where: str, spec: dict) -> None:
     seen = set()
     for i, es in enumerate(sets):
         ew = f"{where}: expert_sets[{i}]"
-        if not isinstance(es, dict):
-            raise _fail(ew, "expected a mapping")
-        extra = sorted(set(es) - EXPERT_SET_KEYS)
-        if extra:
-            raise _fail(ew, f"unknown key '{extra[0]}'; allowed: {', '.join(sorted(EXPERT_SET_KEYS))}")
+        _check_mapping(es, ew, EXPERT_SET_KEYS)
         name = es.get("name")
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9]+", name) or name in seen:
             raise _fail(f"{ew}.name", f"needs a unique [A-Za-z0-9]+ name, got {name!r}")
