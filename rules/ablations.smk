@@ -147,7 +147,7 @@ if _OTHER_BASE_RUNS:
             run="|".join(_OTHER_BASE_RUNS),
         threads: lambda w: run_spec(w.run).get("threads", 1)
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/sft/{{run}}.log",
         shell:
@@ -218,14 +218,14 @@ if ABLATION_EXTRA:
             benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         wildcard_constraints:
             benchmark="|".join(ABLATION_EXTRA),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         shell:

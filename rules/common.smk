@@ -28,6 +28,9 @@ ABLATION_RUN_BASE = {}
 K = range(1, config["selection"]["top_k"] + 1)
 PAIRS = [f"l{i}m{j}" for i in K for j in K]
 EVAL = config["evaluation"]
+TASK_SET = "toy" if config["world"] == "toy" else "paper"  # which lm-eval task set `layerswap evaluate` builds
+BACKEND = EVAL.get("backend", "hf")
+GPUS = 0 if config["world"] == "toy" else 1  # GPUs per SFT/evaluation job (the cluster profile may raise it)
 # grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so an
 # edit to one task's settings reruns only that task's evaluations (paper config: GPU start-up is cheap there).
 SINGLE_TASK_JOBS = EVAL["tasks_per_job"] == "single"

@@ -31,12 +31,12 @@ if not SINGLE_TASK_JOBS:
             benchmarks=benchmark_params(BENCHMARKS),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/base.log",
         shell:
@@ -55,12 +55,12 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
         shell:
@@ -79,8 +79,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
@@ -97,14 +97,14 @@ else:
             benchmarks=lambda w: benchmark_params([w.benchmark]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB),
         wildcard_constraints:
             benchmark="|".join(BENCHMARKS),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/base_{{benchmark}}.log",
         shell:
@@ -123,14 +123,14 @@ else:
             benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         wildcard_constraints:
             benchmark="|".join(MERGE_BENCHMARKS),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         shell:
@@ -149,8 +149,8 @@ else:
             benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",

@@ -29,12 +29,12 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: checkpoint_eval_rule_params(w.run, selection_benchmarks(w.run)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, "training", "jsonl"),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}.log",
         shell:
@@ -54,8 +54,8 @@ if not SINGLE_TASK_JOBS:
             benchmarks=lambda w: checkpoint_eval_rule_params(w.run, other_checkpoint_benchmarks(w.run)),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, "training", "jsonl"),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
@@ -74,14 +74,14 @@ else:
             benchmarks=lambda w: checkpoint_eval_rule_params(w.run, [w.benchmark]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
-            task_set="toy" if config["world"] == "toy" else "paper",
-            backend=EVAL.get("backend", "hf"),
+            task_set=TASK_SET,
+            backend=BACKEND,
             code=code_hash(*EVAL_LIB, "training", "jsonl"),
         wildcard_constraints:
             benchmark="|".join(EVAL["tasks"]),
         threads: EVAL["threads"]
         resources:
-            gpu=lambda w: 0 if config["world"] == "toy" else 1,
+            gpu=GPUS,
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log",
         shell:

@@ -47,7 +47,7 @@ rule sft:
         code=code_hash("sft", "training", "jsonl"),
     threads: lambda w: run_spec(w.run).get("threads", 1)
     resources:
-        gpu=lambda w: 0 if config["world"] == "toy" else 1,
+        gpu=GPUS,
     log:
         f"{R}/logs/sft/{{run}}.log",
     shell:
