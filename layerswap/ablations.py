@@ -479,6 +479,8 @@ def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
     Returns {ablation name: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}],
     and for expert-set ablations also runs, run_base, bases, selections, merges (see _expert_sets)}}.
     """
+    if config.get("ablations") not in (None, "", []) and not Path(ablations_dir).is_dir():
+        raise UserError(f"config key 'ablations_dir': {ablations_dir} is not a directory")
     names = enabled(config.get("ablations"), available(ablations_dir))
     depth = int(config["base"]["num_layers"])
     configs = config["merges"]["configs"]

@@ -5,7 +5,7 @@
 # config before these merge configs were added, so enabling an ablation changes none of the main jobs.
 from layerswap import ablations as _abl
 
-ABLATIONS_DIR = Path(workflow.basedir) / "config" / "ablations"
+ABLATIONS_DIR = Path(workflow.basedir) / config["ablations_dir"]  # an absolute ablations_dir replaces the base
 try:
     ABLATIONS = _abl.apply(config, ABLATIONS_DIR)
     validate_config(config, workflow.source_path("../config/schema.yaml"))

@@ -103,6 +103,13 @@ def test_bad_ablation_names_and_files(tmp_path):
         abl.load(bad)
 
 
+def test_missing_ablations_dir_is_one_line(tmp_path):
+    config = _config(MICRO, enabled="layer_count")
+    with pytest.raises(UserError, match=r"^config key 'ablations_dir': .*nowhere is not a directory$"):
+        abl.apply(config, tmp_path / "nowhere")
+    assert abl.apply(_config(MICRO, enabled=[]), tmp_path / "nowhere") == {}
+
+
 def test_table_from_eval_files(tmp_path):
     evals = tmp_path / "evals"
     for cfg, score in (("c1", 0.25), ("c2", 0.5)):
@@ -167,6 +174,23 @@ def test_layer_count_runs_on_micro(micro_run, tmp_path):
     assert (table["mgsm_max"] >= table["mgsm_avg"]).all()
     assert "TOY WORLD" in (out / "table.md").read_text()
     assert (out / "figure.svg").read_text().lstrip().startswith("<svg") and (out / "figure.png").stat().st_size
+    # adding one grid point (in a copy of the ablation files) adds only its merge and evaluation, and the table
+    abl_dir = tmp_path / "my_ablations"
+    shutil.copytree(ABL_DIR, abl_dir)
+    spec = yaml.safe_load((abl_dir / "layer_count.yaml").read_text())
+    spec["variants"].append({"kind": "bottom_top", "bottom": 2, "top": 0, "label": "b2 u0"})
+    (abl_dir / "layer_count.yaml").write_text(yaml.safe_dump(spec))
+    proc = snakemake(work, "-n", "ablation_layer_count", "--config", f"ablations_dir={abl_dir}",
+                     configfile=_enabled_config(tmp_path, "layer_count"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _jobs(proc.stdout) == {"merge_recipes": 1, "evaluate_merges": 1, "ablation_table_layer_count": 1,
+                                  "ablation_layer_count": 1}, proc.stdout[-3000:]
+    assert "abl_b2u0t00" in proc.stdout
+    # the unchanged copy is up to date: the ablation's files reach its jobs as params, not their location
+    shutil.copy(ABL_DIR / "layer_count.yaml", abl_dir / "layer_count.yaml")
+    proc = snakemake(work, "-n", "ablation_layer_count", "--config", f"ablations_dir={abl_dir}",
+                     configfile=_enabled_config(tmp_path, "layer_count"))
+    assert proc.returncode == 0 and not _jobs(proc.stdout), proc.stdout[-3000:]
     # with the ablation enabled the main DAG reruns nothing more than without it, but the config record
     stale = set(_jobs(snakemake(work, "-n").stdout))
     proc = snakemake(work, "-n", configfile=_enabled_config(tmp_path, "layer_count"))

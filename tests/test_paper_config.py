@@ -122,3 +122,24 @@ def test_hub_jobs_run_offline(dry_run):
     assert len(cmds) == 18  # 17 hub_data + prepare_base (printshellcmds comes from profiles/default)
     for cmd in cmds:
         assert "HF_HUB_OFFLINE=1" in cmd and "HF_DATASETS_OFFLINE=1" in cmd
+
+
+def test_every_ablation_plans_on_the_paper_config(tmp_path):
+    """`snakemake ablations --config ablations=all` on the paper config and cluster profile: each ablation's table
+    job is planned, and its extra training and evaluation jobs ask for GPUs like the main ones."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
+           "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "ablations", "--config", "ablations=all"]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    jobs = parse_jobs(proc.stdout + proc.stderr)
+    counts = Counter(j["rule"] for j in jobs)
+    names = sorted(p.stem for p in (REPO / "config" / "ablations").glob("*.yaml"))
+    assert len(names) == 6
+    assert {f"ablation_table_{n}" for n in names} <= set(counts), sorted(counts)
+    assert counts["ablation_prepare_base"] == 1  # the different-base ablation's second base, from the hub
+    assert counts["ablation_sft"] and counts["evaluate_ablation_merges"]
+    for job in jobs:
+        if job["rule"] in {"ablation_sft", "evaluate_ablation_merges"}:
+            assert int(job["resources"].get("gpu", 0)) >= 1, job
+    print(f"\npaper ablations dry run: {len(jobs)} jobs; " + ", ".join(f"{r} {n}" for r, n in sorted(counts.items())))
