@@ -5,10 +5,11 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
-# The embedded default, unless --configfile names another (configs are complete; they are not merged).
+# The embedded default, unless --configfile names another (configs are complete; they are not merged). Found next to
+# this Snakefile, so `--directory <elsewhere>` works without --configfile.
 if not workflow.overwrite_configfiles:
 
-    configfile: "config/config.yaml"
+    configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 
@@ -33,3 +34,4 @@ rule all:
         heatmap=f"{R}/figures/param_change.svg",
         report=REPORT_FILES,
         manifest=f"{R}/manifest.json",
+        merged=MERGED_MODELS,

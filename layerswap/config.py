@@ -330,6 +330,10 @@ def check(config: dict) -> None:
     _check_selection(config)
     _check_merges(config)
     _check_evaluation(config)
+    keep = config.get("storage", {}).get("keep_merged")
+    for i, name in enumerate(keep if isinstance(keep, list) else []):
+        if name not in config["merges"]["configs"]:
+            raise _fail(f"storage.keep_merged[{i}]", f"unknown merge config '{name}'", list(config["merges"]["configs"]))
 
 
 def _check_prompt(config: dict) -> None:

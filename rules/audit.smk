@@ -12,6 +12,7 @@ def manifest_inputs():
     files += [f"{R}/data/sft/{e}.{ext}" for e in expert_types() for ext in ("jsonl", "manifest.json")]
     files += [f"{R}/merges/{c}/{l}/{p}.json" for c in PAIR_CONFIGS for l in LANGS for p in PAIRS]
     files += [f"{R}/merges/soupswap/{l}/{m}.json" for l in LANGS for m in SOUPS]
+    files += MERGED_MODELS
     return list(dict.fromkeys(files))
 
 

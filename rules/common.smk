@@ -18,7 +18,9 @@ except UserError as err:
 
 R = "results"
 # Expert checkpoints are the big artefacts: they live under storage.scratch when it is set (cluster scratch).
-EXPERTS = (config.get("storage", {}).get("scratch") or R).rstrip("/") + "/experts"
+BIG = (config.get("storage", {}).get("scratch") or R).rstrip("/")
+EXPERTS = f"{BIG}/experts"
+MERGED = f"{BIG}/merged"  # merged models written by request (storage.keep_merged), same place rule
 LANGS = list(config["languages"])
 RUNS = effective_runs(config)
 # Extra SFT runs of expert-set ablations (rules/ablations.smk fills these): never in RUNS, so runs_of and the main
@@ -37,6 +39,9 @@ SINGLE_TASK_JOBS = EVAL["tasks_per_job"] == "single"
 BENCHMARKS = list(EVAL["checkpoint_tasks"])
 MERGE_BENCHMARKS = list(EVAL["merge_tasks"])
 PAIR_CONFIGS = list(config["merges"]["configs"])
+_keep = config["storage"]["keep_merged"]
+KEEP_MERGED = PAIR_CONFIGS if _keep is True else list(_keep or [])
+MERGED_MODELS = [f"{MERGED}/{c}/{l}/{p}" for c in KEEP_MERGED for l in LANGS for p in PAIRS]
 ALL_LANGS = ["en"] + (list(config["toy_world"]["languages"]) if config["world"] == "toy" else LANGS)
 
 

@@ -20,6 +20,20 @@ rule merge_recipes:
         "> {log} 2>&1"
 
 
+# Only by request (storage.keep_merged, or naming the directory as a target): evaluations build merges in memory.
+rule merged_model:
+    input:
+        f"{R}/merges/{{cfg}}/{{lang}}/{{pair}}.json",
+    output:
+        directory(f"{MERGED}/{{cfg}}/{{lang}}/{{pair}}"),
+    params:
+        code=code_hash(*MERGE_LIB),
+    log:
+        f"{R}/logs/merged_model/{{cfg}}_{{lang}}_{{pair}}.log",
+    shell:
+        "layerswap merge --recipe {input} --out {output} > {log} 2>&1"
+
+
 rule soup_then_swap_recipes:
     input:
         lang=f"{R}/selection/{{lang}}.json",

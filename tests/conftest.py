@@ -44,10 +44,12 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def snakemake(workdir: Path, *args: str, configfile: Path = MICRO) -> subprocess.CompletedProcess:
+def snakemake(workdir: Path, *args: str, configfile: Path | None = MICRO) -> subprocess.CompletedProcess:
+    """snakemake on the repo's Snakefile in `workdir`; configfile None: the embedded default."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    config = ["--configfile", str(configfile)] if configfile else []
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(configfile), "--cores", "2", *args]
+           *config, "--cores", "2", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
 
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 import yaml
 
 from conftest import MICRO, snakemake
@@ -45,6 +47,13 @@ def test_second_run_has_nothing_to_do(micro_run):
     assert "Nothing to be done" in proc.stdout + proc.stderr
 
 
+def test_embedded_default_is_found_from_any_working_directory(tmp_path):
+    proc = snakemake(tmp_path, "-n", configfile=None)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "rule toy_base:" in proc.stdout and "rule all:" in proc.stdout
+    assert not (tmp_path / "results").exists()
+
+
 @pytest.mark.parametrize("edit, expected", [
     (lambda c: c.update(colour="red"), "unknown key 'colour'"),
     (lambda c: c["sft"]["defaults"].update(lr="fast"), "config key 'sft.defaults.lr'"),
@@ -72,3 +81,47 @@ def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"--out-dir {tmp_path / 'scratch' / 'experts' / 'math_1'}" in proc.stdout
     assert "--out-dir results/experts" not in proc.stdout
+
+
+def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tmp_path):
+    import shutil
+
+    from safetensors.torch import load_file
+
+    from layerswap.merge import build_state_dict
+    from layerswap.merge.recipes import load_recipe
+
+    work = tmp_path / "work"
+    shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    config = yaml.safe_load(MICRO.read_text())
+    config["storage"] = {"keep_merged": ["swap_default"]}
+    path = tmp_path / "keep.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = snakemake(work, "-n", configfile=path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    planned = re.findall(r"^\s+output: (results/merged/\S+)$", proc.stdout, re.M)
+    assert sorted(planned) == [f"results/merged/swap_default/toy_swh/l{i}m{j}" for i in (1, 2) for j in (1, 2)]
+    target = "results/merged/swap_default/toy_swh/l1m2"
+    proc = snakemake(work, target, configfile=path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = work / target
+    assert {"config.json", "model.safetensors.index.json", "layerswap_recipe.json"} <= {p.name for p in out.iterdir()}
+    written = {}
+    for shard in sorted(out.glob("*.safetensors")):
+        written.update(load_file(shard))
+    recipe = load_recipe(str(work / "results/merges/swap_default/toy_swh/l1m2.json"))
+    with pytest.MonkeyPatch.context() as mp:  # the recipe names experts relative to the working directory
+        mp.chdir(work)
+        expected = build_state_dict(recipe)
+    assert written.keys() == expected.keys()
+    assert all(torch.equal(written[k], expected[k]) for k in expected)
+
+
+def test_keep_merged_names_must_be_merge_configs(tmp_path):
+    config = yaml.safe_load(MICRO.read_text())
+    config["storage"] = {"keep_merged": ["swap_nope"]}
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = snakemake(tmp_path, "-n", configfile=path)
+    assert proc.returncode != 0
+    assert "config error: config key 'storage.keep_merged[0]': unknown merge config 'swap_nope'" in proc.stderr
