@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import MICRO, REPO, snakemake
+from test_report import Scripts, decode, js_value
 from layerswap import ablations as abl
 from layerswap.config import load_config
 from layerswap.errors import UserError
@@ -174,6 +175,18 @@ def test_layer_count_runs_on_micro(micro_run, tmp_path):
     assert (table["mgsm_max"] >= table["mgsm_avg"]).all()
     assert "TOY WORLD" in (out / "table.md").read_text()
     assert (out / "figure.svg").read_text().lstrip().startswith("<svg") and (out / "figure.png").stat().st_size
+    # the report of `all` and `ablations` holds the table and the figure under "Ablations"
+    report = tmp_path / "report.html"
+    proc = snakemake(work, "all", "ablations", "--report", str(report),
+                     configfile=_enabled_config(tmp_path, "layer_count"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parser = Scripts()
+    parser.feed(report.read_text(encoding="utf-8"))
+    results = {Path(k).as_posix().split("results/", 1)[-1]: v
+               for k, v in js_value(parser.scripts["results"], "results").items()}
+    assert "Ablations" in js_value(parser.scripts["categories"], "categories")
+    for file in ("table.csv", "table.md", "figure.svg", "figure.png"):
+        assert decode(results[f"ablations/layer_count/{file}"]["data_uri"]) == (out / file).read_bytes(), file
     # adding one grid point (in a copy of the ablation files) adds only its merge and evaluation, and the table
     abl_dir = tmp_path / "my_ablations"
     shutil.copytree(ABL_DIR, abl_dir)
