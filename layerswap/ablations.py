@@ -130,8 +130,10 @@ def _check_mapping(value, where: str, allowed: set[str]) -> None:
 
 
 def enabled(value: Any, available: list[str]) -> list[str]:
-    """The `ablations` config value (list, comma-separated string or 'all') as a list of names."""
-    if value in (None, "", []):
+    """The `ablations` config value (list, comma-separated string or 'all'; absent: all) as a list of names."""
+    if value is None:
+        return list(available)
+    if value in ("", []):
         return []
     if isinstance(value, str):
         names = available if value.strip() == "all" else [v.strip() for v in value.split(",") if v.strip()]
@@ -474,14 +476,16 @@ def _expert_sets(name: str, spec: dict, config: dict, variants: list[dict]) -> d
 
 
 def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
-    """Load the enabled ablations, add their merge configs to config['merges']['configs'] (in place).
+    """Load every ablation file, add their merge configs to config['merges']['configs'] (in place), so each one's
+    target exists whatever the `ablations` key selects (that key only picks what the `ablations` target builds).
 
     Returns {ablation name: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}],
     and for expert-set ablations also runs, run_base, bases, selections, merges (see _expert_sets)}}.
     """
-    if config.get("ablations") not in (None, "", []) and not Path(ablations_dir).is_dir():
+    if config.get("ablations") not in ("", []) and not Path(ablations_dir).is_dir():
         raise UserError(f"config key 'ablations_dir': {ablations_dir} is not a directory")
-    names = enabled(config.get("ablations"), available(ablations_dir))
+    names = available(ablations_dir) if Path(ablations_dir).is_dir() else []
+    enabled(config.get("ablations"), names)  # an unknown name in the key is an error, here at parse time
     depth = int(config["base"]["num_layers"])
     configs = config["merges"]["configs"]
     out: dict[str, dict] = {}

@@ -7,7 +7,8 @@ Three commands, all in this module:
     (``storage.hf_home`` or the environment's ``HF_HOME``): the base model snapshot (safetensors, JSON and
     tokenizer files only), each (data source, language) dataset the mixes read, the FLORES dev/devtest sentences
     used to remove evaluation overlap, and the evaluation datasets if ``layerswap.evaluate.hub_artefacts`` lists
-    them. ``--dry-run`` prints the list and touches no network. A token comes from the environment
+    them, and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
+    ``different_base``). ``--dry-run`` prints the list and touches no network. A token comes from the environment
     (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or written anywhere.
 
 ``layerswap hub-data --spec-json ... --out results/data/raw/<name>_<lang>.jsonl``  (rule ``hub_data``)
@@ -129,6 +130,22 @@ def artefacts(config: dict) -> list[dict]:
     return unique
 
 
+def ablation_artefacts(config: dict, ablations_dir: str | Path) -> list[dict]:
+    """The extra base models of the ablations the `ablations` key selects (all when absent), e.g. different_base."""
+    from layerswap import ablations as abl
+
+    if config["world"] != "hf" or not Path(ablations_dir).is_dir():
+        return []
+    out = []
+    for name in abl.enabled(config.get("ablations"), abl.available(ablations_dir)):
+        for bname, base in abl.load(Path(ablations_dir) / f"{name}.yaml")["bases"].items():
+            paper = base.get("paper") or {}
+            if paper.get("source"):
+                out.append({"kind": "model", "hub_id": paper["source"], "revision": paper.get("revision"),
+                            "allow_patterns": MODEL_PATTERNS, "purpose": f"ablation {name}: base {bname}"})
+    return out
+
+
 def _evaluation_artefacts(config: dict) -> list[dict]:
     """The hub datasets the evaluation tasks of this config read."""
     from layerswap.evaluate import hub_artefacts
@@ -187,10 +204,14 @@ def snapshot(item: dict, local_files_only: bool) -> Path:
 
 
 def prestage(config: dict, dry_run: bool = False, out=None,
-             fetch_model: Callable[[dict], Path] | None = None, fetch_dataset: Callable[[dict], object] | None = None
-             ) -> list[dict]:
+             fetch_model: Callable[[dict], Path] | None = None, fetch_dataset: Callable[[dict], object] | None = None,
+             ablations_dir: str | Path | None = None) -> list[dict]:
     out = out or sys.stdout
     items = artefacts(config)
+    if ablations_dir is not None:
+        have = {(i["kind"], i["hub_id"], i.get("revision")) for i in items}
+        items += [i for i in ablation_artefacts(config, ablations_dir)
+                  if (i["kind"], i["hub_id"], i.get("revision")) not in have]
     for item in items:
         print(("would fetch " if dry_run else "fetching ") + describe(item), file=out, flush=True)
         if dry_run:
@@ -384,6 +405,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--configfile", required=True, help="workflow config, e.g. config/paper.yaml")
         parser.add_argument("--dry-run", action="store_true", help="list the artefacts; download nothing")
         parser.add_argument("--hf-home", default=None, help="HF cache (default: storage.hf_home, else HF_HOME)")
+        parser.add_argument("--ablations-dir", default=None, type=Path,
+                            help="ablation files whose extra bases to stage too, for the ablations the config's "
+                                 "`ablations` key selects (default: the config's ablations_dir, from the current "
+                                 "directory, i.e. run this from the repository root)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -400,4 +425,4 @@ def run(args: argparse.Namespace) -> None:
     else:
         config = _config(args.configfile)
         use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home"))
-        prestage(config, dry_run=args.dry_run)
+        prestage(config, dry_run=args.dry_run, ablations_dir=args.ablations_dir or Path(config["ablations_dir"]))

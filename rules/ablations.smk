@@ -1,13 +1,14 @@
-# Ablations (config/ablations/<name>.yaml, enabled by the `ablations` config key): each adds layer_swap merge
-# configs to merges.configs at parse time, so the generic merge_recipes / evaluate_merges rules build and evaluate
-# them; `ablation_<name>` builds results/ablations/<name>/table.{csv,md} + figure.{svg,png}; `ablations` builds
-# all enabled ones. Not part of `all`. Included after analysis.smk: the main tables and figures were fixed from the
-# config before these merge configs were added, so enabling an ablation changes none of the main jobs.
+# Ablations (<ablations_dir>/<name>.yaml): each file adds layer_swap merge configs to merges.configs at parse time, so
+# the generic merge_recipes / evaluate_merges rules build and evaluate them; `ablation_<name>` builds
+# results/ablations/<name>/table.{csv,md} + figure.{svg,png}; `ablations` builds the ones the `ablations` config key
+# selects (all when absent). Not part of `all`. Included after analysis.smk: the main tables and figures were fixed
+# from the config before these merge configs were added, so the ablations change none of the main jobs.
 from layerswap import ablations as _abl
 
 ABLATIONS_DIR = Path(workflow.basedir) / config["ablations_dir"]  # an absolute ablations_dir replaces the base
 try:
-    ABLATIONS = _abl.apply(config, ABLATIONS_DIR)
+    ABLATIONS = _abl.apply(config, ABLATIONS_DIR)  # every ablation file: each has its target
+    SELECTED_ABLATIONS = _abl.enabled(config.get("ablations"), list(ABLATIONS))  # what `ablations` builds
     validate_config(config, workflow.source_path("../config/schema.yaml"))
     check(config)
 except UserError as err:
@@ -264,6 +265,6 @@ for _name in ABLATIONS:
 
 
 rule ablations:
-    """Every enabled ablation (config key `ablations`)."""
+    """The ablations the `ablations` config key selects (all when it is absent)."""
     input:
-        [f"{R}/ablations/{n}/{f}" for n in ABLATIONS for f in ["table.csv", "table.md", "figure.svg", "figure.png"]],
+        [f"{R}/ablations/{n}/{f}" for n in SELECTED_ABLATIONS for f in ["table.csv", "table.md", "figure.svg", "figure.png"]],

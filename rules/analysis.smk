@@ -166,6 +166,9 @@ rule table1_bars:
         "layerswap charts table1-bars --selection-dir {R}/selection --evals-dir {R}/evals "
         "--params-json {params.tables} --out-prefix {R}/figures/table1_bars > {log} 2>&1"
 
+# The config as given (rules/ablations.smk, included later, adds the ablations' merge configs to it).
+CONFIG_AS_GIVEN = shlex.quote(json.dumps(config, default=str))
+
 
 rule config_used:
     output:
@@ -174,7 +177,7 @@ rule config_used:
         html=report(f"{R}/config_used.html", category="Config", subcategory="Config used",
                     caption="../report/config.rst", labels={"file": "config_used", "format": "rendered (HTML)"}),
     params:
-        config=lambda w: shlex.quote(json.dumps(config, default=str)),  # a function: the config holds "{lang}"
+        config=lambda w: CONFIG_AS_GIVEN,  # a function: the config holds "{lang}", no wildcard
         code=code_hash("charts"),
     log:
         f"{R}/logs/config_used.log",

@@ -95,6 +95,8 @@ def test_bad_ablation_names_and_files(tmp_path):
     with pytest.raises(UserError, match="unknown ablation 'nope'"):
         abl.enabled("layer_count,nope", abl.available(ABL_DIR))
     assert abl.enabled("layer_count, transition_zone", abl.available(ABL_DIR)) == ["layer_count", "transition_zone"]
+    assert abl.enabled(None, abl.available(ABL_DIR)) == abl.available(ABL_DIR)  # key absent: all
+    assert abl.enabled([], abl.available(ABL_DIR)) == abl.enabled("", abl.available(ABL_DIR)) == []
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"variants": [{"kind": "diagonal"}]}))
     with pytest.raises(UserError, match="needs kind"):
@@ -109,6 +111,22 @@ def test_missing_ablations_dir_is_one_line(tmp_path):
     with pytest.raises(UserError, match=r"^config key 'ablations_dir': .*nowhere is not a directory$"):
         abl.apply(config, tmp_path / "nowhere")
     assert abl.apply(_config(MICRO, enabled=[]), tmp_path / "nowhere") == {}
+    with pytest.raises(UserError, match="config key 'ablations': unknown ablation 'layer_count'"):
+        abl.apply(_config(MICRO, enabled="layer_count"), tmp_path)  # an empty folder has none
+
+
+@pytest.mark.workflow
+def test_each_ablation_is_a_target_by_its_name_alone(tmp_path):
+    # no `ablations` key: every file's target exists; the key only picks what the `ablations` target builds
+    for name in abl.available(ABL_DIR):
+        proc = snakemake(tmp_path, "-n", f"ablation_{name}")
+        assert proc.returncode == 0, (name, proc.stderr[-2000:])
+        assert f"rule ablation_table_{name}:" in proc.stdout
+    proc = snakemake(tmp_path, "-n", "ablations", "--config", "ablations=layer_count,lora")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    tables = set(re.findall(r"rule (ablation_table_\w+):", proc.stdout))
+    assert tables == {"ablation_table_layer_count", "ablation_table_lora"}
+    assert not (tmp_path / "results").exists()
 
 
 def test_table_from_eval_files(tmp_path):
@@ -227,7 +245,12 @@ def test_expert_set_ablations_add_runs_outside_sft_runs():
     config = _config(MICRO, enabled="divergence,lora,different_base")
     runs_before, configs_before = copy.deepcopy(config["sft"]["runs"]), copy.deepcopy(config["merges"]["configs"])
     out = abl.apply(config, ABL_DIR)
-    assert config["sft"]["runs"] == runs_before and config["merges"]["configs"] == configs_before
+    # the expert-set ablations' runs and merges stay out of sft.runs and merges.configs (the merge-only ones add
+    # their abl_* configs there)
+    assert config["sft"]["runs"] == runs_before
+    added = set(config["merges"]["configs"]) - set(configs_before)
+    assert added and all(name.startswith("abl_") for name in added)
+    assert all(config["merges"]["configs"][name] == cfg for name, cfg in configs_before.items())
     div = out["divergence"]
     assert sorted(div["runs"]) == sorted(f"ax_divergence_{s}_{r}" for s in ("lr2", "lr4", "long2")
                                          for r in ("math_1", "toy_swh_1"))  # joint runs are not copied

@@ -284,6 +284,20 @@ def test_prestage_cli_dry_run(capsys):
     assert "would fetch model meta-llama/Llama-3.1-8B" in out and "token" not in out.lower()
 
 
+def test_prestage_adds_the_bases_of_the_selected_ablations(paper):
+    abl_dir = REPO / "config" / "ablations"
+    cfg = json.loads(json.dumps(paper))
+    cfg.pop("ablations", None)  # absent: every ablation, different_base's second base included
+    items = hub.prestage(cfg, dry_run=True, out=io.StringIO(), ablations_dir=abl_dir)
+    extra = [i for i in items if i.get("purpose", "").startswith("ablation")]
+    assert [(i["kind"], i["hub_id"], i["purpose"]) for i in extra] == [
+        ("model", "meta-llama/Meta-Llama-3-8B", "ablation different_base: base b2")]
+    assert len(items) == len(hub.prestage(cfg, dry_run=True, out=io.StringIO())) + 1
+    cfg["ablations"] = ["layer_count", "lora"]
+    assert not [i for i in hub.prestage(cfg, dry_run=True, out=io.StringIO(), ablations_dir=abl_dir)
+                if i.get("purpose", "").startswith("ablation")]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # plan cost
 
