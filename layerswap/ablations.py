@@ -78,13 +78,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import random
 from pathlib import Path
 from typing import Any
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
 METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
@@ -625,8 +625,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    try:
-        params = json.loads(args.params_json)
-    except ValueError as err:
-        raise UserError(f"--params-json: not valid JSON ({err})") from None
-    build(args.evals_dir, params, args.out_dir)
+    build(args.evals_dir, json_object(args.params_json, "--params-json"), args.out_dir)

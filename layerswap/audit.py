@@ -38,6 +38,7 @@ import sys
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 MANIFEST_FORMAT = 1
 EXCLUDED_DIRS = ("logs", ".snakemake")
@@ -482,12 +483,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     if hasattr(args, "out"):
-        config = None
-        if args.config_json:
-            try:
-                config = json.loads(args.config_json)
-            except ValueError as err:
-                raise UserError(f"--config-json: not valid JSON ({err})") from None
+        config = json_object(args.config_json, "--config-json") if args.config_json else None
         root = Path(args.root)
         if not root.is_dir():
             raise UserError(f"--root {root}: not a directory")

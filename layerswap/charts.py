@@ -28,26 +28,16 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
 GRID_COLUMNS = ["language", "language_name", "config", "bottom", "top", "transition_bottom", "transition_top",
                 "lang_layers", "in_grid", "is_default", "n_pairs", "mgsm_mean", "mgsm_min", "mgsm_max", "note"]
 BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", "member", "model_id", "config",
                "mgsm"]
-
-
-def _load_json_object(text: str, what: str) -> dict:
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"{what}: not valid JSON ({err.msg} at char {err.pos})") from None
-    if not isinstance(raw, dict):
-        raise UserError(f"{what}: expected a JSON object")
-    return raw
 
 
 def _title(text: str, world: str) -> str:
@@ -166,7 +156,7 @@ def run_swap_grid(args: argparse.Namespace) -> None:
 
     from layerswap.figures import save_chart
 
-    params = _load_json_object(args.params_json, "--params-json")
+    params = json_object(args.params_json, "--params-json")
     frame = pd.DataFrame.from_records(swap_grid_records(args.evals_dir, params), columns=GRID_COLUMNS)
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -342,7 +332,7 @@ def run_table_html(args: argparse.Namespace) -> None:
 def run_config_html(args: argparse.Namespace) -> None:
     import yaml
 
-    config = _load_json_object(args.config_json, "--config-json")
+    config = json_object(args.config_json, "--config-json")
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=110)

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -145,12 +146,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_benchmarks(text: str) -> dict[str, dict]:
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"--benchmarks-json: not valid JSON ({err})") from None
-    if not isinstance(spec, dict) or not spec:
-        raise UserError("--benchmarks-json: expected a non-empty object {benchmark: {shots, ...}}")
+    expected = "a non-empty object {benchmark: {shots, ...}}"
+    spec = json_object(text, "--benchmarks-json", expected)
+    if not spec:
+        raise UserError(f"--benchmarks-json: expected {expected}")
     out = {}
     for name, cfg in spec.items():
         if name not in BENCHMARKS:

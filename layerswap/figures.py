@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 MATRICES: list[tuple[str, str]] = [
     ("q_proj", "self_attn.q_proj.weight"),
@@ -182,15 +183,21 @@ def save_chart(chart, prefix: Path) -> list[Path]:
     return [svg, png]
 
 
-def parse_experts(items: list[str]) -> dict[str, str]:
-    experts: dict[str, str] = {}
+def _named(items: list[str], flag: str, metavar: str) -> dict[str, str]:
+    """NAME=VALUE arguments of `flag` as {name: value}; a malformed item or a repeated name is an error."""
+    out: dict[str, str] = {}
     for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise UserError(f"--expert {item!r}: expected NAME=DIR")
-        if name in experts:
-            raise UserError(f"--expert {name}: given twice")
-        experts[name] = path
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value:
+            raise UserError(f"{flag} {item!r}: expected {metavar}")
+        if name in out:
+            raise UserError(f"{flag} {name}: given twice")
+        out[name] = value
+    return out
+
+
+def parse_experts(items: list[str]) -> dict[str, str]:
+    experts = _named(items, "--expert", "NAME=DIR")
     if not experts:
         raise UserError("--expert: give at least one NAME=DIR")
     return experts
@@ -199,10 +206,7 @@ def parse_experts(items: list[str]) -> dict[str, str]:
 def experts_from_selections(items: list[str]) -> dict[str, str]:
     """NAME=SELECTION_JSON -> the directory of that selection's rank-1 checkpoint."""
     experts: dict[str, str] = {}
-    for item in items:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            raise UserError(f"--expert-from-selection {item!r}: expected NAME=SELECTION_JSON")
+    for name, path in _named(items, "--expert-from-selection", "NAME=SELECTION_JSON").items():
         try:
             selected = json.loads(Path(path).read_text())["selected"]
             experts[name] = min(selected, key=lambda s: s["rank"])["path"]
@@ -212,12 +216,7 @@ def experts_from_selections(items: list[str]) -> dict[str, str]:
 
 
 def parse_thresholds(text: str, experts: dict[str, str]) -> dict[str, float]:
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise UserError(f"--threshold-json: not valid JSON ({err.msg})") from None
-    if not isinstance(raw, dict):
-        raise UserError("--threshold-json: expected an object {expert name: threshold}")
+    raw = json_object(text, "--threshold-json", "an object {expert name: threshold}")
     out = {}
     for name in experts:
         value = raw.get(name, raw.get("*"))

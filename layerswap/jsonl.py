@@ -1,4 +1,4 @@
-"""Reading JSONL files with one-line errors that name the file, the line and the missing field."""
+"""Reading JSON objects (command-line arguments) and JSONL files with one-line errors that name what is at fault."""
 
 from __future__ import annotations
 
@@ -7,6 +7,17 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from layerswap.errors import UserError
+
+
+def json_object(text: str, what: str, expected: str = "a JSON object") -> dict:
+    """A JSON object given as text (e.g. a --params-json argument); anything else is an error naming `what`."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{what}: not valid JSON ({err.msg} at char {err.pos})") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{what}: expected {expected}")
+    return raw
 
 
 def read_rows(path: Path, required: Iterable[str]) -> Iterator[tuple[int, dict]]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
 PAPER_RESULTS = Path(__file__).with_name("data") / "paper_results.yaml"
@@ -67,12 +68,7 @@ class Params:
 
     @classmethod
     def from_json(cls, text: str) -> "Params":
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise UserError(f"--params-json: not valid JSON ({err.msg} at char {err.pos})") from None
-        if not isinstance(raw, dict):
-            raise UserError("--params-json: expected a JSON object")
+        raw = json_object(text, "--params-json")
         for key in ("languages", "mgsm_languages", "top_k", "best_of", "default_swap", "table2_language", "world"):
             if raw.get(key) in (None, "", []):
                 raise UserError(f"--params-json: missing key '{key}'")
@@ -142,14 +138,14 @@ class Evals:
 
     def score(self, model_id: str, bench: str, key: str) -> float:
         """One score; a missing file, a skipped benchmark or a missing key is an error naming the file."""
-        data = self.load(model_id, bench)
+        value = self.maybe_score(model_id, bench, key)
         path = self.path(model_id, bench)
-        if data.get("skipped"):
-            raise UserError(f"{path}: benchmark skipped ({data['skipped']}), but a score for '{key}' is needed")
-        value = (data.get("scores") or {}).get(key)
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        if value == SKIPPED:
+            reason = self.load(model_id, bench)["skipped"]
+            raise UserError(f"{path}: benchmark skipped ({reason}), but a score for '{key}' is needed")
+        if value == MISSING:
             raise UserError(f"{path}: no numeric score for '{key}' in 'scores'")
-        return float(value)
+        return value
 
     def maybe_score(self, model_id: str, bench: str, key: str) -> float | str:
         """Like score(), but a skipped benchmark gives SKIPPED and a missing key MISSING (Table 5)."""

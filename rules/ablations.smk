@@ -250,7 +250,7 @@ for _name in ABLATIONS:
         params:
             table=ablation_params(_name),
             name=_name,
-            code=code_hash("ablations", "tables", "figures"),
+            code=code_hash("ablations", "tables", "figures", "jsonl"),
         log:
             f"{R}/logs/ablations/{_name}.log",
         shell:

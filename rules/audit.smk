@@ -24,7 +24,7 @@ rule manifest:
     params:
         config=lambda w: shlex.quote(json.dumps(config, default=str)),  # secrets are dropped by the command
         workflow_dir=shlex.quote(workflow.basedir),
-        code=code_hash("audit"),
+        code=code_hash("audit", "jsonl"),
     log:
         f"{R}/logs/manifest.log",
     shell:

@@ -170,8 +170,8 @@ def merge_languages(lang):
 # Modules a job runs, for code_hash (layerswap.cli and layerswap.errors are always included). Static imports,
 # including those inside functions: `layerswap recipes` imports the merge package (not merge/cli.py); `layerswap
 # evaluate` imports merge only to build recipes, evaluation.sandbox for MBPP, training for --index.
-MERGE_LIB = ("merge.__init__", "merge.engine", "merge.io", "merge.methods", "merge.recipes")
-EVAL_LIB = ("evaluate", "evaluation", "tasks")
+MERGE_LIB = ("merge.__init__", "merge.engine", "merge.io", "merge.methods", "merge.recipes", "jsonl")
+EVAL_LIB = ("evaluate", "evaluation", "tasks", "jsonl")
 
 
 def eval_files(model_dir, benchmarks):

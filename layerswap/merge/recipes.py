@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from layerswap.errors import UserError
+from layerswap.jsonl import json_object
 
 TOP_KEYS = ("method", "base", "inputs", "params", "allow_different_base", "name")
 INPUT_KEYS = {"layer_swap": ("task", "lang"), "soup": ("models",), "ties": ("models",)}
@@ -206,12 +207,10 @@ def _selected(path: str) -> list[tuple[int, str]]:
 
 
 def _split_params(params_json: str) -> tuple[str, dict, dict]:
-    try:
-        cfg = json.loads(params_json)
-    except ValueError as err:
-        raise UserError(f"--params-json: not valid JSON ({err})") from err
-    if not isinstance(cfg, dict) or "method" not in cfg:
-        raise UserError("--params-json: expected an object with a 'method' key")
+    expected = "an object with a 'method' key"
+    cfg = json_object(params_json, "--params-json", expected)
+    if "method" not in cfg:
+        raise UserError(f"--params-json: expected {expected}")
     cfg = copy.deepcopy(cfg)
     method = cfg.pop("method")
     top = {k: cfg.pop(k) for k in ("allow_different_base",) if k in cfg}
