@@ -104,8 +104,9 @@ def base_is_local(config: dict) -> bool:
     return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir()
 
 
-def artefacts(config: dict) -> list[dict]:
-    """Every hub artefact the config needs, deduplicated, in a stable order."""
+def artefacts(config: dict, ablations_dir: str | Path | None = None) -> list[dict]:
+    """Every hub artefact the config needs (with ablations_dir: also its selected ablations' extra bases),
+    deduplicated, in a stable order."""
     if config["world"] != "hf":
         return []
     out: list[dict] = []
@@ -120,6 +121,8 @@ def artefacts(config: dict) -> list[dict]:
                     "purpose": f"SFT data {name} ({lang})"})
         out += spec["flores"]
     out += _evaluation_artefacts(config)
+    if ablations_dir is not None:
+        out += ablation_artefacts(config, ablations_dir)
     seen, unique = set(), []
     for item in out:
         key = (item["kind"], item["hub_id"], item.get("subset"), item.get("split"), item.get("data_files"),
@@ -207,11 +210,7 @@ def prestage(config: dict, dry_run: bool = False, out=None,
              fetch_model: Callable[[dict], Path] | None = None, fetch_dataset: Callable[[dict], object] | None = None,
              ablations_dir: str | Path | None = None) -> list[dict]:
     out = out or sys.stdout
-    items = artefacts(config)
-    if ablations_dir is not None:
-        have = {(i["kind"], i["hub_id"], i.get("revision")) for i in items}
-        items += [i for i in ablation_artefacts(config, ablations_dir)
-                  if (i["kind"], i["hub_id"], i.get("revision")) not in have]
+    items = artefacts(config, ablations_dir)
     for item in items:
         print(("would fetch " if dry_run else "fetching ") + describe(item), file=out, flush=True)
         if dry_run:
