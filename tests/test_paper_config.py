@@ -46,15 +46,20 @@ def parse_jobs(text: str) -> list[dict]:
     return jobs
 
 
+def paper_dry_run(work: Path, *args: str) -> subprocess.CompletedProcess:
+    """`snakemake -n --profile cluster` on the paper config in `work`."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
+           "-s", str(REPO / "Snakefile"), "--directory", str(work), *args]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+
+
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("paper_dry")  # empty: every job of the plan is listed
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
-           "-s", str(REPO / "Snakefile"), "--directory", str(work)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = paper_dry_run(work)
     seconds = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -127,10 +132,7 @@ def test_hub_jobs_run_offline(dry_run):
 def test_every_ablation_plans_on_the_paper_config(tmp_path):
     """`snakemake ablations --config ablations=all` on the paper config and cluster profile: each ablation's table
     job is planned, and its extra training and evaluation jobs ask for GPUs like the main ones."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
-           "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "ablations", "--config", "ablations=all"]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    proc = paper_dry_run(tmp_path, "ablations", "--config", "ablations=all")
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     jobs = parse_jobs(proc.stdout + proc.stderr)
     counts = Counter(j["rule"] for j in jobs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -84,8 +85,6 @@ def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
 
 
 def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tmp_path):
-    import shutil
-
     from safetensors.torch import load_file
 
     from layerswap.merge import build_state_dict
