@@ -108,6 +108,16 @@ class Params:
         )
 
 
+def _read_json(path: Path, kind: str) -> Any:
+    """A JSON file the workflow wrote (`kind`: evaluation, selection); missing or unreadable is a one-line error."""
+    if not path.is_file():
+        raise UserError(f"missing {kind} file {path}")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as err:
+        raise UserError(f"{path}: not a readable JSON {kind} file ({err})") from None
+
+
 class Evals:
     """Evaluation files under one directory, loaded once each."""
 
@@ -121,12 +131,7 @@ class Evals:
     def load(self, model_id: str, bench: str) -> dict:
         path = self.path(model_id, bench)
         if path not in self._cache:
-            if not path.is_file():
-                raise UserError(f"missing evaluation file {path}")
-            try:
-                data = json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError) as err:
-                raise UserError(f"{path}: not a readable JSON evaluation file ({err})") from None
+            data = _read_json(path, "evaluation")
             if not isinstance(data, dict) or not isinstance(data.get("scores", {}), dict):
                 raise UserError(f"{path}: 'scores' must be an object keyed by language")
             self._cache[path] = data
@@ -161,12 +166,7 @@ class Evals:
 def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> list[str]:
     """Model ids (ckpt/<run>/<checkpoint>) of the top-k selected experts, by rank."""
     path = Path(selection_dir) / f"{expert_type}.json"
-    if not path.is_file():
-        raise UserError(f"missing selection file {path}")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a readable JSON selection file ({err})") from None
+    data = _read_json(path, "selection")
     selected = data.get("selected") if isinstance(data, dict) else None
     if not isinstance(selected, list):
         raise UserError(f"{path}: 'selected' must be a list")
