@@ -465,20 +465,19 @@ def _check_selection(config: dict) -> None:
         raise _fail("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
     evaluated = config["evaluation"]["checkpoint_tasks"]
     mbpp_runs = (config["evaluation"]["tasks"].get("mbpp") or {}).get("execute_code", False)
-    for kind, weights in selection["weights"].items():
-        for metric in weights:
-            if kind == "math" and metric not in ("mgsm_en", "mgsm_avg"):
-                raise _fail(f"selection.weights.math.{metric}", "math experts have no target language",
-                            ["mgsm_en", "mgsm_avg"])
-            task = METRIC_TASK[metric]
-            if task not in evaluated:
-                ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
-                raise _fail(f"selection.weights.{kind}.{metric}", f"needs task '{task}' in "
-                            "evaluation.checkpoint_tasks", ok)
-            if task == "mbpp" and not mbpp_runs:
-                raise _fail(f"selection.weights.{kind}.{metric}", "MBPP gives no score unless "
-                            "evaluation.tasks.mbpp.execute_code is true",
-                            [m for m in METRIC_TASK if m != "mbpp"])
+    for key in ("weights", "constraints"):
+        for kind, metrics in selection.get(key, {}).items():
+            for metric in metrics:
+                where = f"selection.{key}.{kind}.{metric}"
+                if kind == "math" and metric not in ("mgsm_en", "mgsm_avg"):
+                    raise _fail(where, "math experts have no target language", ["mgsm_en", "mgsm_avg"])
+                task = METRIC_TASK[metric]
+                if task not in evaluated:
+                    ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
+                    raise _fail(where, f"needs task '{task}' in evaluation.checkpoint_tasks", ok)
+                if task == "mbpp" and not mbpp_runs:
+                    raise _fail(where, "MBPP gives no score unless evaluation.tasks.mbpp.execute_code is true",
+                                [m for m in METRIC_TASK if m != "mbpp"])
 
 
 def _check_merges(config: dict) -> None:

@@ -29,7 +29,7 @@ STAGES: dict[str, tuple[str, ...]] = {
     "sft": ("sft",),
     "selection": ("evaluate_checkpoints", "checkpoint_index", "select"),
     "merge": ("merge_recipes", "soup_then_swap_recipes", "merge_checkpoint"),
-    "evaluation": ("evaluate_base", "evaluate_merges", "evaluate_soup_then_swap"),
+    "evaluation": ("evaluate_base", "evaluate_base_select", "evaluate_merges", "evaluate_soup_then_swap"),
     "tables": ("tables", "heatmap", "swap_grid", "table1_bars", "table_pages", "report"),
 }
 METRICS = ("gpu_hours", "cpu_hours", "disk_gb")

@@ -109,6 +109,8 @@ class BenchmarkPlan:
     task_set: str = "toy"
     variant: str | None = None  # paper set: how the task differs from the paper's (MBPP: English prompts)
     max_new_tokens: int | None = None  # generation budget of generate_until tasks (None: the task YAML's own)
+    # what lm-eval runs per task key, read back from the loaded task (shots, generation, BLEU tokenizer)
+    settings: dict = dataclasses.field(default_factory=dict)
 
     @property
     def bench(self):
@@ -736,6 +738,23 @@ def _set_task_settings(task_dict: dict, plans: list[BenchmarkPlan]) -> None:
                 if plan.max_new_tokens is not None and task.config.output_type == "generate_until":
                     kwargs = dict(task.config.generation_kwargs or {}, max_gen_toks=plan.max_new_tokens)
                     task.set_config(key="generation_kwargs", value=kwargs)
+            plan.settings[t.key] = task_settings(task_dict["tasks"][leaves(t.name)[0]])
+
+
+def task_settings(task) -> dict:
+    """The settings a loaded lm-eval task runs with, as recorded in each evaluation file: shots, the generation
+    (budget, sampling, stop strings) of generate_until tasks, and the sacreBLEU tokenizer of a BLEU aggregation."""
+    cfg = task.config
+    out = {"num_fewshot": cfg.num_fewshot, "output_type": cfg.output_type}
+    if cfg.output_type == "generate_until":
+        gen = cfg.generation_kwargs or {}
+        out["generation"] = {"max_gen_toks": gen.get("max_gen_toks", 256),  # lm-eval's HFLM/vLLM default
+                             "do_sample": bool(gen.get("do_sample", False)), "until": gen.get("until")}
+    for metric in cfg.metric_list or []:
+        tokenize = getattr(metric.get("aggregation"), "sacrebleu_tokenize", None)
+        if tokenize:
+            out["bleu_tokenize"] = tokenize
+    return out
 
 
 def _paper_samples(task_dict, plans: list[BenchmarkPlan]) -> dict[str, list[int]] | None:
@@ -880,7 +899,8 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
     if plan.task_set == "paper":
         doc["task_set"] = "paper"
         doc["lm_eval"] = {t.key: ({"task": t.name, "shots": t.shots, "filter": bench.filter, "metric": bench.metric,
-                                   "result_key": f"{bench.metric},{bench.filter}", "group": bench.group}
+                                   "result_key": f"{bench.metric},{bench.filter}", "group": bench.group,
+                                   **plan.settings.get(t.key, {})}
                                   if not t.unavailable else {"unavailable": t.unavailable}) for t in plan.tasks}
         if plan.variant:
             doc["variant"] = plan.variant

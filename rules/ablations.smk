@@ -38,6 +38,13 @@ def ablation_selection(name, set_name, expert):
     return f"{R}/ablations/{name}/selection/{set_name}/{expert}.json"
 
 
+def ablation_base_evals(name, set_name, expert):
+    """The base evaluations an ablation selection's constraints compare with: of the base its runs trained from."""
+    benchmarks = constraint_benchmarks(expert_kind(expert))
+    (base,) = {ABLATION_RUN_BASE[r] for r in ablation_runs_of(name, set_name, expert)} or {None}
+    return eval_files("base" if base is None else base.removeprefix(f"{R}/"), benchmarks)
+
+
 def ablation_merge_selection(cfg, lang, which):
     m = ABLATION_MERGES[cfg]
     expert = lang if which == "lang" else "math"
@@ -87,7 +94,8 @@ if EXPERT_ABLATIONS:
     rule ablation_select:
         """Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type)."""
         input:
-            lambda w: [f"{R}/evals/ckpt/{r}/index.json" for r in ablation_runs_of(w.ablation, w.set, w.expert)],
+            indexes=lambda w: [f"{R}/evals/ckpt/{r}/index.json" for r in ablation_runs_of(w.ablation, w.set, w.expert)],
+            base=lambda w: ablation_base_evals(w.ablation, w.set, w.expert),
         output:
             f"{R}/ablations/{{ablation}}/selection/{{set}}/{{expert}}.json",
         params:
@@ -99,8 +107,37 @@ if EXPERT_ABLATIONS:
         log:
             f"{R}/logs/ablations/select_{{ablation}}_{{set}}_{{expert}}.log",
         shell:
-            "layerswap select --index {input} --expert {wildcards.expert} --params-json {params.select} "
-            "--out {output} > {log} 2>&1"
+            "layerswap select --index {input.indexes} --base-evals {input.base} --expert {wildcards.expert} "
+            "--params-json {params.select} --out {output} > {log} 2>&1"
+
+    rule evaluate_ablation_base:
+        """A second base of an expert-set ablation on one benchmark that its selection constraints compare with."""
+        input:
+            base=f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+            data=lambda w: task_data_files([w.benchmark]),
+        output:
+            f"{R}/evals/ablations/{{ablation}}/bases/{{base}}/{{benchmark}}.json",
+        params:
+            benchmarks=lambda w: benchmark_params([w.benchmark]),
+            batch_size=EVAL["batch_size"],
+            seed=config["seed"],
+            task_set=TASK_SET,
+            backend=BACKEND,
+            code=code_hash(*EVAL_LIB),
+        wildcard_constraints:
+            ablation="|".join(EXPERT_ABLATIONS),
+            base="[A-Za-z0-9]+",
+            benchmark="|".join(BENCHMARKS),
+        threads: EVAL["threads"]
+        resources:
+            gpu=GPUS,
+        log:
+            f"{R}/logs/evaluate/ablation_base_{{ablation}}_{{base}}_{{benchmark}}.log",
+        shell:
+            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} "
+            "--model ablations/{wildcards.ablation}/bases/{wildcards.base}={R}/ablations/{wildcards.ablation}/bases/{wildcards.base} "
+            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
 
 if ABLATION_MERGES:

@@ -86,7 +86,14 @@ SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "f
 
 def selection_benchmarks(run):
     kind = expert_kind(run_spec(run)["expert"])
-    used = set(SELECT_READS[kind]) | {METRIC_TASK[m] for m in config["selection"]["weights"].get(kind, {})}
+    used = set(SELECT_READS[kind]) | set(constraint_benchmarks(kind)) | {
+        METRIC_TASK[m] for m in config["selection"]["weights"].get(kind, {})}
+    return [b for b in EVAL["tasks"] if b in used]
+
+
+def constraint_benchmarks(kind):
+    """Benchmarks of the selection constraints of an expert type: candidates and the base are compared on them."""
+    used = {METRIC_TASK[m] for m in config["selection"]["constraints"].get(kind, {})}
     return [b for b in EVAL["tasks"] if b in used]
 
 

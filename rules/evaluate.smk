@@ -19,16 +19,26 @@ def merge_eval_patterns(group, names, benchmarks):
     return [f.replace("GROUP", group).replace("LANG", "{lang}") for f in files]
 
 
+def base_eval_groups():
+    """grouped: the base's benchmarks that selection constraints read get a job of their own (evaluate_base_select),
+    so that editing another task's settings reruns no selection; (rest, constrained)."""
+    constrained = [b for b in BENCHMARKS if any(b in constraint_benchmarks(k) for k in ("math", "language", "joint"))]
+    rest = [b for b in BENCHMARKS if b not in constrained]
+    return (rest, constrained) if rest and constrained else (BENCHMARKS, [])
+
+
+BASE_REST, BASE_CONSTRAINED = base_eval_groups()
+
 if not SINGLE_TASK_JOBS:
 
     rule evaluate_base:
         input:
             base=f"{R}/base/config.json",
-            data=task_data_files(BENCHMARKS),
+            data=task_data_files(BASE_REST),
         output:
-            eval_files("base", BENCHMARKS),
+            eval_files("base", BASE_REST),
         params:
-            benchmarks=benchmark_params(BENCHMARKS),
+            benchmarks=benchmark_params(BASE_REST),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,
@@ -43,6 +53,24 @@ if not SINGLE_TASK_JOBS:
             "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} --model base={R}/base "
             "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+
+    if BASE_CONSTRAINED:
+
+        use rule evaluate_base as evaluate_base_select with:
+            input:
+                base=f"{R}/base/config.json",
+                data=task_data_files(BASE_CONSTRAINED),
+            output:
+                eval_files("base", BASE_CONSTRAINED),
+            params:
+                benchmarks=benchmark_params(BASE_CONSTRAINED),
+                batch_size=EVAL["batch_size"],
+                seed=config["seed"],
+                task_set=TASK_SET,
+                backend=BACKEND,
+                code=code_hash(*EVAL_LIB),
+            log:
+                f"{R}/logs/evaluate/base_select.log",
 
     rule evaluate_merges:
         input:

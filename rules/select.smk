@@ -112,6 +112,7 @@ def selection_params(expert):
     lang = None if kind == "math" else expert.removeprefix("joint_")
     return as_json({
         "kind": kind, "lang": lang, "weights": config["selection"]["weights"][kind],
+        "constraints": config["selection"]["constraints"].get(kind, {}),
         "top_k": config["selection"]["top_k"], "max_per_run": config["selection"]["max_per_run"],
         "mgsm_languages": config["mgsm_languages"],
     })
@@ -119,7 +120,8 @@ def selection_params(expert):
 
 rule select:
     input:
-        lambda w: selection_indexes(w.expert),
+        indexes=lambda w: selection_indexes(w.expert),
+        base=lambda w: eval_files("base", constraint_benchmarks(expert_kind(w.expert))),
     output:
         f"{R}/selection/{{expert}}.json",
     params:
@@ -128,5 +130,5 @@ rule select:
     log:
         f"{R}/logs/select/{{expert}}.log",
     shell:
-        "layerswap select --index {input} --expert {wildcards.expert} --params-json {params.select} "
-        "--out {output} > {log} 2>&1"
+        "layerswap select --index {input.indexes} --base-evals {input.base} --expert {wildcards.expert} "
+        "--params-json {params.select} --out {output} > {log} 2>&1"

@@ -318,12 +318,14 @@ def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path)
     assert "results/ablations/divergence/selection/lr4/toy_swh.json" in proc.stdout
     proc = snakemake(work, "-n", "ablation_different_base", configfile=_enabled_config(tmp_path, "different_base"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    # the base-B runs train from the second base; the swap reads the main language selection (already built)
+    # the base-B runs train from the second base; the swap reads the main language selection (already built); the
+    # selection constraints of the base-B language expert (micro.yaml: MGSM) compare with base B, evaluated for it
     assert _jobs(proc.stdout) == {"ablation_toy_base": 1, "ablation_sft": 2, "evaluate_checkpoints": 2,
                                   "ablation_select": 2, "ablation_merge_recipes": 1, "evaluate_merges": 1,
                                   "evaluate_ablation_merges": 2, "ablation_table_different_base": 1,
-                                  "ablation_different_base": 1}
+                                  "ablation_different_base": 1, "evaluate_ablation_base": 1}
     assert "--base results/ablations/different_base/bases/b2 " in proc.stdout
+    assert "--base-evals results/evals/ablations/different_base/bases/b2/mgsm.json --expert toy_swh" in proc.stdout
     # enabling them changes no main job
     stale = set(_jobs(snakemake(work, "-n").stdout))
     proc = snakemake(work, "-n", configfile=_enabled_config(tmp_path, "divergence,lora,different_base"))

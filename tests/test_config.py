@@ -253,6 +253,14 @@ BAD = [
      ["config key 'selection.weights.language.belebele'", "evaluation.checkpoint_tasks"]),
     ("mbpp metric without execution", "selection.weights.language.mbpp", 1.0,
      ["config key 'selection.weights.language.mbpp'", "execute_code"]),
+    ("negative constraint margin", "selection.constraints", {"language": {"mmlu": -0.1}},
+     ["config key 'selection.constraints.language.mmlu'", "0"]),
+    ("unknown constraint metric", "selection.constraints", {"language": {"mmlu_en": 0.0}},
+     ["config key 'selection.constraints.language'", "mmlu_en"]),
+    ("math constraint on a target language", "selection.constraints", {"math": {"mgsm_target": 0.0}},
+     ["config key 'selection.constraints.math.mgsm_target': math experts have no target language"]),
+    ("mbpp constraint without execution", "selection.constraints", {"language": {"mbpp": 0.0}},
+     ["config key 'selection.constraints.language.mbpp'", "execute_code"]),
 ]
 
 

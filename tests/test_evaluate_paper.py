@@ -308,3 +308,35 @@ def test_dtype_auto_is_bfloat16_on_a_gpu_and_float32_on_a_cpu():
     assert ev.resolve_dtype("auto", "auto", cpu) == "float32"
     assert ev.resolve_dtype("auto", "cpu", gpu) == "float32"
     assert ev.resolve_dtype("float16", "auto", gpu) == "float16"
+
+
+@pytest.mark.parametrize("direction, tokenize", [("en-jpn", "ja-mecab"), ("en-swh", "13a"), ("jpn-en", "13a")])
+def test_flores_records_its_bleu_tokenizer_and_generation(direction, tokenize):
+    """What an evaluation file records per task key is read from the task lm-eval loads (its own YAML loader,
+    `!function` resolved, and TaskConfig), so the BLEU tokenizer named there is the one that scored."""
+    from lm_eval.config.task import TaskConfig
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    cfg = load_yaml(ev.PAPER_TASK_DIR / f"flores_{direction}.yaml", resolve_func=True)
+    settings = ev.task_settings(types.SimpleNamespace(config=TaskConfig(**cfg)))
+    assert settings["bleu_tokenize"] == tokenize
+    assert settings["num_fewshot"] == 0 and settings["output_type"] == "generate_until"
+    assert settings["generation"] == {"max_gen_toks": 256, "do_sample": False, "until": ["\n"]}
+
+
+def test_mgsm_records_shots_and_budget_after_the_config_sets_them():
+    """The mgsm_native_cot task of lm-eval, set from paper.yaml (8 shots, 512 tokens): the file records the values
+    lm-eval runs with, not the config's wish."""
+    from lm_eval.config.task import TaskConfig
+    from lm_eval.tasks._yaml_loader import load_yaml
+
+    (path,) = ev.lm_eval_task_root().glob("mgsm/native_cot/mgsm_native_cot_sw.yaml")
+    cfg = load_yaml(path, resolve_func=True)
+    cfg.pop("tag", None)
+    task = types.SimpleNamespace(config=TaskConfig(**cfg))
+    task.set_config = lambda key, value: setattr(task.config, key, value)
+    (mgsm,) = ev.plan_paper(_spec({"evaluation": {"tasks": {"mgsm": PAPER["evaluation"]["tasks"]["mgsm"]}}}))
+    ev._set_task_settings({"tasks": {t.name: task for t in mgsm.tasks}}, [mgsm])
+    recorded = mgsm.settings["swh"]
+    assert recorded["num_fewshot"] == 8 and recorded["generation"]["max_gen_toks"] == 512
+    assert recorded["generation"]["do_sample"] is False and "bleu_tokenize" not in recorded

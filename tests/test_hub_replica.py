@@ -17,7 +17,7 @@ import yaml
 
 from conftest import REPO, snakemake
 from hub_replica import Replica
-from hub_replica.shaped import ALLOWED, PAPER, differences, external, shaped, write_shaped
+from hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
 LAYERSWAP = str(Path(sys.executable).parent / "layerswap")
 
@@ -141,7 +141,19 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
     mgsm = json.loads((results / "evals" / "base" / "mgsm.json").read_text())
     assert mgsm["shots"] == 8 and mgsm["dtype"] == "float32"  # CPU here; bf16 on a GPU (--dtype auto)
     assert all(t.startswith("mgsm_native_cot_") for t in mgsm["lm_eval_tasks"].values())
-    assert "ja-mecab" in json.loads((results / "evals" / "base" / "flores.json").read_text())["filter"]
+    for key, ran in mgsm["lm_eval"].items():  # what lm-eval ran with, read back from the loaded task
+        assert ran["num_fewshot"] == 8 and ran["generation"]["max_gen_toks"] == NEW_TOKENS, (key, ran)
+        assert ran["generation"]["do_sample"] is False and ran["filter"] == "flexible-extract", (key, ran)
+    flores = json.loads((results / "evals" / "base" / "flores.json").read_text())
+    assert flores["dtype"] == "float32" and "ja-mecab" in flores["filter"]
+    assert {k: r["bleu_tokenize"] for k, r in flores["lm_eval"].items()} == {
+        k: "ja-mecab" if k.endswith("-jpn") else "13a" for k in flores["lm_eval"]}
+    assert all(r["num_fewshot"] == 0 and r["generation"]["max_gen_toks"] == NEW_TOKENS for r in flores["lm_eval"].values())
+    # selection constraints (paper 3.1, secondary measures) compared with the base's own evaluation, recorded
+    swh = json.loads((results / "selection" / "swh.json").read_text())
+    base_mmlu = json.loads((results / "evals" / "base" / "mmlu.json").read_text())["scores"]["swh"]
+    assert swh["constraints"] == {"mmlu": 1.0, "mgsm_target": 1.0} and swh["base"]["mmlu"] == base_mmlu
+    assert all(c["failed"] == [] for c in swh["candidates"])
     # the settings that differ from the paper's, under the paper-vs-ours numbers
     assert "ja-mecab" in (results / "tables" / "table5_paper_vs_ours.md").read_text()
     # only stale outputs rerun: nothing, right after

@@ -39,3 +39,43 @@ def test_too_few_checkpoints_is_an_error(tmp_path):
         select([a], "math", "math", None, {"belebele": 1.0}, 1, 1, ["en"])
     with pytest.raises(UserError, match="'bleu': unknown metric"):
         select([a], "math", "math", None, {"bleu": 1.0}, 1, 1, ["en"])
+
+
+
+def write_base(tmp_path, scores):
+    path = tmp_path / "base_mgsm.json"
+    path.write_text(json.dumps({"benchmark": "mgsm", "scores": scores}))
+    return path
+
+
+def test_constraints_reject_candidates_worse_than_the_base_and_say_which(tmp_path):
+    """Paper 3.1: selection is by the primary measures, and a candidate must not fall below the base on a secondary
+    measure by more than the margin; the highest-scoring candidate that fails is passed over, and the file says why."""
+    a = write_run(tmp_path, "xx_1", {"s1": (0.9, 0.1), "s2": (0.6, 0.35), "s3": (0.5, 0.26), "s4": (0.4, 0.24)})
+    base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
+    out = select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 2, 4, ["en", "xx"],
+                 constraints={"mgsm_target": 0.05}, base_evals=[base])
+    assert [s["checkpoint"] for s in out["selected"]] == ["s2", "s3"]  # s1 scores highest but fails
+    assert out["constraints"] == {"mgsm_target": 0.05} and out["base"] == {"mgsm_target": 0.3}
+    status = {c["checkpoint"]: c["status"] for c in out["candidates"]}
+    assert status["s1"] == "failed constraint mgsm_target: 0.1 < base 0.3 - margin 0.05"
+    assert status["s4"].startswith("failed constraint mgsm_target: 0.24")
+    (s1,) = [c for c in out["candidates"] if c["checkpoint"] == "s1"]
+    assert s1["failed"] == [{"metric": "mgsm_target", "value": 0.1, "base": 0.3, "margin": 0.05}]
+    assert s1["metrics"] == {"mgsm_en": 0.9, "mgsm_target": 0.1}  # constrained metrics are recorded too
+    # margin 0: equal to the base passes (no worse), one below fails
+    out = select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 1, 4, ["en", "xx"],
+                 constraints={"mgsm_target": 0.0}, base_evals=[write_base(tmp_path, {"en": 0.5, "xx": 0.35})])
+    assert [s["checkpoint"] for s in out["selected"]] == ["s2"]
+
+
+def test_too_few_candidates_meeting_the_constraints_is_an_error_naming_them(tmp_path):
+    a = write_run(tmp_path, "xx_1", {"s1": (0.9, 0.1), "s2": (0.6, 0.35)})
+    base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
+    with pytest.raises(UserError, match=r"only 1 checkpoints selectable for top_k=2 .*1 fail "
+                                        r"selection.constraints.language.mgsm_target"):
+        select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 2, 2, ["en", "xx"],
+               constraints={"mgsm_target": 0.0}, base_evals=[base])
+    with pytest.raises(UserError, match="no base evaluation of 'mmlu'"):
+        select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 1, 2, ["en", "xx"],
+               constraints={"mmlu": 0.0}, base_evals=[base])

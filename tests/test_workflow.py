@@ -33,6 +33,11 @@ def test_every_stage_left_its_files(micro_run):
     selection = json.loads((micro_run / "selection" / "math.json").read_text())
     assert [s["rank"] for s in selection["selected"]] == [1, 2]
     assert all(Path(s["path"]).name.startswith("s") for s in selection["selected"])
+    # micro.yaml constrains language experts on MGSM in their language: the base's own score is the reference
+    lang = json.loads((micro_run / "selection" / "toy_swh.json").read_text())
+    base_mgsm = json.loads((micro_run / "evals" / "base" / "mgsm.json").read_text())["scores"]["toy_swh"]
+    assert lang["constraints"] == {"mgsm_target": 1.0} and lang["base"] == {"mgsm_target": base_mgsm}
+    assert all("mgsm_target" in c["metrics"] and c["failed"] == [] for c in lang["candidates"])
     recipe = json.loads((micro_run / "merges" / "swap_default" / "toy_swh" / "l1m2.json").read_text())
     assert recipe["method"] == "layer_swap"
     result = json.loads((micro_run / "evals" / "merge" / "swap_default" / "toy_swh" / "l1m2" / "mgsm.json").read_text())

@@ -47,6 +47,10 @@ def shaped(paper: dict) -> dict:
         runs[name] = run
     sft["runs"] = runs
     cfg["selection"]["top_k"] = 1
+    # the constraints run (base and candidates compared, recorded) with the widest margin: the one candidate of a
+    # 4-sample run of a random model, scored on 1 item per task, is noise against the base
+    for kind, constraints in cfg["selection"]["constraints"].items():
+        constraints.update({metric: 1.0 for metric in constraints})
     merges = cfg["merges"]
     merges["configs"] = {k: v for k, v in merges["configs"].items() if k in MERGES}
     merges["best_of"] = {kind: [c for c in names if c in MERGES] for kind, names in merges["best_of"].items()}
@@ -58,14 +62,15 @@ def shaped(paper: dict) -> dict:
 
 
 #: Leaf keys (dotted; * is any one key) in which the paper-shaped config may differ from config/paper.yaml: sizes,
-#: plus the two that are not: the accelerate config (2 CPU processes, no GPU node) and where the files of
-#: allenai/nllb's loading script live (the replica serves them on loopback instead of AllenNLP's bucket).
+#: plus three that are not: the accelerate config (2 CPU processes, no GPU node), where the files of allenai/nllb's
+#: loading script live (the replica serves them on loopback instead of AllenNLP's bucket) and the selection
+#: constraints' margins (1 item per task makes every score noise).
 ALLOWED = [
     "base.num_layers", "mixes.*", "mixes.language.*.*", "sft.defaults.num_samples",
     "sft.defaults.checkpoint_every", "sft.defaults.threads", "sft.runs.*", "sft.runs.*.batch_size",
     "sft.runs.*.seq_len", "sft.runs.*.num_samples", "selection.top_k", "merges.configs.*", "merges.best_of.*",
     "evaluation.batch_size", "evaluation.threads", "evaluation.limit", "evaluation.tasks.*.max_new_tokens",
-    "sft.accelerate_config", "data_sources.nllb.data_files",
+    "sft.accelerate_config", "data_sources.nllb.data_files", "selection.constraints.*.*",
 ]
 
 

@@ -40,9 +40,15 @@ def bleu_13a(items) -> float:
     return _corpus_bleu(items, "13a")
 
 
+bleu_13a.sacrebleu_tokenize = "13a"  # recorded in each evaluation file (layerswap.evaluate.task_settings)
+
+
 def bleu_ja_mecab(items) -> float:
     """Aggregation for Japanese targets: sacreBLEU's ja-mecab tokenizer (MeCab with IPADIC; sacrebleu[ja])."""
     return _corpus_bleu(items, "ja-mecab")
+
+
+bleu_ja_mecab.sacrebleu_tokenize = "ja-mecab"
 
 
 def mbpp_execute(resps, docs) -> list[list[str]]:
