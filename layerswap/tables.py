@@ -192,6 +192,18 @@ def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> l
     return [f"ckpt/{e['run']}/{e['checkpoint']}" for e in entries[:top_k]]
 
 
+def selection_rule(selection_dir: str | Path, expert_type: str) -> str:
+    """How a selection file chose: '<w>·<metric> + ...', then the constraints and their margins (if any)."""
+    path = Path(selection_dir) / f"{expert_type}.json"
+    data = _read_json(path, "selection")
+    weights, constraints = data.get("weights") or {}, data.get("constraints") or {}
+    text = "ranked by " + " + ".join(f"{w:g}·{m}" for m, w in weights.items())
+    if constraints:
+        text += ", rejected if below the base model by more than a margin on " + ", ".join(
+            f"{m} (margin {margin:g})" for m, margin in constraints.items())
+    return text
+
+
 def load_paper_results(path: str | Path = PAPER_RESULTS) -> dict:
     import yaml
 
@@ -638,6 +650,8 @@ class Builder:
             "Accuracy / exact match / pass@1 as fractions, FLORES as BLEU (0-100); 'skipped' = benchmark not run "
             "(see the evaluation file's 'skipped' reason); 'n/a' = no score for that language in the file.",
             f"'{len(self.p.mgsm_languages)}-lang avg' = mean over {', '.join(self.p.mgsm_languages)}.",
+            f"Selection (section 3.1): math experts {selection_rule(ws.selection_dir, 'math')}; language experts "
+            f"(each in its language) {selection_rule(ws.selection_dir, self.p.languages[0])}.",
         ]
 
         if self.p.world == "paper":

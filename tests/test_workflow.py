@@ -38,6 +38,9 @@ def test_every_stage_left_its_files(micro_run):
     base_mgsm = json.loads((micro_run / "evals" / "base" / "mgsm.json").read_text())["scores"]["toy_swh"]
     assert lang["constraints"] == {"mgsm_target": 1.0} and lang["base"] == {"mgsm_target": base_mgsm}
     assert all("mgsm_target" in c["metrics"] and c["failed"] == [] for c in lang["candidates"])
+    assert ("language experts (each in its language) ranked by 1·belebele + 0.005·flores_from_en + "
+            "0.005·flores_to_en, rejected if below the base model by more than a margin on mgsm_target (margin 1)"
+            ) in (micro_run / "tables" / "table5.md").read_text()
     recipe = json.loads((micro_run / "merges" / "swap_default" / "toy_swh" / "l1m2.json").read_text())
     assert recipe["method"] == "layer_swap"
     result = json.loads((micro_run / "evals" / "merge" / "swap_default" / "toy_swh" / "l1m2" / "mgsm.json").read_text())
