@@ -3,8 +3,11 @@
 Jobs per rule come from Snakemake's own dry run of the whole DAG (run in an empty directory, so every job counts,
 whatever results/ already holds), or from ``--counts-json`` (a {rule: jobs} mapping, e.g. saved from an earlier
 run). Each rule's per-job estimate comes from the config's ``estimates`` ({rule: {gpu_hours, cpu_hours,
-disk_gb}}); totals are given per stage. Estimates are the config author's guesses, not measurements: the output
-says so, and lists the rules that have none.
+disk_gb, scratch_gb}}); totals are given per stage. `disk_gb` is what a job leaves; `scratch_gb` what it holds only
+while it runs (SFT: the Trainer's resumable state, deleted once the run is complete), so the peak disk is the kept
+total plus the scratch of the jobs that run at once (`--concurrent`; default: every job of a rule at once, the
+upper bound). Estimates are the config author's guesses, not measurements: the output says so, and lists the rules
+that have none.
 """
 
 from __future__ import annotations
@@ -78,13 +81,16 @@ def dry_run_counts(configfile: Path, snakefile: Path = REPO / "Snakefile", extra
     return parse_job_stats(proc.stdout + "\n" + proc.stderr)
 
 
-def plan_cost(counts: dict[str, int], estimates: dict[str, dict]) -> dict:
-    """Per rule and per stage: jobs and totals of each metric (jobs x per-job estimate)."""
+def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: int | None = None) -> dict:
+    """Per rule and per stage: jobs and totals of each metric (jobs x per-job estimate); the peak disk: everything
+    kept plus the scratch of min(jobs, concurrent) jobs of every rule at once."""
     rules, stages = {}, {}
     for rule, jobs in counts.items():
         est = estimates.get(rule) or {}
+        at_once = jobs if concurrent is None else min(jobs, concurrent)
         row = {"stage": stage_of(rule), "jobs": jobs, "estimated": bool(est),
-               **{m: round(jobs * float(est.get(m, 0.0)), 6) for m in METRICS}}
+               **{m: round(jobs * float(est.get(m, 0.0)), 6) for m in METRICS},
+               "scratch_gb": round(at_once * float(est.get("scratch_gb", 0.0)), 6)}
         rules[rule] = row
         agg = stages.setdefault(row["stage"], {"jobs": 0, **{m: 0.0 for m in METRICS}})
         agg["jobs"] += jobs
@@ -94,7 +100,8 @@ def plan_cost(counts: dict[str, int], estimates: dict[str, dict]) -> dict:
     stages = {s: stages[s] for s in order if s in stages}
     total = {"jobs": sum(r["jobs"] for r in rules.values()),
              **{m: round(sum(r[m] for r in rules.values()), 6) for m in METRICS}}
-    return {"rules": rules, "stages": stages, "total": total,
+    total["peak_disk_gb"] = round(total["disk_gb"] + sum(r["scratch_gb"] for r in rules.values()), 6)
+    return {"rules": rules, "stages": stages, "total": total, "concurrent": concurrent,
             "no_estimate": sorted(r for r, row in rules.items() if not row["estimated"]),
             "unused_estimates": sorted(r for r in estimates if r not in counts)}
 
@@ -116,6 +123,10 @@ def format_cost(cost: dict) -> str:
                      f"{fmt(s['disk_gb']):>11}")
     t = cost["total"]
     lines.append(f"{'total':<38}{t['jobs']:>7}{fmt(t['gpu_hours']):>11}{fmt(t['cpu_hours']):>10}{fmt(t['disk_gb']):>11}")
+    scratch = {r: row["scratch_gb"] for r, row in cost["rules"].items() if row["scratch_gb"]}
+    at_once = "every job of a rule at once" if cost["concurrent"] is None else f"at most {cost['concurrent']} jobs of a rule at once"
+    lines.append(f"peak disk: {fmt(t['peak_disk_gb'])} GB = {fmt(t['disk_gb'])} GB kept + scratch while jobs run ("
+                 + (", ".join(f"{r} {fmt(g)} GB" for r, g in scratch.items()) or "none") + f"; {at_once})")
     if cost["no_estimate"]:
         lines.append(f"no estimate (counted as 0): {', '.join(cost['no_estimate'])}")
     if cost["unused_estimates"]:
@@ -127,6 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configfile", required=True, type=Path, help="workflow config, e.g. config/paper.yaml")
     parser.add_argument("--counts-json", default=None, help="{rule: jobs} instead of a dry run")
     parser.add_argument("--json", action="store_true", help="print the cost as JSON")
+    parser.add_argument("--concurrent", type=int, default=None,
+                        help="jobs of one rule running at once, for the peak disk (default: all of them)")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -134,5 +147,7 @@ def run(args: argparse.Namespace) -> None:
 
     config = load_config(args.configfile)
     counts = json.loads(args.counts_json) if args.counts_json else dry_run_counts(args.configfile)
-    cost = plan_cost(counts, config.get("estimates") or {})
+    if args.concurrent is not None and args.concurrent < 1:
+        raise UserError("--concurrent must be >= 1")
+    cost = plan_cost(counts, config.get("estimates") or {}, args.concurrent)
     print(json.dumps(cost, indent=1) if args.json else format_cost(cost))

@@ -8,7 +8,9 @@ export is atomic: it is written to a hidden `<out>/.tmp-s<samples>/` and renamed
 directory without its full file set. `<out>/checkpoints.json` is written last, after every checkpoint exists. The
 Trainer's own resumable state lives in `<out>/trainer-<key>/` (key = hash of base, data and params), so a killed run
 resumes from its last complete Trainer checkpoint when the workflow runs again, and a changed run never resumes from
-another run's state (its stale `s*` directories are removed when it starts).
+another run's state (its stale `s*` directories are removed when it starts). Once the manifest is written the run is
+complete and `trainer-<key>/` is deleted (fp32 weights and Adam moments: ~190 GB for an 8B full fine-tune); a run
+whose every export of this key exists is complete without it, and trains no more.
 
 Full fine-tuning or LoRA
 ------------------------
@@ -310,6 +312,12 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     meta["run_key"] = key
     work = out_dir / f"trainer-{key}"
     args = training_arguments(params, work)
+    if exports_complete(out_dir, params, key):  # killed after the last export: nothing to train
+        if args.process_index == 0:
+            print(f"{out_dir}: every checkpoint of this configuration is exported; the run is complete", flush=True)
+            _clean_stale(out_dir, key)
+            _finish(out_dir, params, key, work)
+        return
     if args.process_index == 0:  # one process tidies the run directory (under accelerate launch too)
         print(f"{out_dir}: {args.world_size} training process(es), {args.per_device_train_batch_size} sample(s) "
               f"per process and step", flush=True)
@@ -338,38 +346,45 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     )
     export.trainer = trainer
     resume = last_complete_checkpoint(work) if work.is_dir() else None
-    done = _resume_plan(out_dir, params, key, resume, args.max_steps)
-    if resume and done is None:
+    if resume and not _can_resume(out_dir, params, key, resume, args.max_steps):
         if trainer.is_world_process_zero():  # earlier exports are gone and cannot be rebuilt: start over
             print(f"{out_dir}: exports before {resume} are missing; training from the start", flush=True)
             shutil.rmtree(work)
         trainer.accelerator.wait_for_everyone()
         resume = None
     if resume and trainer.is_world_process_zero():
-        print(f"resuming {out_dir} from {resume}" + (" (already complete)" if done else ""), flush=True)
-    if not done:
-        trainer.train(resume_from_checkpoint=resume)
+        print(f"resuming {out_dir} from {resume}", flush=True)
+    trainer.train(resume_from_checkpoint=resume)
+    trainer.accelerator.wait_for_everyone()  # every process is done with the Trainer state before it goes
     if trainer.is_world_process_zero():
-        write_manifest(out_dir, params, key)
+        _finish(out_dir, params, key, work)
     trainer.accelerator.wait_for_everyone()
 
 
-def _resume_plan(out_dir: Path, params: dict, key: str, resume: str | None, max_steps: int) -> bool | None:
-    """Whether a resumable run is already complete (True), can resume (False), or must start over (None).
+def exports_complete(out_dir: Path, params: dict, key: str) -> bool:
+    """Every checkpoint of the schedule is exported by this configuration (run key)."""
+    return all(_export_key(Path(out_dir) / checkpoint_name(s)) == key
+               for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"]))
 
-    A run resumes only if every checkpoint before the resume step was exported by this configuration (the
-    resume step itself is re-exported on train begin). A run whose last Trainer state is the final step is
-    complete only if every export exists: resuming there would make the Trainer take one step too many.
-    """
-    if not resume:
-        return False
+
+def _finish(out_dir: Path, params: dict, key: str, work: Path) -> None:
+    """The manifest, then the Trainer state goes: a complete run never resumes, and the state is the bulk of its disk."""
+    write_manifest(out_dir, params, key)
+    if work.is_dir():
+        shutil.rmtree(work)
+
+
+def _can_resume(out_dir: Path, params: dict, key: str, resume: str, max_steps: int) -> bool:
+    """A run (not complete: see exports_complete) resumes from Trainer state `resume` only if every checkpoint before
+    the resume step was exported by this configuration; the resume step itself is re-exported on train begin. Not
+    from the final step (an export is missing there): resuming there would make the Trainer take one step too many."""
     step = int(resume.rsplit("-", 1)[-1])
+    if step >= max_steps:
+        return False
     valid = [_export_key(out_dir / checkpoint_name(s)) == key
              for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
              if s // params["batch_size"] <= step]
-    if step >= max_steps:
-        return True if all(valid) else None
-    return False if all(valid[:-1]) else None
+    return all(valid[:-1])
 
 
 def weight_files(ckpt: Path) -> list[Path]:

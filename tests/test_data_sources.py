@@ -329,7 +329,7 @@ def test_cost_exact_numbers_from_counts():
                  "evaluate_checkpoints": {"gpu_hours": 0.25}, "evaluate_merges": {"gpu_hours": 2.0},
                  "merge_recipes": {"cpu_hours": 0.01}, "heatmap": {"cpu_hours": 1}}
     cost = cost_mod.plan_cost(counts, estimates)
-    assert cost["total"] == {"jobs": 33, "gpu_hours": 46.0, "cpu_hours": 1.56, "disk_gb": 520.3}
+    assert cost["total"] == {"jobs": 33, "gpu_hours": 46.0, "cpu_hours": 1.56, "disk_gb": 520.3, "peak_disk_gb": 520.3}
     assert cost["stages"]["sft"] == {"jobs": 4, "gpu_hours": 32.0, "cpu_hours": 0.0, "disk_gb": 520.0}
     assert cost["stages"]["selection"] == {"jobs": 10, "gpu_hours": 2.0, "cpu_hours": 0.0, "disk_gb": 0.0}
     assert cost["stages"]["evaluation"]["gpu_hours"] == 12.0
@@ -337,6 +337,19 @@ def test_cost_exact_numbers_from_counts():
     assert cost["unused_estimates"] == ["heatmap"]
     text = cost_mod.format_cost(cost)
     assert "total" in text and "46.0" in text and "520.3" in text
+
+
+def test_cost_peak_disk_counts_the_scratch_of_jobs_running_at_once():
+    """SFT's Trainer state is deleted once a run is complete: kept disk excludes it, the peak includes it for the
+    runs that train at once."""
+    counts = {"sft": 18, "evaluate_merges": 4}
+    estimates = {"sft": {"gpu_hours": 8.0, "disk_gb": 130, "scratch_gb": 192}}
+    every = cost_mod.plan_cost(counts, estimates)
+    assert every["total"]["disk_gb"] == 18 * 130 and every["total"]["peak_disk_gb"] == 18 * 130 + 18 * 192
+    four = cost_mod.plan_cost(counts, estimates, concurrent=4)
+    assert four["total"]["disk_gb"] == 18 * 130 and four["total"]["peak_disk_gb"] == 18 * 130 + 4 * 192
+    assert "peak disk: 3,108.0 GB = 2,340.0 GB kept + scratch while jobs run (sft 768.0 GB; at most 4 jobs" in \
+        cost_mod.format_cost(four)
 
 
 def test_parse_job_stats():

@@ -44,6 +44,20 @@ def full_run(tiny_base, mix, tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def kept_run(tiny_base, mix, tmp_path_factory):
+    """The same run killed after its manifest, before its Trainer state was deleted: what the resume tests start
+    from (each copies it and takes away what a kill at another moment would not have written)."""
+    import layerswap.sft as sft
+
+    out = tmp_path_factory.mktemp("kept") / "run"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sft, "_finish", lambda out_dir, params, key, work: sft.write_manifest(out_dir, params, key))
+        train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)
+    assert len(list(out.glob("trainer-*/checkpoint-*"))) == 2
+    return out
+
+
 def weights(path):
     return load_file(path / "model.safetensors")
 
@@ -73,9 +87,15 @@ def test_progress_log_with_tokens_per_second(full_run):
     assert "4/4" in console and "'loss'" in console
 
 
-def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, full_run, tmp_path):
+def test_complete_run_deletes_its_trainer_state(full_run, kept_run):
+    """The Trainer state (optimizer moments: the bulk of an SFT run's disk) goes once the manifest is written."""
+    assert (full_run / "checkpoints.json").is_file() and not list(full_run.glob("trainer-*"))
+    assert same(weights(full_run / "s0000016"), weights(kept_run / "s0000016"))
+
+
+def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, full_run, kept_run, tmp_path):
     # Simulate a kill after the first checkpoint: the last checkpoint and the manifest never got written.
-    shutil.copytree(full_run, tmp_path / "killed")
+    shutil.copytree(kept_run, tmp_path / "killed")
     shutil.rmtree(tmp_path / "killed" / "s0000016")
     (tmp_path / "killed" / "checkpoints.json").unlink()
     trainer_dir = next((tmp_path / "killed").glob("trainer-*"))
@@ -84,20 +104,26 @@ def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, full_run, tmp_
     assert same(weights(full_run / "s0000016"), weights(tmp_path / "killed" / "s0000016"))  # bitwise on CPU
 
 
-def test_rerun_after_the_last_step_trains_no_more(tiny_base, mix, full_run, tmp_path):
-    # Killed after the final Trainer save and export, before the manifest: the rerun only writes the manifest.
-    shutil.copytree(full_run, tmp_path / "done")
-    (tmp_path / "done" / "checkpoints.json").unlink()
-    train_expert(tiny_base, mix, tmp_path / "done", PARAMS, TEMPLATE)
-    names = sorted(p.name for p in (tmp_path / "done").glob("s*"))
+@pytest.mark.parametrize("state", ["kept", "deleted"])
+def test_rerun_after_the_last_step_trains_no_more(tiny_base, mix, full_run, kept_run, tmp_path, state, capsys):
+    # Killed after the final export, before the manifest (Trainer state kept), or the manifest lost after the run
+    # completed (state deleted): the rerun only writes the manifest, and the Trainer state goes.
+    done = tmp_path / "done"
+    shutil.copytree(kept_run if state == "kept" else full_run, done)
+    (done / "checkpoints.json").unlink()
+    log = (done / "log.jsonl").read_text()
+    train_expert(tiny_base, mix, done, PARAMS, TEMPLATE)
+    names = sorted(p.name for p in done.glob("s*"))
     assert names == ["s0000008", "s0000016"]  # no extra step, no checkpoint past the schedule
-    assert same(weights(full_run / "s0000016"), weights(tmp_path / "done" / "s0000016"))
-    assert (tmp_path / "done" / "checkpoints.json").is_file()
+    assert same(weights(full_run / "s0000016"), weights(done / "s0000016"))
+    assert (done / "checkpoints.json").is_file() and not list(done.glob("trainer-*"))
+    assert (done / "log.jsonl").read_text() == log  # the progress log of the run is kept, nothing appended
+    assert "the run is complete" in capsys.readouterr().out
 
 
-def test_lost_earlier_export_restarts_the_run(tiny_base, mix, full_run, tmp_path):
+def test_lost_earlier_export_restarts_the_run(tiny_base, mix, full_run, kept_run, tmp_path):
     # An earlier export is gone and its Trainer state too: the run starts over and ends identical.
-    shutil.copytree(full_run, tmp_path / "lost")
+    shutil.copytree(kept_run, tmp_path / "lost")
     shutil.rmtree(tmp_path / "lost" / "s0000008")
     (tmp_path / "lost" / "checkpoints.json").unlink()
     train_expert(tiny_base, mix, tmp_path / "lost", PARAMS, TEMPLATE)
@@ -124,29 +150,34 @@ def test_crash_during_export_leaves_no_partial_checkpoint(tiny_base, mix, full_r
     assert FULL_SET <= {p.name for p in (out / "s0000008").iterdir()}
     assert not list(out.glob(".tmp-*")) and not (out / "checkpoints.json").exists()
     monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", original)
-    # The Trainer state of step 4 was saved before the export died: the rerun exports it from the restored weights.
+    # The Trainer state of the final step was saved before its export died: the rerun starts over (resuming at the
+    # final step would take one step too many) and ends identical.
     train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)
     assert (out / "checkpoints.json").is_file()
     assert same(weights(full_run / "s0000016"), weights(out / "s0000016"))
 
 
-def test_changed_run_drops_stale_checkpoints(tiny_base, mix, full_run, tmp_path):
+def test_changed_run_drops_stale_checkpoints(tiny_base, mix, full_run, kept_run, tmp_path):
     out = tmp_path / "run"
-    shutil.copytree(full_run, out)
+    shutil.copytree(kept_run, out)
     (out / "checkpoints.json").unlink()
     params = {**PARAMS, "num_samples": 8, "lr": 2e-3}  # another configuration of the same run
     train_expert(tiny_base, mix, out, params, TEMPLATE)
     assert sorted(p.name for p in out.glob("s*")) == ["s0000008"]
-    assert len(list(out.glob("trainer-*"))) == 1
+    assert not list(out.glob("trainer-*"))  # the other configuration's state, and (complete) its own
     assert json.loads((out / "s0000008" / "layerswap_meta.json").read_text())["params"]["lr"] == 2e-3
     assert not same(weights(full_run / "s0000008"), weights(out / "s0000008"))
 
 
-def test_lora_adapter_and_merged_weights_and_resume(tiny_base, mix, tmp_path):
+def test_lora_adapter_and_merged_weights_and_resume(tiny_base, mix, tmp_path, monkeypatch):
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
+    import layerswap.sft as sft
+
+    # keep the Trainer state (as a kill before its deletion would) for the resume below
+    monkeypatch.setattr(sft, "_finish", lambda out_dir, params, key, work: sft.write_manifest(out_dir, params, key))
     train_expert(tiny_base, mix, tmp_path / "lora", LORA, TEMPLATE)
     ckpt = tmp_path / "lora" / "s0000016"
     assert FULL_SET <= {p.name for p in ckpt.iterdir()}
