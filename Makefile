@@ -6,15 +6,27 @@ VENV := .venv
 BIN := $(VENV)/bin
 CORES ?= 2
 
-$(BIN)/layerswap: pyproject.toml
+TORCH := torch==2.13.0
+UV := uv==0.13.8
+
+# Every package at the version requirements.lock pins (pip constraints: only what this package needs is installed).
+# torch first: where a CPU build of the pinned version is on offer (a CPU-only machine) pip takes it, and its
+# metadata asks for no CUDA wheels; on a GPU node it is the PyPI build with the CUDA wheels the lock pins.
+$(BIN)/layerswap: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first, pinned: on CPU-only machines this takes the CPU wheel; the ranges below then install nothing more.
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test,cluster]'
+	$(BIN)/pip install --quiet -c requirements.lock $(TORCH)
+	$(BIN)/pip install --quiet -c requirements.lock -e '.[test,cluster]'
 	touch $@
 
-.PHONY: run test report clean
+# Re-pin every dependency (after an edit of pyproject.toml's ranges): one universal lock for Python >= 3.11.
+lock:
+	$(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet $(UV)
+	echo "$(TORCH)" | .lock-venv/bin/uv pip compile pyproject.toml - --extra test --extra cluster --universal \
+		--python-version 3.11 --custom-compile-command "make lock" -o requirements.lock
+	rm -rf .lock-venv
+
+.PHONY: run test report clean lock
 run: $(BIN)/layerswap
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES)
 
