@@ -167,7 +167,7 @@ rule table1_bars:
         "--params-json {params.tables} --out-prefix {R}/figures/table1_bars > {log} 2>&1"
 
 # The config as given (rules/ablations.smk, included later, adds the ablations' merge configs to it).
-CONFIG_AS_GIVEN = shlex.quote(json.dumps(config, default=str))
+CONFIG_AS_GIVEN = shlex.quote(json.dumps(config, default=str, sort_keys=True))  # defaults filled, keys sorted
 
 
 rule config_used:

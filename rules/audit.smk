@@ -22,7 +22,7 @@ rule manifest:
     output:
         f"{R}/manifest.json",
     params:
-        config=lambda w: shlex.quote(json.dumps(config, default=str)),  # secrets are dropped by the command
+        config=lambda w: shlex.quote(json.dumps(config, default=str, sort_keys=True)),  # secrets: dropped by the command
         workflow_dir=shlex.quote(workflow.basedir),
         code=code_hash("audit", "jsonl"),
     log:

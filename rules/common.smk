@@ -42,7 +42,13 @@ PAIR_CONFIGS = list(config["merges"]["configs"])
 _keep = config["storage"]["keep_merged"]
 KEEP_MERGED = PAIR_CONFIGS if _keep is True else list(_keep or [])
 MERGED_MODELS = [f"{MERGED}/{c}/{l}/{p}" for c in KEEP_MERGED for l in LANGS for p in PAIRS]
-ALL_LANGS = ["en"] + (list(config["toy_world"]["languages"]) if config["world"] == "toy" else LANGS)
+# Evaluation languages in a canonical order (English, then by code): the order of a mapping or list in the config
+# means nothing to an evaluation, so it must not reach params (only stale outputs rerun).
+def canonical_languages(langs):
+    return sorted(set(langs), key=lambda l: (l != "en", l))
+
+
+ALL_LANGS = canonical_languages(["en", *(config["toy_world"]["languages"] if config["world"] == "toy" else LANGS)])
 
 
 wildcard_constraints:
@@ -134,7 +140,7 @@ def eval_data_files(benchmarks, languages=None):
 def task_languages(benchmark, languages=None):
     """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else all."""
     langs = languages if languages is not None else EVAL["tasks"][benchmark].get("languages") or ALL_LANGS
-    return [l for l in langs if not (benchmark == "flores" and l == "en")]
+    return [l for l in canonical_languages(langs) if not (benchmark == "flores" and l == "en")]
 
 
 def task_data_files(benchmarks, languages=None):

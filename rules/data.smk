@@ -42,10 +42,12 @@ def mix_sources(expert):
         ]
 
     if expert == "math":
-        return entries("math", "en")
-    if expert.startswith("joint_"):
-        return entries("math", "en") + entries("language", expert[len("joint_"):])
-    return entries("language", expert)
+        found = entries("math", "en")
+    elif expert.startswith("joint_"):
+        found = entries("math", "en") + entries("language", expert[len("joint_"):])
+    else:
+        found = entries("language", expert)
+    return sorted(found, key=lambda e: (e["name"], e["lang"]))  # a mapping's key order means nothing
 
 
 rule sft_mix:

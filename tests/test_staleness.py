@@ -67,6 +67,22 @@ def write_config(path: Path, edit) -> Path:
     return path
 
 
+def same_meaning(path: Path, source: Path = MICRO) -> Path:
+    """micro.yaml (or `source`) rewritten without changing what it means: every mapping's keys in reverse order at every level,
+    every schema default written out, numbers re-spelled by the YAML dumper (1.0e-3 -> 0.001), comments gone."""
+    from layerswap.config import validate_config
+
+    def reverse(value):
+        if isinstance(value, dict):
+            return {k: reverse(value[k]) for k in reversed(list(value))}
+        return [reverse(v) for v in value] if isinstance(value, list) else value
+
+    config = validate_config(yaml.safe_load(source.read_text()))  # fills the defaults in place
+    path.write_text(yaml.safe_dump(reverse(config), sort_keys=False))
+    assert path.read_text() != source.read_text()
+    return path
+
+
 def set_in(keys: list, value):
     def edit(config):
         node = config
@@ -131,6 +147,7 @@ def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
     snakefile = REPO / "Snakefile"
     edits = {
         "nothing": MICRO,
+        "same_meaning": same_meaning(tmp / "same_meaning.yaml"),
         "swap_bottom": write_config(tmp / "swap_bottom.yaml", set_in(["merges", "configs", "swap_default", "bottom"], 2)),
         "grid_point": write_config(tmp / "grid_point.yaml", add_grid_point),
         "lr": write_config(tmp / "lr.yaml", set_in(["sft", "runs", "toy_swh_1", "lr"], 3.0e-3)),
@@ -169,6 +186,26 @@ def test_package_copy_is_the_one_fingerprinted(tmp_path):
 def test_nothing_changed_runs_nothing(plans):
     assert plans["nothing"] == set()
     assert plans["single_nothing"] == set()
+
+
+def test_a_config_rewritten_with_the_same_meaning_runs_nothing(plans):
+    """Params are canonical: key order, defaults written out or left out, number spelling and comments do not reach
+    them (mapping keys sorted in every JSON param; languages and mix sources in a canonical order)."""
+    assert plans["same_meaning"] == set()
+
+
+def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):
+    """The embedded default has 4 toy languages (micro.yaml one): rewritten with the same meaning, its dry run from
+    scratch gives every job the same shell command (each config value a job uses is in its command)."""
+    from conftest import snakemake
+
+    default = REPO / "config" / "config.yaml"
+    commands = {}
+    for name, cfg in (("as_written", default), ("rewritten", same_meaning(tmp_path / "rewritten.yaml", default))):
+        proc = snakemake(tmp_path / name, "-n", "-p", configfile=cfg)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        commands[name] = sorted(line.strip() for line in proc.stdout.splitlines() if "layerswap " in line)
+    assert len(commands["as_written"]) > 100 and commands["as_written"] == commands["rewritten"]
 
 
 def test_swap_config_edit_reruns_only_its_merges(plans):
