@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: Stage of each rule (data flows top to bottom); rules not listed fall in "other".
 STAGES: dict[str, tuple[str, ...]] = {
-    "data": ("config_used", "toy_data", "hub_data", "sft_mix"),
+    "data": ("config_used", "toy_corpus", "toy_source", "toy_eval", "hub_data", "sft_mix"),
     "base": ("toy_base", "prepare_base"),
     "sft": ("sft",),
     "selection": ("evaluate_checkpoints", "checkpoint_index", "select"),

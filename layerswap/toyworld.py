@@ -232,19 +232,78 @@ def _write_jsonl(path: Path, rows: Iterator[dict] | list[dict]) -> int:
     return n
 
 
-def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int]) -> None:
-    """Write pretraining corpus, SFT sources and evaluation sets for English and every toy language."""
-    langs = [make_language(code, spec["word_order"], seed) for code, spec in languages.items()]
+#: The files the generator writes, by dataset name (rules/data.smk runs one job per dataset): the pretraining corpus
+#: (with the vocabulary), the SFT sources per language, and the evaluation sets per benchmark and language.
+SOURCES = ("aya", "nllb")
+BENCHMARKS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
+
+
+def datasets(languages: list[str]) -> list[str]:
+    """Every dataset name of a toy world with these languages (files: raw/<name>.jsonl or eval/<name>.jsonl)."""
+    names = ["pretrain", "orca_math"] + [f"{src}_{l}" for src in SOURCES for l in languages]
+    return names + [f"{b}_{l}" for b in BENCHMARKS for l in ["en", *languages] if not (b == "flores" and l == "en")]
+
+
+def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int]) -> dict:
+    """What one dataset depends on, besides the seed: its languages and its size. Nothing else reaches its job, so
+    a changed size or an added language reruns only the datasets it touches."""
+    if name == "pretrain":
+        return {"languages": languages, "size": sizes["pretrain_docs"]}
+    if name == "orca_math":
+        return {"languages": {}, "size": sizes["math_sft"]}
+    kind, lang = name.split("_", 1)
+    size = sizes[f"{kind}_per_language"] if kind in SOURCES else sizes[kind]
+    return {"languages": {lang: languages[lang]} if lang != "en" else {}, "size": size}
+
+
+def _stream(seed: int, *names: str) -> random.Random:
+    """A dataset's own random stream: no dataset draws from another's, so one's size changes no other file."""
+    return random.Random("-".join([str(seed), *names]))
+
+
+def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], size: int) -> None:
+    """Write one dataset (`out`: its .jsonl; the pretraining corpus also writes vocab.json beside it)."""
+    langs = [make_language(code, spec["word_order"], seed) for code, spec in sorted(languages.items())]
     en = english()
     world = World(seed, langs)
-    rng = random.Random(seed + 1)
-    every = [en] + langs
+    out = Path(out)
+    if name == "pretrain":
+        _write_jsonl(out, ({"text": d} for d in _pretrain(world, _stream(seed, name), en, langs, size)))
+        (out.parent / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
+        return
+    if name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
+        rng = _stream(seed, name)
+        _write_jsonl(out, ({"question": q, "answer": a} for q, a in
+                           (world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
+                            for _ in range(size))))
+        return
+    kind, _, code = name.partition("_")
+    if kind not in SOURCES + BENCHMARKS or not code or (code != "en" and len(langs) != 1):
+        raise UserError(f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
+                        f"<{'|'.join(BENCHMARKS)}>_<language> with that language's spec")
+    lang = en if code == "en" else langs[0]
+    if kind in SOURCES:
+        writer = _aya if kind == "aya" else _nllb
+        _write_jsonl(out, writer(world, _stream(seed, name), lang, size))
+    elif kind == "mgsm":  # parallel across languages like MGSM: the same problems (the benchmark's stream), translated
+        rng = _stream(seed, kind)
+        rows = []
+        for p in [world.math_problem(rng, steps=2) for _ in range(size)]:
+            q, a = world.render_math(p, lang)
+            eq = "; ".join(f"{x}{op}{y}={z}" for x, op, y, z in p["equations"])
+            rows.append({"question": q, "answer": a, "answer_number": p["answer"], "equation_solution": eq})
+        _write_jsonl(out, rows)
+    else:  # Belebele, MMLU, MBPP, FLORES: the same items in every language (the benchmark's stream)
+        writer = {"belebele": _belebele, "mmlu": _mmlu, "mbpp": _mbpp, "flores": _flores}[kind]
+        _write_jsonl(out, writer(world, _stream(seed, kind), lang, size))
 
-    # Pretraining corpus: English-heavy (like Llama), a little of each toy language, some parallel text.
+
+def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n: int) -> list[str]:
+    """Pretraining corpus: English-heavy (like Llama), a little of each toy language, some parallel text."""
     docs: list[str] = []
-    for _ in range(sizes["pretrain_docs"]):
+    for _ in range(n):
         r = rng.random()
-        lang = en if r < 0.62 else rng.choice(langs)
+        lang = en if r < 0.62 or not langs else rng.choice(langs)
         kind = rng.random()
         if lang is en and kind < 0.2:
             q, a = world.render_math(world.math_problem(rng, steps=1), en)
@@ -263,39 +322,15 @@ def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict
             docs.append(f"{en.clause(s, v, o, x)} = {lang.clause(s, v, o, x)}")
         else:
             docs.append(world.story(rng, lang, n=rng.randint(2, 5)))
-    out_raw.mkdir(parents=True, exist_ok=True)
-    _write_jsonl(out_raw / "pretrain.jsonl", ({"text": d} for d in docs))
-    (out_raw / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
+    return docs
 
-    # Orca-Math style English math (two-step word problems with worked solutions).
-    def orca() -> Iterator[dict]:
-        for _ in range(sizes["math_sft"]):
-            q, a = world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
-            yield {"question": q, "answer": a}
 
-    _write_jsonl(out_raw / "orca_math.jsonl", orca())
-
-    for lang in langs:
-        _write_jsonl(out_raw / f"aya_{lang.code}.jsonl", _aya(world, rng, lang, sizes["aya_per_language"]))
-        _write_jsonl(out_raw / f"nllb_{lang.code}.jsonl", _nllb(world, rng, lang, sizes["nllb_per_language"]))
-
-    # Evaluation sets: parallel across languages like MGSM/Belebele/FLORES (same items, translated).
-    eval_rng = random.Random(seed + 2)
-    problems = [world.math_problem(eval_rng, steps=2) for _ in range(sizes["mgsm"])]
-    for lang in every:
-        rows = []
-        for p in problems:
-            q, a = world.render_math(p, lang)
-            eq = "; ".join(f"{x}{op}{y}={z}" for x, op, y, z in p["equations"])
-            rows.append({"question": q, "answer": a, "answer_number": p["answer"], "equation_solution": eq})
-        _write_jsonl(out_eval / f"mgsm_{lang.code}.jsonl", rows)
-        _write_jsonl(out_eval / f"belebele_{lang.code}.jsonl",
-                     _belebele(world, random.Random(seed + 3), lang, sizes["belebele"]))
-        _write_jsonl(out_eval / f"mmlu_{lang.code}.jsonl", _mmlu(world, random.Random(seed + 4), lang, sizes["mmlu"]))
-        _write_jsonl(out_eval / f"mbpp_{lang.code}.jsonl", _mbpp(world, random.Random(seed + 5), lang, sizes["mbpp"]))
-        if lang is not en:
-            _write_jsonl(out_eval / f"flores_{lang.code}.jsonl",
-                         _flores(world, random.Random(seed + 6), lang, sizes["flores"]))
+def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int]) -> None:
+    """Write every dataset of the toy world (what the workflow's per-dataset jobs write, in one call)."""
+    for name in datasets(sorted(languages)):
+        folder = out_raw if name in ("pretrain", "orca_math") or name.split("_", 1)[0] in SOURCES else out_eval
+        folder.mkdir(parents=True, exist_ok=True)
+        write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes))
 
 
 def _aya(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
@@ -362,11 +397,12 @@ def _flores(world: World, rng: random.Random, lang: Language, n: int) -> Iterato
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--raw-dir", required=True, type=Path)
-    parser.add_argument("--eval-dir", required=True, type=Path)
-    parser.add_argument("--params-json", required=True, help="toy_world config section as JSON")
+    parser.add_argument("--dataset", required=True, help="pretrain, orca_math, <aya|nllb>_<lang> or <benchmark>_<lang>")
+    parser.add_argument("--out", required=True, type=Path, help="the dataset's .jsonl file")
+    parser.add_argument("--params-json", required=True,
+                        help="{seed, languages, size}: what the dataset depends on (see dataset_inputs)")
 
 
 def run(args: argparse.Namespace) -> None:
     params = json.loads(args.params_json)
-    generate(args.raw_dir, args.eval_dir, params["seed"], params["languages"], params["sizes"])
+    write_dataset(args.dataset, args.out, params["seed"], params["languages"], params["size"])

@@ -2,29 +2,53 @@
 # SFT mixes.
 
 
-def toy_raw_files():
-    langs = list(config["toy_world"]["languages"])
-    return [f"{R}/data/raw/orca_math.jsonl"] + [
-        f"{R}/data/raw/{src}_{l}.jsonl" for src in ("aya", "nllb") for l in langs
-    ]
-
-
 if config["world"] == "toy":
+    from layerswap import toyworld
 
-  rule toy_data:
-      output:
-          corpus=f"{R}/data/raw/pretrain.jsonl",
-          vocab=f"{R}/data/raw/vocab.json",
-          sources=toy_raw_files(),
-          evals=eval_data_files(["mgsm", "belebele", "flores", "mmlu", "mbpp"]),
-      params:
-          world=as_json(config.get("toy_world", {})),
-          code=code_hash("toyworld"),
-      log:
-          f"{R}/logs/toy_data.log",
-      shell:
-          "layerswap toy-data --raw-dir {R}/data/raw --eval-dir {R}/data/eval "
-          "--params-json {params.world} > {log} 2>&1"
+    TOY_DATASETS = toyworld.datasets(sorted(config["toy_world"]["languages"]))
+    TOY_RAW = [d for d in TOY_DATASETS if d == "orca_math" or d.split("_", 1)[0] in toyworld.SOURCES]
+    TOY_EVAL = [d for d in TOY_DATASETS if d not in TOY_RAW and d != "pretrain"]
+
+    def toy_dataset_params(name):
+        """Only what one dataset depends on (seed, its languages, its size): a changed size or an added language
+        reruns the datasets it touches, and what reads them, nothing else."""
+        world = config["toy_world"]
+        return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"])})
+
+    rule toy_corpus:
+        """The toy world's pretraining corpus and vocabulary."""
+        output:
+            corpus=f"{R}/data/raw/pretrain.jsonl",
+            vocab=f"{R}/data/raw/vocab.json",
+        params:
+            world=toy_dataset_params("pretrain"),
+            code=code_hash("toyworld"),
+        log:
+            f"{R}/logs/toy_data/pretrain.log",
+        shell:
+            "layerswap toy-data --dataset pretrain --out {output.corpus} --params-json {params.world} > {log} 2>&1"
+
+    rule toy_source:
+        """One toy SFT source file (Orca-Math, or Aya / NLLB of one language)."""
+        output:
+            f"{R}/data/raw/{{dataset}}.jsonl",
+        wildcard_constraints:
+            dataset="|".join(TOY_RAW),
+        params:
+            world=lambda w: toy_dataset_params(w.dataset),
+            code=code_hash("toyworld"),
+        log:
+            f"{R}/logs/toy_data/{{dataset}}.log",
+        shell:
+            "layerswap toy-data --dataset {wildcards.dataset} --out {output} --params-json {params.world} > {log} 2>&1"
+
+    use rule toy_source as toy_eval with:
+        output:
+            f"{R}/data/eval/{{dataset}}.jsonl",
+        wildcard_constraints:
+            dataset="|".join(TOY_EVAL),
+        log:
+            f"{R}/logs/toy_data/eval_{{dataset}}.log",
 
 
 def mix_sources(expert):

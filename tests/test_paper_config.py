@@ -89,7 +89,7 @@ def test_job_counts_per_rule(dry_run):
     assert counts["select"] == 6                                            # math, 4 languages, joint_swh
     assert counts["sft_mix"] == 6
     assert counts["hub_data"] == 17                                         # (source, language) pairs of the mixes
-    assert counts["prepare_base"] == 1 and "toy_base" not in counts and "toy_data" not in counts
+    assert counts["prepare_base"] == 1 and "toy_base" not in counts and "toy_corpus" not in counts and "toy_eval" not in counts
     assert n_configs == 85 and counts["merge_recipes"] == n_configs * len(langs) == 340
     assert counts["evaluate_merges"] == n_configs * len(langs)
     assert counts["soup_then_swap_recipes"] == counts["evaluate_soup_then_swap"] == len(langs)

@@ -148,6 +148,7 @@ def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
     edits = {
         "nothing": MICRO,
         "same_meaning": same_meaning(tmp / "same_meaning.yaml"),
+        "mgsm_size": write_config(tmp / "mgsm_size.yaml", set_in(["toy_world", "sizes", "mgsm"], 20)),
         "swap_bottom": write_config(tmp / "swap_bottom.yaml", set_in(["merges", "configs", "swap_default", "bottom"], 2)),
         "grid_point": write_config(tmp / "grid_point.yaml", add_grid_point),
         "lr": write_config(tmp / "lr.yaml", set_in(["sft", "runs", "toy_swh_1", "lr"], 3.0e-3)),
@@ -192,6 +193,16 @@ def test_a_config_rewritten_with_the_same_meaning_runs_nothing(plans):
     """Params are canonical: key order, defaults written out or left out, number spelling and comments do not reach
     them (mapping keys sorted in every JSON param; languages and mix sources in a canonical order)."""
     assert plans["same_meaning"] == set()
+
+
+def test_a_bigger_toy_evaluation_set_reruns_its_evaluations_not_pretraining_or_sft(plans):
+    """One job per toy dataset, each with only its own size and languages: a bigger MGSM regenerates the MGSM files
+    and reruns what reads them; no other dataset, no pretraining, no SFT mix, no SFT run."""
+    planned = plans["mgsm_size"]
+    assert {j for j in planned if j.startswith("toy_")} == {"toy_eval[dataset=mgsm_en]",
+                                                          "toy_eval[dataset=mgsm_toy_swh]"}
+    assert not {j for j in planned if j.split("[")[0] in ("toy_base", "sft_mix", "sft")}, planned
+    assert any(j.startswith("evaluate_") for j in planned)
 
 
 def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):

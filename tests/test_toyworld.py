@@ -19,6 +19,40 @@ def test_same_seed_same_files(tmp_path):
     assert digest(tmp_path / "a") != digest(tmp_path / "c")
 
 
+def test_each_dataset_draws_from_its_own_stream(tmp_path):
+    """A bigger MGSM leaves every other file byte-identical (no dataset shares another's random stream), and the
+    items of the sets that stayed are the same."""
+    generate(tmp_path / "a" / "raw", tmp_path / "a" / "eval", 3, TINY_LANGS, TINY_SIZES)
+    generate(tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, TINY_LANGS, {**TINY_SIZES, "mgsm": TINY_SIZES["mgsm"] + 5})
+    a, b = digest(tmp_path / "a"), digest(tmp_path / "b")
+    changed = {name for name in a if a[name] != b[name]}
+    assert changed == {f"eval/mgsm_{lang}.jsonl" for lang in ["en", *TINY_LANGS]}
+    old = read_jsonl(tmp_path / "a" / "eval" / "mgsm_en.jsonl")
+    assert read_jsonl(tmp_path / "b" / "eval" / "mgsm_en.jsonl")[:len(old)] == old  # the first items stay
+
+
+def test_an_added_language_leaves_the_other_languages_files_alone(tmp_path):
+    """Only the pretraining corpus and vocabulary (which hold every language) and the new language's files change."""
+    (first, spec), *_ = TINY_LANGS.items()
+    generate(tmp_path / "a" / "raw", tmp_path / "a" / "eval", 3, {first: spec}, TINY_SIZES)
+    generate(tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, {first: spec, "toy_new": {"word_order": "vso"}},
+             TINY_SIZES)
+    a, b = digest(tmp_path / "a"), digest(tmp_path / "b")
+    assert {n for n in a if a[n] != b[n]} == {"raw/pretrain.jsonl", "raw/vocab.json"}
+    assert all("toy_new" in n for n in set(b) - set(a)) and set(a) <= set(b)
+
+
+def test_unknown_dataset_is_one_line(tmp_path):
+    import pytest
+
+    from layerswap.errors import UserError
+    from layerswap.toyworld import write_dataset
+
+    with pytest.raises(UserError, match="toy dataset 'gsm8k_en': unknown"):
+        write_dataset("gsm8k_en", tmp_path / "x.jsonl", 0, {}, 3)
+    assert not (tmp_path / "x.jsonl").exists()
+
+
 def test_toy_language_has_its_own_words_and_order():
     toy = make_language("toy_x", "sov", 1)
     en = english()
