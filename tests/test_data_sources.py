@@ -410,7 +410,8 @@ def test_hf_data_rules_offline(paper, tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     mix = json.loads((work / "results" / "data" / "sft" / "joint_swh.manifest.json").read_text())
     assert mix["counts"] == {"orca_math:en": 20, "aya:swh": 10, "xp3mt:swh": 12}
-    assert mix["sources"][1]["source_manifest"]["rows_in_language"] == 15
+    (aya,) = [s for s in mix["sources"] if s["name"] == "aya"]
+    assert aya["source_manifest"]["rows_in_language"] == 15
     rows = read_jsonl(work / "results" / "data" / "sft" / "swh.jsonl")
     assert len(rows) == 22 and all(not r["prompt"].startswith("prashna") for r in rows)
     assert (work / "results" / "base" / "model.safetensors").is_symlink()
