@@ -1,6 +1,6 @@
 """Wall time of `layerswap evaluate` in one process: a toy-sized model on MGSM for several in-memory weight sets.
 
-    /work/venv/bin/python scripts/bench_evaluate.py [--models 9] [--langs 5] [--items 100] [--shots 3] \
+    .venv/bin/python scripts/bench_evaluate.py [--models 9] [--langs 5] [--items 100] [--shots 3] \
         [--threads 1] [--batch-size 64] [--hidden 64] [--layers 8] [--vocab 900] [--work DIR]
 
 Builds (in a temp dir unless --work): a random LlamaForCausalLM (hidden 64, 8 layers, intermediate 3*hidden,

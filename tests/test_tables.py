@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -13,7 +14,9 @@ import yaml
 from layerswap import tables
 from layerswap.errors import UserError
 
-SEED = Path("/work/shared/seeds/003_bd5c3fc342042dce.txt")
+# the paper's text, as the project's shared folder holds it beside the repository (or where LAYERSWAP_PAPER_TEXT says)
+SEED = Path(os.environ.get("LAYERSWAP_PAPER_TEXT",
+                           Path(__file__).resolve().parents[2] / "shared" / "seeds" / "003_bd5c3fc342042dce.txt"))
 SWH, TEL = "toy_swh", "toy_tel"
 
 # MGSM per model: {lang: score}; experts are (run, checkpoint) by rank
