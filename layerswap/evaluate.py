@@ -717,28 +717,30 @@ class VLLMHost:
         self.release()
 
 
+def _task_leaves(task_dict: dict, name: str) -> list[str]:
+    """The loaded leaf tasks of `name` (itself, or a group's subtasks, recursively) in an lm-eval task dict."""
+    if name in task_dict["tasks"]:
+        return [name]
+    return [leaf for child in (task_dict.get("group_map") or {}).get(name, [])
+            for leaf in _task_leaves(task_dict, child)]
+
+
 def _set_task_settings(task_dict: dict, plans: list[BenchmarkPlan]) -> None:
     """Set each loaded leaf task's num_fewshot to its benchmark's shots (paper set; groups: every subtask) and, where
     the benchmark sets max_new_tokens, the generation budget (max_gen_toks) of its generate_until tasks."""
-    group_map = task_dict.get("group_map") or {}
-
-    def leaves(name: str) -> list[str]:
-        if name in task_dict["tasks"]:
-            return [name]
-        return [leaf for child in group_map.get(name, []) for leaf in leaves(child)]
-
     for plan in plans:
         if plan.skipped:
             continue
         for t in plan.run_tasks:
-            for leaf in leaves(t.name):
+            leaves = _task_leaves(task_dict, t.name)
+            for leaf in leaves:
                 task = task_dict["tasks"][leaf]
                 if plan.task_set == "paper":
                     task.set_config(key="num_fewshot", value=t.shots)
                 if plan.max_new_tokens is not None and task.config.output_type == "generate_until":
                     kwargs = dict(task.config.generation_kwargs or {}, max_gen_toks=plan.max_new_tokens)
                     task.set_config(key="generation_kwargs", value=kwargs)
-            plan.settings[t.key] = task_settings(task_dict["tasks"][leaves(t.name)[0]])
+            plan.settings[t.key] = task_settings(task_dict["tasks"][leaves[0]])
 
 
 def task_settings(task) -> dict:
@@ -761,19 +763,12 @@ def _paper_samples(task_dict, plans: list[BenchmarkPlan]) -> dict[str, list[int]
     """Per-task `limit` of the paper set as lm-eval `samples` (the first `limit` items of every leaf task)."""
     if task_dict is None or not any(p.task_set == "paper" and p.limit for p in plans):
         return None
-    group_map = task_dict.get("group_map") or {}
-
-    def leaves(name: str) -> list[str]:
-        if name in task_dict["tasks"]:
-            return [name]
-        return [leaf for child in group_map.get(name, []) for leaf in leaves(child)]
-
     out = {}
     for plan in plans:
         if plan.skipped or not plan.limit:
             continue
         for t in plan.run_tasks:
-            for leaf in leaves(t.name):
+            for leaf in _task_leaves(task_dict, t.name):
                 task = task_dict["tasks"][leaf]
                 out[leaf] = list(range(min(plan.limit, len(task.eval_docs))))
     return out or None

@@ -52,6 +52,7 @@ import shutil
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.fingerprint import file_sha256
 
 SCHEDULERS = {"linear": "linear", "wsd": "warmup_stable_decay"}
 #: Fine-tuning methods whose experts can be merged (see module docstring).
@@ -98,8 +99,6 @@ def lora_settings(p: dict) -> dict:
 
 def base_fingerprint(base: Path) -> str:
     """sha256 of the base weights (first shard or single file), recorded in every expert checkpoint."""
-    from layerswap.training import file_sha256
-
     files = sorted(Path(base).glob("*.safetensors"))
     if not files:
         raise UserError(f"{base}: no *.safetensors file (only safetensors checkpoints are loaded)")
@@ -290,7 +289,7 @@ def _padding_tokenizer(base: Path, tokenizer):
 
 def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: str) -> None:
     from layerswap.jsonl import read_jsonl
-    from layerswap.training import file_sha256, sft_examples
+    from layerswap.training import sft_examples
 
     out_dir = Path(out_dir)
     method = peft_method(params)
@@ -409,7 +408,6 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
 
     Written only once every checkpoint of the schedule exists (and, given `key`, belongs to this run).
     """
-    from layerswap.training import file_sha256
 
     entries = []
     for samples in checkpoint_samples(params["num_samples"], params["checkpoint_every"]):

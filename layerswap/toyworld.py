@@ -244,6 +244,11 @@ def datasets(languages: list[str]) -> list[str]:
     return names + [f"{b}_{l}" for b in BENCHMARKS for l in ["en", *languages] if not (b == "flores" and l == "en")]
 
 
+def is_evaluation_set(name: str) -> bool:
+    """Whether a dataset is an evaluation set (eval/<name>.jsonl) rather than raw data (raw/<name>.jsonl)."""
+    return name.split("_", 1)[0] in BENCHMARKS
+
+
 def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int]) -> dict:
     """What one dataset depends on, besides the seed: its languages and its size. Nothing else reaches its job, so
     a changed size or an added language reruns only the datasets it touches."""
@@ -328,7 +333,7 @@ def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n
 def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int]) -> None:
     """Write every dataset of the toy world (what the workflow's per-dataset jobs write, in one call)."""
     for name in datasets(sorted(languages)):
-        folder = out_raw if name in ("pretrain", "orca_math") or name.split("_", 1)[0] in SOURCES else out_eval
+        folder = out_eval if is_evaluation_set(name) else out_raw
         folder.mkdir(parents=True, exist_ok=True)
         write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes))
 

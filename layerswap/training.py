@@ -12,9 +12,6 @@ from typing import Any, Callable
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from layerswap.fingerprint import file_sha256  # noqa: F401  (re-exported: sft imports it from here)
-
-
 
 class TokenDataset(torch.utils.data.Dataset):
     """Pre-tokenised examples: dicts of input_ids and labels (lists of ints)."""

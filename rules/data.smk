@@ -6,8 +6,8 @@ if config["world"] == "toy":
     from layerswap import toyworld
 
     TOY_DATASETS = toyworld.datasets(sorted(config["toy_world"]["languages"]))
-    TOY_RAW = [d for d in TOY_DATASETS if d == "orca_math" or d.split("_", 1)[0] in toyworld.SOURCES]
-    TOY_EVAL = [d for d in TOY_DATASETS if d not in TOY_RAW and d != "pretrain"]
+    TOY_EVAL = [d for d in TOY_DATASETS if toyworld.is_evaluation_set(d)]
+    TOY_RAW = [d for d in TOY_DATASETS if d not in TOY_EVAL and d != "pretrain"]  # SFT sources
 
     def toy_dataset_params(name):
         """Only what one dataset depends on (seed, its languages, its size): a changed size or an added language
