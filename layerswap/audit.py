@@ -101,7 +101,8 @@ def walk(root: Path, exclude: set[Path] = frozenset()) -> list[Path]:
 def recorded_hashes(root: Path) -> dict[str, tuple[str, float]]:
     """sha256s the jobs already recorded: {path: (sha256, mtime of the record)}."""
     known: dict[str, tuple[str, float]] = {}
-    for rec in list(root.glob("experts/*/checkpoints.json")) + list(root.glob("evals/ckpt/*/index*.json")):
+    for rec in list(root.glob("experts/*/checkpoints.json")) + list(root.glob("evals/ckpt/*/index*.json")) \
+            + list(root.glob("evals/by_language/*/table2_*.json")):
         try:
             data = json.loads(rec.read_text())
         except (OSError, ValueError):
@@ -392,11 +393,11 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
 
     class TracingEvals(tables.Evals):
         def score(self, model_id, bench, key):
-            return Traced(super().score(model_id, bench, key), {str(self.path(model_id, bench))})
+            return Traced(super().score(model_id, bench, key), {str(self.source(model_id, bench, key))})
 
         def maybe_score(self, model_id, bench, key):
             value = super().maybe_score(model_id, bench, key)
-            return Traced(value, {str(self.path(model_id, bench))}) if isinstance(value, float) else value
+            return Traced(value, {str(self.source(model_id, bench, key))}) if isinstance(value, float) else value
 
     original = tables.Evals
     tables.Evals = TracingEvals
@@ -431,7 +432,8 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
         samples = e[: -len(".json")] + ".samples.jsonl"
         if Path(samples).exists() or samples in files:
             out["samples"].append(entry(samples))
-        model_id = str(Path(e).parent.relative_to(evals_root))
+        rel = Path(e).parent.relative_to(evals_root)
+        model_id = str(Path(*rel.parts[2:]) if rel.parts[0] == "by_language" else rel)  # by_language/<lang>/<id>
         if model_id.startswith("merge/"):
             recipe = str(root / "merges" / (model_id[len("merge/"):] + ".json"))
             out["recipes"].append(entry(recipe))

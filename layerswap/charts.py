@@ -244,7 +244,7 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     from layerswap.figures import save_chart
     from layerswap.tables import Params
 
-    params = Params.from_json(args.params_json)
+    params = Params.from_json(args.params_json, table2=False)
     frame = pd.DataFrame.from_records(table1_bar_records(args.selection_dir, args.evals_dir, params),
                                       columns=BAR_COLUMNS)
     prefix = Path(args.out_prefix)

@@ -72,15 +72,17 @@ class Params:
     top_k: int
     best_of: dict[str, list[str]]
     default_swap: str
-    table2_language: str
+    table2_language: str | None  # None where only Table 1 is built (the table1-bars figure)
     world: str
     language_names: dict[str, str] = field(default_factory=dict)
     benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
 
     @classmethod
-    def from_json(cls, text: str) -> "Params":
+    def from_json(cls, text: str, table2: bool = True) -> "Params":
+        """Checked params; table2=False: 'table2_language' may be left out (Table 1 alone)."""
         raw = json_object(text, "--params-json")
-        for key in ("languages", "mgsm_languages", "top_k", "best_of", "default_swap", "table2_language", "world"):
+        required = ("languages", "mgsm_languages", "top_k", "best_of", "default_swap", "world")
+        for key in required + (("table2_language",) if table2 else ()):
             if raw.get(key) in (None, "", []):
                 raise UserError(f"--params-json: missing key '{key}'")
         for key in ("languages", "mgsm_languages"):
@@ -97,7 +99,7 @@ class Params:
                 raise UserError(f"--params-json: 'best_of.{group}' must be a non-empty list of config names")
         if raw["world"] not in ("toy", "hf", "paper"):
             raise UserError(f"--params-json: 'world' must be 'toy' or 'hf' (alias 'paper'), not {raw['world']!r}")
-        if raw["table2_language"] not in raw["languages"]:
+        if raw.get("table2_language") is not None and raw["table2_language"] not in raw["languages"]:
             raise UserError(f"--params-json: 'table2_language' {raw['table2_language']!r} is not in 'languages'")
         names = raw.get("language_names") or {}
         if not isinstance(names, dict):
@@ -112,7 +114,7 @@ class Params:
             top_k=raw["top_k"],
             best_of={g: list(best_of[g]) for g in ("soup", "swap", "ties")},
             default_swap=raw["default_swap"],
-            table2_language=raw["table2_language"],
+            table2_language=raw.get("table2_language"),
             world="toy" if raw["world"] == "toy" else "paper",
             language_names={str(k): str(v) for k, v in names.items()},
             benchmarks=list(benchmarks),
@@ -130,7 +132,11 @@ def _read_json(path: Path, kind: str) -> Any:
 
 
 class Evals:
-    """Evaluation files under one directory, loaded once each."""
+    """Evaluation files under one directory, loaded once each.
+
+    A score for (model, benchmark, key) is in the model's file for the benchmark (<root>/<model>/<bench>.json) or,
+    when that file lacks the key, in a file of that language alone (<root>/by_language/<key>/<model>/<bench>.json:
+    Table 2's extra languages, evaluated in jobs of their own so that adding one reruns nothing that exists)."""
 
     def __init__(self, root: str | Path):
         self.root = Path(root)
@@ -139,14 +145,28 @@ class Evals:
     def path(self, model_id: str, bench: str) -> Path:
         return self.root / model_id / f"{bench}.json"
 
-    def load(self, model_id: str, bench: str) -> dict:
-        path = self.path(model_id, bench)
+    def language_path(self, model_id: str, bench: str, key: str) -> Path:
+        return self.root / "by_language" / key / model_id / f"{bench}.json"
+
+    def _load(self, path: Path) -> dict:
         if path not in self._cache:
             data = _read_json(path, "evaluation")
             if not isinstance(data, dict) or not isinstance(data.get("scores", {}), dict):
                 raise UserError(f"{path}: 'scores' must be an object keyed by language")
             self._cache[path] = data
         return self._cache[path]
+
+    def load(self, model_id: str, bench: str) -> dict:
+        return self._load(self.path(model_id, bench))
+
+    def source(self, model_id: str, bench: str, key: str) -> Path:
+        """The file that holds (or should hold) this score."""
+        path = self.path(model_id, bench)
+        data = self._load(path)
+        if data.get("skipped") or key in (data.get("scores") or {}):
+            return path
+        by_language = self.language_path(model_id, bench, key)
+        return by_language if by_language.is_file() else path
 
     def skipped(self, model_id: str, bench: str) -> str | None:
         reason = self.load(model_id, bench).get("skipped")
@@ -155,9 +175,9 @@ class Evals:
     def score(self, model_id: str, bench: str, key: str) -> float:
         """One score; a missing file, a skipped benchmark or a missing key is an error naming the file."""
         value = self.maybe_score(model_id, bench, key)
-        path = self.path(model_id, bench)
+        path = self.source(model_id, bench, key)
         if value == SKIPPED:
-            reason = self.load(model_id, bench)["skipped"]
+            reason = self._load(path)["skipped"]
             raise UserError(f"{path}: benchmark skipped ({reason}), but a score for '{key}' is needed")
         if value == MISSING:
             raise UserError(f"{path}: no numeric score for '{key}' in 'scores'")
@@ -165,7 +185,7 @@ class Evals:
 
     def maybe_score(self, model_id: str, bench: str, key: str) -> float | str:
         """Like score(), but a skipped benchmark gives SKIPPED and a missing key MISSING (Table 5)."""
-        data = self.load(model_id, bench)
+        data = self._load(self.source(model_id, bench, key))
         if data.get("skipped"):
             return SKIPPED
         value = (data.get("scores") or {}).get(key)

@@ -248,12 +248,12 @@ if ABLATION_EXTRA:
         language, benchmark); evaluate_merges makes the merge tasks' files."""
         input:
             recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
-            data=lambda w: task_data_files([w.benchmark], merge_languages(w.lang)),
+            data=lambda w: task_data_files([w.benchmark], [w.lang]),
         output:
             merge_eval_patterns("{cfg}", PAIRS, ["{benchmark}"]),
         params:
             models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
-            benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
+            benchmarks=lambda w: benchmark_params([w.benchmark], [w.lang]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,

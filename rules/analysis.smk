@@ -46,17 +46,19 @@ def table_inputs():
             files += merge_eval_outputs(cfg, lang, PAIRS)
     for lang in LANGS:
         files += merge_eval_outputs("soupswap", lang, ["langsoup", "multisoup"])
-    return files
+    return files + [table2_index(lang) for lang in T2_LANGS]
 
 
-def table_params():
+def table_params(table2=True):
+    """The tables' params; table2=False: without the Table 2 language (the Table 1 figure does not show it)."""
     m = config["merges"]
     names = config.get("language_names", {})
-    return as_json({
+    params = {
         "languages": LANGS, "mgsm_languages": config["mgsm_languages"], "top_k": config["selection"]["top_k"],
         "best_of": m["best_of"], "default_swap": m["default_swap"], "world": config["world"],
-        "table2_language": config["analysis"]["table2_language"], "language_names": names,
-    })
+        "language_names": names,
+    }
+    return as_json(params | ({"table2_language": config["analysis"]["table2_language"]} if table2 else {}))
 
 
 rule tables:
@@ -158,7 +160,7 @@ rule table1_bars:
         png=figure_report("table1_bars", "png"),
         csv=figure_report("table1_bars", "csv"),
     params:
-        tables=table_params(),
+        tables=table_params(table2=False),
         code=code_hash("charts", "figures", "tables", "jsonl"),
     log:
         f"{R}/logs/table1_bars.log",

@@ -164,27 +164,20 @@ def benchmark_params(benchmarks, languages=None):
 
 
 def checkpoint_languages(run):
-    """Languages a run's checkpoints are evaluated in: all for math runs (Table 5) and for the Table 2
-    language's experts (its 'all languages' row), else English + the run's own language."""
+    """Languages a run's checkpoints are evaluated in: all for math runs (Table 5), else English + the run's own
+    language. Table 2's extra languages are files of their own (rules/evaluate.smk: evaluate_table2)."""
     expert = run_spec(run)["expert"]
-    lang = expert.removeprefix("joint_")
-    if expert == "math" or lang == config["analysis"]["table2_language"]:
+    if expert == "math":
         return None
-    return ["en", lang]
-
-
-def merge_languages(lang):
-    """Merges are evaluated in their target language; the Table 2 language also in every MGSM language."""
-    if lang == config["analysis"]["table2_language"]:
-        return list(dict.fromkeys(config["mgsm_languages"] + [lang]))
-    return [lang]
+    return ["en", expert.removeprefix("joint_")]
 
 
 # Modules a job runs, for code_hash (layerswap.cli and layerswap.errors are always included). Static imports,
 # including those inside functions: `layerswap recipes` imports the merge package (not merge/cli.py); `layerswap
-# evaluate` imports merge only to build recipes, evaluation.sandbox for MBPP, training for --index.
+# evaluate` imports merge only to build recipes, evaluation.sandbox for MBPP, fingerprint for --index, config for
+# the hub's language codes.
 MERGE_LIB = ("merge.__init__", "merge.engine", "merge.io", "merge.methods", "merge.recipes", "jsonl")
-EVAL_LIB = ("evaluate", "evaluation", "tasks", "jsonl")
+EVAL_LIB = ("evaluate", "evaluation", "tasks", "jsonl", "fingerprint", "config")
 
 
 def eval_files(model_dir, benchmarks):

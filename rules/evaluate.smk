@@ -75,12 +75,12 @@ if not SINGLE_TASK_JOBS:
     rule evaluate_merges:
         input:
             recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
-            data=lambda w: task_data_files(MERGE_BENCHMARKS, merge_languages(w.lang)),
+            data=lambda w: task_data_files(MERGE_BENCHMARKS, [w.lang]),
         output:
             merge_eval_patterns("{cfg}", PAIRS, MERGE_BENCHMARKS),
         params:
             models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
-            benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
+            benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, [w.lang]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,
@@ -99,12 +99,12 @@ if not SINGLE_TASK_JOBS:
     use rule evaluate_merges as evaluate_soup_then_swap with:
         input:
             recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=SOUPS),
-            data=lambda w: task_data_files(MERGE_BENCHMARKS, merge_languages(w.lang)),
+            data=lambda w: task_data_files(MERGE_BENCHMARKS, [w.lang]),
         output:
             merge_eval_patterns("soupswap", SOUPS, MERGE_BENCHMARKS),
         params:
             models=lambda w, input: merge_models("soupswap", w.lang, SOUPS, input.recipes),
-            benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, merge_languages(w.lang)),
+            benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, [w.lang]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,
@@ -143,12 +143,12 @@ else:
     rule evaluate_merges:
         input:
             recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
-            data=lambda w: task_data_files([w.benchmark], merge_languages(w.lang)),
+            data=lambda w: task_data_files([w.benchmark], [w.lang]),
         output:
             merge_eval_patterns("{cfg}", PAIRS, ["{benchmark}"]),
         params:
             models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
-            benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
+            benchmarks=lambda w: benchmark_params([w.benchmark], [w.lang]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,
@@ -169,12 +169,12 @@ else:
     use rule evaluate_merges as evaluate_soup_then_swap with:
         input:
             recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=SOUPS),
-            data=lambda w: task_data_files([w.benchmark], merge_languages(w.lang)),
+            data=lambda w: task_data_files([w.benchmark], [w.lang]),
         output:
             merge_eval_patterns("soupswap", SOUPS, ["{benchmark}"]),
         params:
             models=lambda w, input: merge_models("soupswap", w.lang, SOUPS, input.recipes),
-            benchmarks=lambda w: benchmark_params([w.benchmark], merge_languages(w.lang)),
+            benchmarks=lambda w: benchmark_params([w.benchmark], [w.lang]),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,
@@ -182,3 +182,64 @@ else:
             code=code_hash(*EVAL_LIB, *MERGE_LIB),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",
+
+
+# Table 2 shows its language's experts and merges in English and every MGSM language, which their own evaluation
+# files do not hold (checkpoints: English + own language; merges: their target language). Those scores are files of
+# their own, one job per extra language: evals/by_language/<lang>/<model id>/mgsm.json, found there by
+# layerswap.tables.Evals. So a new Table 2 language or MGSM language adds jobs and files and reruns no evaluation,
+# selection or merge that exists.
+T2 = config["analysis"]["table2_language"]
+T2_CONFIGS = sorted({config["merges"]["default_swap"]}.union(*config["merges"]["best_of"].values()))
+
+
+def table2_groups():
+    """(models {id: source}, input files, languages their own MGSM files hold or None) of Table 2's columns."""
+    mgsm = "mgsm" in BENCHMARKS
+    groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], task_languages("mgsm") if mgsm else [])]
+    for run in [r for e in ("math", T2, f"joint_{T2}") for r in runs_of(e)]:
+        langs = task_languages("mgsm", checkpoint_languages(run)) if mgsm else []
+        groups.append((checkpoint_models(run), [f"{EXPERTS}/{run}/checkpoints.json"], langs))
+    for cfg in T2_CONFIGS:
+        recipes = {f"merge/{cfg}/{T2}/{p}": f"{R}/merges/{cfg}/{T2}/{p}.json" for p in PAIRS}
+        groups.append((recipes, list(recipes.values()), task_languages("mgsm", [T2])))
+    return groups
+
+
+def table2_models(lang):
+    """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
+    return {m: src for models, _, langs in table2_groups() if lang not in langs for m, src in models.items()}
+
+
+def table2_index(lang):
+    return f"{R}/evals/by_language/{lang}/table2_{T2}.json"
+
+
+T2_LANGS = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if table2_models(l)]
+
+
+rule evaluate_table2:
+    """MGSM in one extra language on the Table 2 models that lack it; the index names the files."""
+    input:
+        models=lambda w: sorted({f for models, files, langs in table2_groups() if w.lang not in langs
+                                 for f in files}),
+        data=lambda w: task_data_files(["mgsm"], [w.lang]),
+    output:
+        table2_index("{lang}"),
+    params:
+        models=lambda w: " ".join(f"--model {m}={src}" for m, src in table2_models(w.lang).items()),
+        benchmarks=lambda w: benchmark_params(["mgsm"], [w.lang]),
+        batch_size=EVAL["batch_size"],
+        seed=config["seed"],
+        task_set=TASK_SET,
+        backend=BACKEND,
+        code=code_hash(*EVAL_LIB, *MERGE_LIB),
+    threads: EVAL["threads"]
+    resources:
+        gpu=GPUS,
+    log:
+        f"{R}/logs/evaluate/table2_{{lang}}.log",
+    shell:
+        "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+        "--out-dir {R}/evals/by_language/{wildcards.lang} --batch-size {params.batch_size} --seed {params.seed} "
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} --index {output} > {log} 2>&1"

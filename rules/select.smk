@@ -31,7 +31,7 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, "training", "jsonl"),
+            code=code_hash(*EVAL_LIB),
         threads: EVAL["threads"]
         resources:
             gpu=GPUS,
@@ -56,7 +56,7 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, "training", "jsonl"),
+            code=code_hash(*EVAL_LIB),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
 
@@ -76,7 +76,7 @@ else:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, "training", "jsonl"),
+            code=code_hash(*EVAL_LIB),
         wildcard_constraints:
             benchmark="|".join(EVAL["tasks"]),
         threads: EVAL["threads"]

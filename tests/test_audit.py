@@ -102,6 +102,13 @@ def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys)
     assert json.loads(capsys.readouterr().out)["evaluations"][0]["status"] == "changed"
     assert main(["audit", "--trace", "results/tables/table5.csv", "MGSM (exact match)/English", "math"]) == 0
     assert "results/evals/ckpt/math_1/" in capsys.readouterr().out
+    # Table 2's English row of a merge: the score is in the file of that language alone, recipes still found
+    assert main(["audit", "--json", "--trace", "results/tables/table2.csv", "English avg",
+                 "layer swap (default config, 4 pairs)"]) == 0
+    t2 = json.loads(capsys.readouterr().out)
+    assert [e["path"] for e in t2["evaluations"]] == [
+        f"results/evals/by_language/en/merge/swap_default/toy_swh/{p}/mgsm.json" for p in pairs]
+    assert all(e["status"] == "ok" for e in t2["evaluations"]) and len(t2["recipes"]) == 4
     assert main(["audit", "--trace", "results/tables/table1.csv", "nope", "base"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no row 'nope'" in err[0]

@@ -205,18 +205,48 @@ def test_a_bigger_toy_evaluation_set_reruns_its_evaluations_not_pretraining_or_s
     assert any(j.startswith("evaluate_") for j in planned)
 
 
-def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):
-    """The embedded default has 4 toy languages (micro.yaml one): rewritten with the same meaning, its dry run from
-    scratch gives every job the same shell command (each config value a job uses is in its command)."""
+def dry_run_commands(workdir: Path, configfile: Path) -> list[str]:
+    """The shell command of every job a dry run from scratch plans (each config value a job uses is in its
+    command, so equal commands mean a finished run would rerun nothing)."""
     from conftest import snakemake
 
+    proc = snakemake(workdir, "-n", "-p", configfile=configfile)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return sorted(line.strip() for line in proc.stdout.splitlines() if "layerswap " in line)
+
+
+def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):
+    """The embedded default has 4 toy languages (micro.yaml one): rewritten with the same meaning, its dry run from
+    scratch gives every job the same shell command."""
     default = REPO / "config" / "config.yaml"
-    commands = {}
-    for name, cfg in (("as_written", default), ("rewritten", same_meaning(tmp_path / "rewritten.yaml", default))):
-        proc = snakemake(tmp_path / name, "-n", "-p", configfile=cfg)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        commands[name] = sorted(line.strip() for line in proc.stdout.splitlines() if "layerswap " in line)
-    assert len(commands["as_written"]) > 100 and commands["as_written"] == commands["rewritten"]
+    as_written = dry_run_commands(tmp_path / "as_written", default)
+    rewritten = dry_run_commands(tmp_path / "rewritten", same_meaning(tmp_path / "rewritten.yaml", default))
+    assert len(as_written) > 100 and as_written == rewritten
+
+
+def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(tmp_path):
+    """analysis.table2_language only picks what Table 2 shows: on the default config, every job keeps its command
+    except the tables, the record of the config and the manifest; the Table 2 language's extra MGSM languages are
+    evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old ones."""
+    default = REPO / "config" / "config.yaml"
+    edited = tmp_path / "table2_jpn.yaml"
+    config = yaml.safe_load(default.read_text())
+    config["analysis"]["table2_language"] = "toy_jpn"
+    edited.write_text(yaml.safe_dump(config, sort_keys=False))
+    before = set(dry_run_commands(tmp_path / "swh", default))
+    after = set(dry_run_commands(tmp_path / "jpn", edited))
+
+    def kind(command: str) -> str:
+        if "results/evals/by_language/" in command:
+            return "table2 " + command.split("--index results/evals/by_language/")[1].split()[0]
+        words = command.split()
+        return " ".join(words[words.index("layerswap") + 1:][:2])  # "<cmd> <first argument>"
+
+    common = ["charts config-html", "manifest --root", "tables --selection-dir"]
+    assert sorted(kind(c) for c in before - after) == sorted(
+        common + [f"table2 {lang}/table2_toy_swh.json" for lang in ("en", "toy_ben", "toy_jpn", "toy_tel")])
+    assert sorted(kind(c) for c in after - before) == sorted(
+        common + [f"table2 {lang}/table2_toy_jpn.json" for lang in ("en", "toy_ben", "toy_swh", "toy_tel")])
 
 
 def test_swap_config_edit_reruns_only_its_merges(plans):

@@ -183,6 +183,38 @@ def test_table2_cells(tmp_path):
         "English avg", "All langs avg"]
 
 
+def test_table2_reads_its_extra_languages_from_files_of_their_own(tmp_path):
+    """The workflow evaluates the Table 2 language's checkpoints in English + that language and its merges in that
+    language; the other MGSM languages are files of their own (evals/by_language/<lang>/<model>/mgsm.json). Table 2
+    is the same either way, and a score found in neither file is one error naming the model's own file."""
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "split").mkdir()
+    whole = build(tmp_path / "whole")[0]["table2"]
+    sel, ev = make_world(tmp_path / "split")
+    moved = 0
+    for path in sorted(ev.glob("*/**/mgsm.json")):
+        model = path.parent.relative_to(ev).as_posix()
+        if model.startswith("merge/") and f"/{SWH}/" in model:
+            keep = {SWH}
+        elif model.startswith(("ckpt/swh_", "ckpt/joint_")):
+            keep = {"en", SWH}
+        else:
+            continue
+        doc = json.loads(path.read_text())
+        for lang in [l for l in doc["scores"] if l not in keep]:
+            write_eval(ev / "by_language" / lang, model, "mgsm", {lang: doc["scores"].pop(lang)})
+            moved += 1
+        path.write_text(json.dumps(doc))
+    assert moved > 20
+    params = tables.Params.from_json(json.dumps(PARAMS))
+    split = tables.build_tables(sel, ev, params)["table2"]
+    assert split.cells == whole.cells and split.cells
+    (ev / "by_language" / TEL / "merge" / "swap_def" / SWH / "l1m1" / "mgsm.json").unlink()
+    with pytest.raises(UserError, match=rf"{ev / 'merge' / 'swap_def' / SWH / 'l1m1' / 'mgsm.json'}: no numeric "
+                                        rf"score for '{TEL}'"):
+        tables.build_tables(sel, ev, params)
+
+
 def test_table5_cells(tmp_path):
     t = build(tmp_path)[0]["table5"]
     # math experts: rank 1 offset .01, rank 2 offset .02 -> mean offset .015
