@@ -249,6 +249,26 @@ def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(t
         common + [f"table2 {lang}/table2_toy_jpn.json" for lang in ("en", "toy_ben", "toy_swh", "toy_tel")])
 
 
+def test_an_added_target_language_changes_only_what_spans_languages(tmp_path):
+    """Adding a target language (toy_ben and its runs, to the default config without it) adds that language's jobs;
+    of the jobs that exist, only those whose meaning spans every target language change their command: the
+    tables and figures, the heatmap, the multi-language soups of soup-then-swap, and the config record. No SFT,
+    checkpoint evaluation, selection or merge of another language."""
+    default = REPO / "config" / "config.yaml"
+    config = yaml.safe_load(default.read_text())
+    config["languages"].remove("toy_ben")
+    for run in [r for r, spec in config["sft"]["runs"].items() if spec["expert"].endswith("toy_ben")]:
+        del config["sft"]["runs"][run]
+    without = tmp_path / "without_ben.yaml"
+    without.write_text(yaml.safe_dump(config, sort_keys=False))
+    before = set(dry_run_commands(tmp_path / "without", without))
+    after = set(dry_run_commands(tmp_path / "with", default))
+    changed = sorted(" ".join(c.split()[c.split().index("layerswap") + 1:][:2]) for c in before - after)
+    assert changed == sorted(["charts config-html", "charts swap-grid", "charts table1-bars", "heatmap --base",
+                              "manifest --root", "tables --selection-dir"] + ["recipes --soup-then-swap"] * 3)
+    assert any("--run toy_ben_1" in c for c in after - before)
+
+
 def test_swap_config_edit_reruns_only_its_merges(plans):
     # swap_default is also the soup-then-swap config (Table 6) and the default swap (Table 1, the swap grid).
     assert plans["swap_bottom"] == merge_jobs("swap_default") | SOUPSWAP | REPORT_PAGES | {
