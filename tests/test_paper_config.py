@@ -19,7 +19,8 @@ from conftest import REPO
 from layerswap.config import load_config
 
 PAPER = REPO / "config" / "paper.yaml"
-GPU_RULES = {"sft", "evaluate_base", "evaluate_merges", "evaluate_soup_then_swap"}  # + evaluate_checkpoint*
+# + evaluate_checkpoint*
+GPU_RULES = {"sft", "evaluate_base", "evaluate_merges", "evaluate_soup_then_swap", "evaluate_table2"}
 DRY_RUN_LIMIT_S = 20.0
 
 

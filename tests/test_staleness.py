@@ -40,6 +40,9 @@ def merge_jobs(cfg: str) -> set[str]:
 
 
 SOUPSWAP = {"soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lang=toy_swh]"}
+# Table 2's extra MGSM languages of the toy_swh merges (English; micro.yaml's MGSM languages are en + toy_swh):
+# reruns when a Table 2 merge config, a toy_swh merge or the merge evaluation code changes.
+TABLE2 = {"evaluate_table2[lang=en]"}
 
 
 def run_snakemake(snakefile: Path, workdir: Path, configfile: Path, *args: str,
@@ -158,7 +161,7 @@ def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
     }
     jobs = {name: (snakefile, work, cfg, None) for name, cfg in edits.items()}
     # (7) the merge module's source edited, in a copy of the repository whose package comes first on sys.path
-    # (code_hash fingerprints the imported package's files).
+    # (command_hash fingerprints the imported package's files).
     copy_repo = repo_copy_with_merge_edit(tmp / "repo")
     jobs["merge_code"] = (copy_repo / "Snakefile", work, MICRO, {"PYTHONPATH": str(copy_repo)})
     # (5, single) one job per task: a copy of the workdir converted to that mode.
@@ -271,18 +274,19 @@ def test_an_added_target_language_changes_only_what_spans_languages(tmp_path):
 
 def test_swap_config_edit_reruns_only_its_merges(plans):
     # swap_default is also the soup-then-swap config (Table 6) and the default swap (Table 1, the swap grid).
-    assert plans["swap_bottom"] == merge_jobs("swap_default") | SOUPSWAP | REPORT_PAGES | {
+    assert plans["swap_bottom"] == merge_jobs("swap_default") | SOUPSWAP | TABLE2 | REPORT_PAGES | {
         "swap_grid", "table1_bars", "config_used"}
 
 
 def test_new_grid_point_runs_only_its_jobs(plans):
-    assert plans["grid_point"] == merge_jobs("swap_b2u0") | REPORT_PAGES | {"swap_grid", "table1_bars", "config_used"}
+    assert plans["grid_point"] == merge_jobs("swap_b2u0") | TABLE2 | REPORT_PAGES | {
+        "swap_grid", "table1_bars", "config_used"}
 
 
 def test_language_run_lr_reruns_that_language_only(plans):
     expected = {"sft[run=toy_swh_1]", "evaluate_checkpoints[run=toy_swh_1]",
                 "evaluate_checkpoints_other[run=toy_swh_1]", "select[expert=toy_swh]"}
-    expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP
+    expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
     expected |= REPORT_PAGES | {"swap_grid", "table1_bars", "heatmap", "config_used"}
     assert plans["lr"] == expected
 
@@ -304,5 +308,5 @@ def test_figure_option_reruns_only_that_figure(plans):
 
 
 def test_merge_code_edit_reruns_merges_and_aggregates(plans):
-    expected = {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP
+    expected = {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
     assert plans["merge_code"] == expected | REPORT_PAGES | {"swap_grid", "table1_bars"}

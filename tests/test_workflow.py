@@ -44,7 +44,15 @@ def test_every_stage_left_its_files(micro_run):
     recipe = json.loads((micro_run / "merges" / "swap_default" / "toy_swh" / "l1m2.json").read_text())
     assert recipe["method"] == "layer_swap"
     result = json.loads((micro_run / "evals" / "merge" / "swap_default" / "toy_swh" / "l1m2" / "mgsm.json").read_text())
-    assert set(result["scores"]) == {"en", "toy_swh"} and all(0 <= v <= 1 for v in result["scores"].values())
+    assert set(result["scores"]) == {"toy_swh"} and 0 <= result["scores"]["toy_swh"] <= 1
+    # Table 2's English row of that merge: a file of its own, made by evaluate_table2 (evals/by_language/en/)
+    english = json.loads((micro_run / "evals" / "by_language" / "en" / "merge" / "swap_default" / "toy_swh" / "l1m2"
+                          / "mgsm.json").read_text())
+    assert set(english["scores"]) == {"en"} and 0 <= english["scores"]["en"] <= 1
+    index = json.loads((micro_run / "evals" / "by_language" / "en" / "table2_toy_swh.json").read_text())
+    assert sorted(index["files"]) == sorted(f"merge/{c}/toy_swh/l{i}m{j}" for c in ("soup_uniform", "swap_default",
+                                                                                    "ties_d05")
+                                            for i in (1, 2) for j in (1, 2))
     assert (micro_run / "evals" / "merge" / "soupswap" / "toy_swh" / "multisoup" / "mgsm.json").is_file()
     assert (micro_run / "figures" / "param_change.svg").read_text().lstrip().startswith("<svg")
     assert not list(micro_run.rglob("*.tmp")) and not list(micro_run.rglob(".tmp-*"))  # nothing half-written
