@@ -80,6 +80,7 @@ import argparse
 import itertools
 import math
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -397,10 +398,8 @@ def check_toy_base_shape(where: str, main_model: dict, other_model: dict, depth:
     """Refuse a second toy base of another shape, naming the first mismatching tensor and both shapes."""
     if all(main_model.get(k) == other_model.get(k) for k in SHAPE_KEYS):
         return
-    from layerswap.merge.engine import _natural
-
     a, b = _toy_shapes(main_model, depth), _toy_shapes(other_model, depth)
-    for name in sorted(a, key=_natural):
+    for name in sorted(a, key=lambda n: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", n)]):
         if a[name] != b.get(name):
             raise _fail(where, f"tensor {name} has shape {b.get(name)} in this base but {a[name]} in the main base "
                         "(bases of different shapes cannot be layer-swapped)")

@@ -23,12 +23,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "checkpoint-index": ("layerswap.select", "one evaluation index of a run from its per-benchmark indexes"),
     "recipes": ("layerswap.merge.recipes", "write merge recipes for the 3x3 pairs of one language"),
     "merge": ("layerswap.merge.cli", "build a merge recipe and write it as a HF model directory"),
-    "evaluate": ("layerswap.evaluate", "evaluate checkpoints or in-memory merges with lm-eval"),
+    "evaluate": ("layerswap.evaluate", "evaluate checkpoints with lm-eval"),
+    "evaluate-merges": ("layerswap.evaluate_merges", "evaluate checkpoints and merge recipes (built in memory)"),
     "tables": ("layerswap.tables", "build the paper's tables from evaluation files"),
     "heatmap": ("layerswap.figures", "plot parameter-change heatmaps"),
     "charts": ("layerswap.charts", "figures and report pages from evaluation and table files"),
     "plan": ("layerswap.plan", "dry-run snakemake and summarise, per rule, which jobs would run and why"),
-    "prestage": ("layerswap.hub", "download every hub artefact a config needs into the HF cache"),
+    "prestage": ("layerswap.prestage", "download every hub artefact a config needs into the HF cache"),
     "hub-data": ("layerswap.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
     "prepare-base": ("layerswap.hub", "link a local or pre-staged base model into results/base"),
     "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _exit_fast(code: int) -> None:
+def exit_fast(code: int) -> None:
     """Exit without interpreter teardown: after torch + lm-eval it costs 1-2 s per job, and every output file
     is already closed and renamed into place by then."""
     sys.stdout.flush()
@@ -67,7 +68,7 @@ def _exit_fast(code: int) -> None:
 
 def entry() -> None:
     """Console-script entry point."""
-    _exit_fast(main())
+    exit_fast(main())
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ Language codes
 ``en`` is English. Real languages use ISO 639-3 codes (``swh``, ``tel``, ``ben``, ``jpn``, ``deu``, ``fra``, ``zho``,
 ``rus``, ``spa``, ``tha``): the paper's four targets are ISO 639-3 and so are Aya's ``language_code`` and the FLORES
 prefixes, so one scheme covers targets, MGSM languages and data sources; `HF_LANGUAGES` maps each code to the MGSM
-split and FLORES/Belebele code. Toy languages are ``toy_<code>`` and exist only as keys of ``toy_world.languages``.
+split and FLORES/Belebele code (`layerswap.languages`, its one owner). Toy languages are ``toy_<code>`` and exist only as keys of ``toy_world.languages``.
 
 Known target languages
 ----------------------
@@ -38,20 +38,8 @@ from layerswap.errors import UserError
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
-#: Real languages the hf world knows: MGSM split code and FLORES-200 / Belebele code.
-HF_LANGUAGES: dict[str, dict[str, str]] = {
-    "en": {"name": "English", "mgsm": "en", "flores": "eng_Latn"},
-    "swh": {"name": "Swahili", "mgsm": "sw", "flores": "swh_Latn"},
-    "tel": {"name": "Telugu", "mgsm": "te", "flores": "tel_Telu"},
-    "ben": {"name": "Bengali", "mgsm": "bn", "flores": "ben_Beng"},
-    "jpn": {"name": "Japanese", "mgsm": "ja", "flores": "jpn_Jpan"},
-    "deu": {"name": "German", "mgsm": "de", "flores": "deu_Latn"},
-    "fra": {"name": "French", "mgsm": "fr", "flores": "fra_Latn"},
-    "zho": {"name": "Chinese (simplified)", "mgsm": "zh", "flores": "zho_Hans"},
-    "rus": {"name": "Russian", "mgsm": "ru", "flores": "rus_Cyrl"},
-    "spa": {"name": "Spanish", "mgsm": "es", "flores": "spa_Latn"},
-    "tha": {"name": "Thai", "mgsm": "th", "flores": "tha_Thai"},
-}
+from layerswap.languages import HF_LANGUAGES  # noqa: E402  (re-exported: the config checks read it)
+
 #: The paper's target languages (hf world).
 PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
 #: Selection metric -> evaluation task it is computed from.

@@ -1,4 +1,5 @@
-"""`layerswap evaluate`: lm-eval on checkpoints and in-memory merges; one JSON per (model, benchmark).
+"""`layerswap evaluate`: lm-eval on checkpoints (and, through `layerswap evaluate-merges`, on merges built in memory);
+one JSON per (model, benchmark).
 
 One process evaluates many models (the dominant cost of the workflow is per process, not per model):
 - the toy task YAMLs (`layerswap/tasks/toy/<benchmark>.yaml`) are templates; for this job one small YAML per
@@ -46,6 +47,7 @@ from layerswap.jsonl import json_object
 
 log = logging.getLogger("layerswap.evaluate")
 
+RESOURCES = ("tasks",)  # read at run time (layerswap.fingerprint hashes them with this module)
 TASK_DIR = Path(__file__).resolve().parent / "tasks" / "toy"
 PAPER_TASK_DIR = Path(__file__).resolve().parent / "tasks" / "paper"
 TASK_SETS = ("toy", "paper")
@@ -186,7 +188,8 @@ def parse_benchmarks(text: str) -> dict[str, dict]:
     return out
 
 
-def parse_models(items: list[str]) -> list[tuple[str, Path]]:
+def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Path]]:
+    """`--model ID=SOURCE` items; a SOURCE is a checkpoint dir, or with `recipes` a merge recipe file."""
     models, seen = [], set()
     for item in items:
         model_id, sep, source = item.partition("=")
@@ -204,6 +207,9 @@ def parse_models(items: list[str]) -> list[tuple[str, Path]]:
                 raise UserError(f"--model {model_id}: {src} has no config.json (not a HF checkpoint dir)")
             check_model_dir(src)
         elif src.suffix.lower() in {".json", ".yaml", ".yml"}:
+            if not recipes:
+                raise UserError(f"--model {model_id}: {src} is a merge recipe; `layerswap evaluate-merges` evaluates "
+                                "recipes (`layerswap evaluate` only checkpoint dirs)")
             if not src.is_file():
                 raise UserError(f"--model {model_id}: recipe {src} does not exist")
         else:
@@ -218,7 +224,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 def check_model_dir(src: Path) -> None:
     """Refuse, before anything is evaluated or written, a checkpoint dir that would not load cleanly: truncated or
     corrupt safetensors headers, pickle-only weights (never loaded), no tokenizer. One UserError naming the file."""
-    from layerswap.merge.io import Checkpoint
+    from layerswap.checkpoints import Checkpoint
 
     Checkpoint(str(src)).close()
     if not any((src / f).is_file() for f in TOKENIZER_FILES):
@@ -363,7 +369,7 @@ def lm_eval_task_root() -> Path:
 
 
 def _hf_language(lang: str) -> dict:
-    from layerswap.config import HF_LANGUAGES
+    from layerswap.languages import HF_LANGUAGES
 
     if lang not in HF_LANGUAGES:
         raise UserError(f"paper task set: unknown language {lang!r} (known: {', '.join(HF_LANGUAGES)})")
@@ -530,22 +536,6 @@ def hub_artefacts(config: dict) -> list[dict]:
 
 
 # ------------------------------------------------------------------------------------------------------- models
-def _read_recipe(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-        if path.suffix.lower() == ".json":
-            recipe = json.loads(text)
-        else:
-            import yaml
-
-            recipe = yaml.safe_load(text)
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: cannot read merge recipe ({err})") from None
-    if not isinstance(recipe, dict):
-        raise UserError(f"{path}: a merge recipe must be a JSON object")
-    return recipe
-
-
 def _arch_key(model_dir: Path) -> str:
     """Models with equal keys can share one instance: config (minus bookkeeping) and tokenizer files."""
     cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
@@ -575,8 +565,9 @@ def _read_checkpoint(model_dir: Path) -> dict:
 class ModelHost:
     """Holds one model instance + HFLM; swaps weights in for each model of the job."""
 
-    def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True):
+    def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True, merges=None):
         self.batch_size, self.device, self.dtype, self.quiet = batch_size, device, dtype, quiet
+        self.merges = merges  # the layerswap.merge package (evaluate-merges), or None: checkpoints only
         self.key: str | None = None
         self.model = None
         self.lm = None
@@ -610,11 +601,10 @@ class ModelHost:
         if source.is_dir():
             model_dir = source
         else:
-            from layerswap import merge
-
-            recipe = merge.load_recipe(str(source)) if hasattr(merge, "load_recipe") else _read_recipe(source)
+            merge = self.merges
+            recipe = merge.load_recipe(str(source))
             if self.merge_cache is None:
-                self.merge_cache = merge.ExpertCache() if hasattr(merge, "ExpertCache") else {}
+                self.merge_cache = merge.ExpertCache()
             model_dir = Path(merge.model_dir_of(recipe))
             check_model_dir(model_dir)
             state = merge.build_state_dict(recipe, self.merge_cache)
@@ -656,7 +646,7 @@ class ModelHost:
         """After a model's evaluation: nothing (the HF host keeps its instance for the next model's weights)."""
 
     def close(self) -> None:
-        if hasattr(self.merge_cache, "close"):
+        if self.merge_cache is not None:
             self.merge_cache.close()
 
 
@@ -672,8 +662,9 @@ class VLLMHost:
     """One vLLM engine per model (`lm_eval.models.vllm_causallms.VLLM`). vLLM loads from disk only, so a merge recipe
     is first written with `layerswap.merge.write_merged` to a temporary dir (removed after the model's evaluation)."""
 
-    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0):
+    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
+        self.merges = merges
         self.lm = None
         self.written: Path | None = None
         self.phase: dict[str, float] = {}
@@ -686,8 +677,7 @@ class VLLMHost:
         self.phase = {}
         model_dir = source
         if not source.is_dir():
-            from layerswap import merge
-
+            merge = self.merges
             recipe = merge.load_recipe(str(source))
             self.tmp_dir.mkdir(parents=True, exist_ok=True)
             model_dir = Path(tempfile.mkdtemp(prefix="merged-", dir=self.tmp_dir)) / "model"
@@ -906,14 +896,15 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
 
 
 # ---------------------------------------------------------------------------------------------------------- run
-def run(args: argparse.Namespace) -> dict:
-    """Evaluate every model on every benchmark; returns phase timings in seconds (for scripts/bench_evaluate.py)."""
+def run(args: argparse.Namespace, merges=None) -> dict:
+    """Evaluate every model on every benchmark; returns phase timings in seconds (for scripts/bench_evaluate.py).
+    `merges`: the layerswap.merge package, given by `layerswap evaluate-merges` so recipes can be models."""
     t0 = time.perf_counter()
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)
     spec = parse_benchmarks(args.benchmarks_json)
-    models = parse_models(args.model)
+    models = parse_models(args.model, recipes=merges is not None)
     task_set, backend = getattr(args, "task_set", "toy"), getattr(args, "backend", "hf")
     if backend == "vllm":
         require_vllm()
@@ -995,9 +986,10 @@ def run(args: argparse.Namespace) -> dict:
                      network_isolation())
 
         if backend == "vllm":
-            host = VLLMHost(args.batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed)
+            host = VLLMHost(args.batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed,
+                            merges=merges)
         else:
-            host = ModelHost(args.batch_size, args.device, args.dtype, quiet=not args.verbose)
+            host = ModelHost(args.batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
         try:
             _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch)
         finally:

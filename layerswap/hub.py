@@ -1,17 +1,6 @@
-"""Hub artefacts of the paper config: pre-staging, the per-(source, language) data files, and the base model.
+"""Hub sources of the paper config: the per-(source, language) data files and the base model, from the HF cache.
 
-Three commands, all in this module:
-
-``layerswap prestage --configfile config/paper.yaml [--dry-run | --verify | --no-verify]``
-    On a machine with internet (a login node): download every hub artefact the config needs into the HF cache
-    (``storage.hf_home`` or the environment's ``HF_HOME``): the base model snapshot (safetensors, JSON and
-    tokenizer files only), each (data source, language) dataset the mixes read, the FLORES dev/devtest sentences
-    used to remove evaluation overlap, and the evaluation datasets if ``layerswap.evaluate.hub_artefacts`` lists
-    them, and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
-    ``different_base``). ``--dry-run`` prints the list and touches no network. The pre-flight check
-    (`layerswap.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify`` runs only
-    the check. A token comes from the environment
-    (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or written anywhere.
+Two commands (``layerswap prestage``, which downloads what the config needs, is `layerswap.prestage`):
 
 ``layerswap hub-data --spec-json ... --out results/data/raw/<name>_<lang>.jsonl``  (rule ``hub_data``)
     Load one pre-staged source (offline on compute nodes), map its columns onto the source's schema
@@ -101,72 +90,14 @@ def source_spec(config: dict, name: str, lang: str) -> dict:
 
 def flores_artefacts(lang: str) -> list[dict]:
     """FLORES dev + devtest of English and `lang` (an English sentence in a prompt leaks the item as well)."""
-    from layerswap.config import HF_LANGUAGES
+    from layerswap.languages import HF_LANGUAGES
 
     codes = [HF_LANGUAGES[c]["flores"] for c in dict.fromkeys(["en", lang]) if c in HF_LANGUAGES]
     if lang not in HF_LANGUAGES:
-        raise UserError(f"no FLORES code known for language '{lang}' (layerswap/config.py:HF_LANGUAGES)")
+        raise UserError(f"no FLORES code known for language '{lang}' (layerswap/languages.py:HF_LANGUAGES)")
     return [{"kind": "dataset", "hub_id": FLORES_HUB["hub_id"], "subset": code, "split": split,
              "column": FLORES_HUB["column"], "purpose": f"overlap removal ({lang})"}
             for code in codes for split in FLORES_HUB["splits"]]
-
-
-def base_is_local(config: dict) -> bool:
-    source = config["base"]["source"]
-    return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir()
-
-
-def artefacts(config: dict, ablations_dir: str | Path | None = None) -> list[dict]:
-    """Every hub artefact the config needs (with ablations_dir: also its selected ablations' extra bases),
-    deduplicated, in a stable order."""
-    if config["world"] != "hf":
-        return []
-    out: list[dict] = []
-    base = config["base"]
-    if not base_is_local(config):
-        out.append({"kind": "model", "hub_id": base["source"], "revision": base.get("revision"),
-                    "allow_patterns": MODEL_PATTERNS, "purpose": "base model"})
-    for (name, lang) in sorted(needed_sources(config), key=lambda k: (k[0], k[1])):
-        spec = source_spec(config, name, lang)
-        out.append({"kind": "dataset", "hub_id": spec["hub_id"], "subset": spec["subset"], "split": spec["split"],
-                    "data_files": spec["data_files"], "revision": spec["revision"], "builder": spec["builder"],
-                    "builder_kwargs": spec["builder_kwargs"], "purpose": f"SFT data {name} ({lang})", "spec": spec})
-        out += spec["flores"]
-    out += _evaluation_artefacts(config)
-    if ablations_dir is not None:
-        out += ablation_artefacts(config, ablations_dir)
-    seen, unique = set(), []
-    for item in out:
-        key = (item["kind"], item["hub_id"], item.get("subset"), item.get("split"), item.get("data_files"),
-               item.get("revision"), item.get("builder"),
-               (item.get("spec") or {}).get("language_value"))  # one check per language a filter selects
-        if key not in seen:
-            seen.add(key)
-            unique.append(item)
-    return unique
-
-
-def ablation_artefacts(config: dict, ablations_dir: str | Path) -> list[dict]:
-    """The extra base models of the ablations the `ablations` key selects (all when absent), e.g. different_base."""
-    from layerswap import ablations as abl
-
-    if config["world"] != "hf" or not Path(ablations_dir).is_dir():
-        return []
-    out = []
-    for name in abl.enabled(config.get("ablations"), abl.available(ablations_dir)):
-        for bname, base in abl.load(Path(ablations_dir) / f"{name}.yaml")["bases"].items():
-            paper = base.get("paper") or {}
-            if paper.get("source"):
-                out.append({"kind": "model", "hub_id": paper["source"], "revision": paper.get("revision"),
-                            "allow_patterns": MODEL_PATTERNS, "purpose": f"ablation {name}: base {bname}"})
-    return out
-
-
-def _evaluation_artefacts(config: dict) -> list[dict]:
-    """The hub datasets the evaluation tasks of this config read."""
-    from layerswap.evaluate import hub_artefacts
-
-    return [{"kind": "dataset", **a} for a in hub_artefacts(config)]
 
 
 def describe(item: dict) -> str:
@@ -281,24 +212,6 @@ def snapshot(item: dict, local_files_only: bool) -> Path:
     except Exception as err:  # noqa: BLE001
         hint = " (run `layerswap prestage` first, with the same HF_HOME)" if local_files_only else ""
         raise UserError(f"cannot get {describe(item)}: {type(err).__name__}{hint}") from None
-
-
-def prestage(config: dict, dry_run: bool = False, out=None,
-             fetch_model: Callable[[dict], Path] | None = None, fetch_dataset: Callable[[dict], object] | None = None,
-             ablations_dir: str | Path | None = None) -> list[dict]:
-    out = out or sys.stdout
-    items = artefacts(config, ablations_dir)
-    for item in items:
-        print(("would fetch " if dry_run else "fetching ") + describe(item), file=out, flush=True)
-        if dry_run:
-            continue
-        if item["kind"] == "model":
-            (fetch_model or (lambda i: snapshot(i, local_files_only=False)))(item)
-        else:
-            (fetch_dataset or load_dataset)(item)
-    print(f"{len(items)} artefacts {'listed' if dry_run else 'staged'}"
-          + ("" if dry_run else f" in {os.environ.get('HF_HOME', '~/.cache/huggingface')}"), file=out)
-    return items
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -454,65 +367,30 @@ def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_f
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# CLI (three commands share this module; cli.py registers each)
-
-
-def _config(path: str) -> dict:
-    from layerswap.config import load_config
-
-    return load_config(path)
+# CLI (two commands share this module; cli.py registers each; `layerswap prestage` is layerswap.prestage)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    command = parser.prog.split()[-1]
-    if command == "hub-data":
+    if parser.prog.split()[-1] == "hub-data":
         parser.add_argument("--spec-json", required=True, help="output of source_spec (one source, one language)")
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--out", required=True, type=Path)
         parser.add_argument("--manifest", required=True, type=Path)
         parser.add_argument("--hf-home", default=None)
-    elif command == "prepare-base":
+    else:  # prepare-base
         parser.add_argument("--source", required=True, help="a local HF directory or a hub id (pre-staged)")
         parser.add_argument("--revision", default=None)
         parser.add_argument("--out", required=True, type=Path)
         parser.add_argument("--hf-home", default=None)
-    else:  # prestage
-        parser.add_argument("--configfile", required=True, help="workflow config, e.g. config/paper.yaml")
-        parser.add_argument("--dry-run", action="store_true", help="list the artefacts; download nothing")
-        parser.add_argument("--verify", action="store_true",
-                            help="pre-flight check only: is every artefact reachable, its gate open to the token, "
-                                 "loadable with the installed datasets/transformers, with the configs, splits, "
-                                 "columns, language values and rows the config needs (one line each; exit 1 on any "
-                                 "failure; downloads nothing)")
-        parser.add_argument("--no-verify", action="store_true",
-                            help="download without running the pre-flight check first")
-        parser.add_argument("--hf-home", default=None, help="HF cache (default: storage.hf_home, else HF_HOME)")
-        parser.add_argument("--ablations-dir", default=None, type=Path,
-                            help="ablation files whose extra bases to stage too, for the ablations the config's "
-                                 "`ablations` key selects (default: the config's ablations_dir, from the current "
-                                 "directory, i.e. run this from the repository root)")
 
 
 def run(args: argparse.Namespace) -> None:
+    use_hf_home(args.hf_home)
     if hasattr(args, "spec_json"):
-        use_hf_home(args.hf_home)
         spec = json.loads(args.spec_json)
         info = write_source(spec, args.seed, args.out, args.manifest)
         print(json.dumps({k: info[k] for k in ("source", "lang", "scanned", "kept_rows", "examples", "blank",
                                                 "duplicate", "overlap")}))
-    elif hasattr(args, "source"):
-        use_hf_home(args.hf_home)
+    else:
         names = prepare_base(args.source, args.out, args.revision)
         print(f"linked {len(names)} files into {args.out}")
-    else:
-        config = _config(args.configfile)
-        use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home"))
-        ablations_dir = args.ablations_dir or Path(config["ablations_dir"])
-        if args.verify or not (args.dry_run or args.no_verify):
-            from layerswap.preflight import verify
-
-            if not verify(config, ablations_dir):
-                raise SystemExit(1)
-            if args.verify:
-                return
-        prestage(config, dry_run=args.dry_run, ablations_dir=ablations_dir)

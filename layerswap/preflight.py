@@ -3,7 +3,7 @@ node before any GPU job is queued. One line per artefact, exit 1 if any fails. N
 datasets are streamed (only their cards land in the HF cache, as `datasets` keeps them), a model's config and
 tokenizer files go to a temporary folder.
 
-Per artefact (the list is `layerswap.hub.artefacts`):
+Per artefact (the list is `layerswap.prestage.artefacts`):
 * model: the repository answers; its gate lets the token through (a file is requested); the installed
   transformers reads its config.json, whose layer count matches `base.num_layers`, and its tokenizer; it has
   safetensors weights; the download size of what prestage fetches (safetensors, JSON, tokenizer files).
@@ -169,7 +169,7 @@ def check_dataset(item: dict, scan_cap: int = 2_000_000) -> str:
 # ------------------------------------------------------------------------------------------------------------ all
 def verify(config: dict, ablations_dir=None, out=None) -> bool:
     """Check every artefact; print one line each; True when all pass."""
-    from layerswap.hub import artefacts
+    from layerswap.prestage import artefacts
 
     out = out or sys.stdout
     items = artefacts(config, ablations_dir)

@@ -453,6 +453,6 @@ def run(args: argparse.Namespace) -> None:
 if __name__ == "__main__":  # `python -m layerswap.sft ...`, as `accelerate launch -m layerswap.sft` runs it
     import sys
 
-    from layerswap.cli import _exit_fast, main
+    from layerswap.cli import exit_fast, main
 
-    _exit_fast(main(["sft", *sys.argv[1:]]))
+    exit_fast(main(["sft", *sys.argv[1:]]))

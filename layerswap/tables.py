@@ -36,6 +36,7 @@ from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
+RESOURCES = ("data/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("data") / "paper_results.yaml"
 BENCHMARKS = ("mgsm", "belebele", "flores", "mbpp", "mmlu")
 #: What the paper config runs where the paper names no set or setting (README "Where this differs from the paper").

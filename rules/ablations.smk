@@ -100,7 +100,7 @@ if EXPERT_ABLATIONS:
             f"{R}/ablations/{{ablation}}/selection/{{set}}/{{expert}}.json",
         params:
             select=lambda w: selection_params(w.expert),
-            code=code_hash("select"),
+            code=command_hash("select"),
         wildcard_constraints:
             ablation="|".join(EXPERT_ABLATIONS),
             set="[A-Za-z0-9]+",
@@ -123,7 +123,7 @@ if EXPERT_ABLATIONS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB),
+            code=command_hash("evaluate"),
         wildcard_constraints:
             ablation="|".join(EXPERT_ABLATIONS),
             base="[A-Za-z0-9]+",
@@ -153,7 +153,7 @@ if ABLATION_MERGES:
             expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
         params:
             merge=lambda w: as_json(ABLATION_MERGES[w.cfg]["merge"]),
-            code=code_hash(*MERGE_LIB),
+            code=command_hash("recipes"),
         wildcard_constraints:
             cfg="|".join(ABLATION_MERGES),
         log:
@@ -180,7 +180,7 @@ if _OTHER_BASE_RUNS:
             run=lambda w: as_json({**run_spec(w.run), "template": config["prompt_template"]}),
             launch=sft_launch,
             base=lambda w: ABLATION_RUN_BASE[w.run],
-            code=code_hash("sft", "training", "jsonl"),
+            code=command_hash("sft"),
         wildcard_constraints:
             run="|".join(_OTHER_BASE_RUNS),
         threads: lambda w: run_spec(w.run).get("threads", 1)
@@ -207,7 +207,7 @@ if ABLATION_BASES and config["world"] == "toy":
             train=as_json(config["base"].get("toy_pretrain", {})),
             layers=config["base"]["num_layers"],
             seed=lambda w: ABLATION_BASES[f"{w.ablation}/{w.base}"]["seed"],
-            code=code_hash("pretrain", "training", "jsonl"),
+            code=command_hash("toy-base"),
         wildcard_constraints:
             ablation="|".join(EXPERT_ABLATIONS),
             base="[A-Za-z0-9]+",
@@ -230,7 +230,7 @@ elif ABLATION_BASES:
             revision=lambda w: (f"--revision {shlex.quote(ABLATION_BASES[f'{w.ablation}/{w.base}']['revision'])}"
                                 if ABLATION_BASES[f"{w.ablation}/{w.base}"].get("revision") else ""),
             hf_home=HF_HOME_ARG,
-            code=code_hash("hub"),
+            code=command_hash("prepare-base"),
         wildcard_constraints:
             ablation="|".join(EXPERT_ABLATIONS),
             base="[A-Za-z0-9]+",
@@ -258,7 +258,7 @@ if ABLATION_EXTRA:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, *MERGE_LIB),
+            code=command_hash("evaluate-merges"),
         wildcard_constraints:
             benchmark="|".join(ABLATION_EXTRA),
         threads: EVAL["threads"]
@@ -267,7 +267,7 @@ if ABLATION_EXTRA:
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
             "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
@@ -287,7 +287,7 @@ for _name in ABLATIONS:
         params:
             table=ablation_params(_name),
             name=_name,
-            code=code_hash("ablations", "tables", "figures", "jsonl"),
+            code=command_hash("ablation-table"),
         log:
             f"{R}/logs/ablations/{_name}.log",
         shell:

@@ -73,7 +73,7 @@ rule tables:
         + [f"{R}/tables/table{n}_paper_vs_ours.md" for n in [1, 2, 5, 6]] if PAPER_WORLD else [],
     params:
         tables=table_params(),
-        code=code_hash("tables", "jsonl"),
+        code=command_hash("tables"),
     log:
         f"{R}/logs/tables.log",
     shell:
@@ -92,7 +92,7 @@ rule heatmap:
     params:
         experts=" ".join(f"--expert-from-selection {e}={R}/selection/{e}.json" for e in ["math"] + LANGS),
         thresholds=as_json({e: config["analysis"]["heatmap_thresholds"][expert_kind(e)] for e in ["math"] + LANGS}),
-        code=code_hash("figures", "jsonl"),
+        code=command_hash("heatmap"),
     log:
         f"{R}/logs/heatmap.log",
     shell:
@@ -106,7 +106,7 @@ rule table_pages:
     output:
         [table_report(t, "html") for t in TABLE_PAGES],
     params:
-        code=code_hash("charts", "jsonl"),
+        code=command_hash("charts"),
     log:
         f"{R}/logs/table_pages.log",
     shell:
@@ -131,7 +131,7 @@ rule swap_grid:
             "language_names": config.get("language_names", {}),
         }),
         names=", ".join(SWAP_CONFIGS),  # for the caption
-        code=code_hash("charts", "figures", "tables", "jsonl"),
+        code=command_hash("charts"),
     log:
         f"{R}/logs/swap_grid.log",
     shell:
@@ -161,7 +161,7 @@ rule table1_bars:
         csv=figure_report("table1_bars", "csv"),
     params:
         tables=table_params(table2=False),
-        code=code_hash("charts", "figures", "tables", "jsonl"),
+        code=command_hash("charts"),
     log:
         f"{R}/logs/table1_bars.log",
     shell:
@@ -180,7 +180,7 @@ rule config_used:
                     caption="../report/config.rst", labels={"file": "config_used", "format": "rendered (HTML)"}),
     params:
         config=lambda w: CONFIG_AS_GIVEN,  # a function: the config holds "{lang}", no wildcard
-        code=code_hash("charts", "jsonl"),
+        code=command_hash("charts"),
     log:
         f"{R}/logs/config_used.log",
     shell:

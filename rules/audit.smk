@@ -24,7 +24,7 @@ rule manifest:
     params:
         config=lambda w: shlex.quote(json.dumps(config, default=str, sort_keys=True)),  # secrets: dropped by the command
         workflow_dir=shlex.quote(workflow.basedir),
-        code=code_hash("audit", "jsonl"),
+        code=command_hash("manifest"),
     log:
         f"{R}/logs/manifest.log",
     shell:

@@ -7,7 +7,7 @@ import sys
 
 from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs, validate_config
 from layerswap.errors import UserError
-from layerswap.fingerprint import code_hash
+from layerswap.fingerprint import command_hash
 from layerswap.sft import checkpoint_name
 
 try:
@@ -172,12 +172,8 @@ def checkpoint_languages(run):
     return ["en", expert.removeprefix("joint_")]
 
 
-# Modules a job runs, for code_hash (layerswap.cli and layerswap.errors are always included). Static imports,
-# including those inside functions: `layerswap recipes` imports the merge package (not merge/cli.py); `layerswap
-# evaluate` imports merge only to build recipes, evaluation.sandbox for MBPP, fingerprint for --index, config for
-# the hub's language codes.
-MERGE_LIB = ("merge.__init__", "merge.engine", "merge.io", "merge.methods", "merge.recipes", "jsonl")
-EVAL_LIB = ("evaluate", "evaluation", "tasks", "jsonl", "fingerprint", "config")
+# Every rule's `code` param is command_hash(<the layerswap command it runs>): the package files that command's import
+# graph reaches (layerswap/fingerprint.py), so a code edit reruns exactly the jobs whose command can run it.
 
 
 def eval_files(model_dir, benchmarks):

@@ -22,7 +22,7 @@ if config["world"] == "toy":
             vocab=f"{R}/data/raw/vocab.json",
         params:
             world=toy_dataset_params("pretrain"),
-            code=code_hash("toyworld"),
+            code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/pretrain.log",
         shell:
@@ -36,7 +36,7 @@ if config["world"] == "toy":
             dataset="|".join(TOY_RAW),
         params:
             world=lambda w: toy_dataset_params(w.dataset),
-            code=code_hash("toyworld"),
+            code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/{{dataset}}.log",
         shell:
@@ -83,7 +83,7 @@ rule sft_mix:
     params:
         sources=lambda w: as_json(mix_sources(w.expert)),
         seed=config["seed"],
-        code=code_hash("data", "jsonl"),
+        code=command_hash("mix"),
     log:
         f"{R}/logs/sft_mix/{{expert}}.log",
     shell:
@@ -112,7 +112,7 @@ if config["world"] == "hf":
             spec=lambda w: as_json(source_spec(config, w.source, w.lang)),
             seed=config["seed"],
             hf_home=HF_HOME_ARG,
-            code=code_hash("hub", "data", "jsonl"),
+            code=command_hash("hub-data"),
         log:
             f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
         shell:
@@ -126,7 +126,7 @@ if config["world"] == "hf":
             source=shlex.quote(config["base"]["source"]),
             revision=f"--revision {shlex.quote(config['base']['revision'])}" if config["base"].get("revision") else "",
             hf_home=HF_HOME_ARG,
-            code=code_hash("hub"),
+            code=command_hash("prepare-base"),
         log:
             f"{R}/logs/prepare_base.log",
         shell:

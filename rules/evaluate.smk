@@ -43,7 +43,7 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB),
+            code=command_hash("evaluate"),
         threads: EVAL["threads"]
         resources:
             gpu=GPUS,
@@ -68,7 +68,7 @@ if not SINGLE_TASK_JOBS:
                 seed=config["seed"],
                 task_set=TASK_SET,
                 backend=BACKEND,
-                code=code_hash(*EVAL_LIB),
+                code=command_hash("evaluate"),
             log:
                 f"{R}/logs/evaluate/base_select.log",
 
@@ -85,14 +85,14 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, *MERGE_LIB),
+            code=command_hash("evaluate-merges"),
         threads: EVAL["threads"]
         resources:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
             "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
@@ -109,7 +109,7 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, *MERGE_LIB),
+            code=command_hash("evaluate-merges"),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
 
@@ -127,7 +127,7 @@ else:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB),
+            code=command_hash("evaluate"),
         wildcard_constraints:
             benchmark="|".join(BENCHMARKS),
         threads: EVAL["threads"]
@@ -153,7 +153,7 @@ else:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, *MERGE_LIB),
+            code=command_hash("evaluate-merges"),
         wildcard_constraints:
             benchmark="|".join(MERGE_BENCHMARKS),
         threads: EVAL["threads"]
@@ -162,7 +162,7 @@ else:
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
             "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
@@ -179,7 +179,7 @@ else:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB, *MERGE_LIB),
+            code=command_hash("evaluate-merges"),
         log:
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",
 
@@ -233,13 +233,13 @@ rule evaluate_table2:
         seed=config["seed"],
         task_set=TASK_SET,
         backend=BACKEND,
-        code=code_hash(*EVAL_LIB, *MERGE_LIB),
+        code=command_hash("evaluate-merges"),
     threads: EVAL["threads"]
     resources:
         gpu=GPUS,
     log:
         f"{R}/logs/evaluate/table2_{{lang}}.log",
     shell:
-        "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+        "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
         "--out-dir {R}/evals/by_language/{wildcards.lang} --batch-size {params.batch_size} --seed {params.seed} "
         "--task-set {params.task_set} --backend {params.backend} --threads {threads} --index {output} > {log} 2>&1"

@@ -9,7 +9,7 @@ rule merge_recipes:
         expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
     params:
         merge=lambda w: as_json(config["merges"]["configs"][w.cfg]),
-        code=code_hash(*MERGE_LIB),
+        code=command_hash("recipes"),
     wildcard_constraints:
         cfg="(?!ax_)[A-Za-z0-9_]+",  # ax_*: expert-set ablations (ablation_merge_recipes)
     log:
@@ -27,7 +27,7 @@ rule merged_model:
     output:
         directory(f"{MERGED}/{{cfg}}/{{lang}}/{{pair}}"),
     params:
-        code=code_hash(*MERGE_LIB),
+        code=command_hash("merge"),
     log:
         f"{R}/logs/merged_model/{{cfg}}_{{lang}}_{{pair}}.log",
     shell:
@@ -43,7 +43,7 @@ rule soup_then_swap_recipes:
         expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=["langsoup", "multisoup"]),
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
-        code=code_hash(*MERGE_LIB),
+        code=command_hash("recipes"),
     log:
         f"{R}/logs/merge_recipes/soupswap_{{lang}}.log",
     shell:

@@ -31,7 +31,7 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB),
+            code=command_hash("evaluate"),
         threads: EVAL["threads"]
         resources:
             gpu=GPUS,
@@ -56,7 +56,7 @@ if not SINGLE_TASK_JOBS:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB),
+            code=command_hash("evaluate"),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
 
@@ -76,7 +76,7 @@ else:
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
-            code=code_hash(*EVAL_LIB),
+            code=command_hash("evaluate"),
         wildcard_constraints:
             benchmark="|".join(EVAL["tasks"]),
         threads: EVAL["threads"]
@@ -100,7 +100,7 @@ else:
         output:
             f"{R}/evals/ckpt/{{run}}/index.json",
         params:
-            code=code_hash("select"),
+            code=command_hash("checkpoint-index"),
         log:
             f"{R}/logs/checkpoint_index/{{run}}.log",
         shell:
@@ -126,7 +126,7 @@ rule select:
         f"{R}/selection/{{expert}}.json",
     params:
         select=lambda w: selection_params(w.expert),
-        code=code_hash("select"),
+        code=command_hash("select"),
     log:
         f"{R}/logs/select/{{expert}}.log",
     shell:

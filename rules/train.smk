@@ -12,7 +12,7 @@ rule toy_base:
         train=as_json(config["base"].get("toy_pretrain", {})),
         layers=config["base"]["num_layers"],
         seed=config["seed"],
-        code=code_hash("pretrain", "training", "jsonl"),
+        code=command_hash("toy-base"),
     threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
     log:
         f"{R}/logs/toy_base.log",
@@ -47,7 +47,7 @@ rule sft:
     params:
         run=lambda w: as_json({**run_spec(w.run), "template": config["prompt_template"]}),
         launch=sft_launch,
-        code=code_hash("sft", "training", "jsonl"),
+        code=command_hash("sft"),
     threads: lambda w: run_spec(w.run).get("threads", 1)
     resources:
         gpu=GPUS,

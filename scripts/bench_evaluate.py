@@ -114,11 +114,12 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
     return recipes
 
 
-def install_standin_merge() -> None:
-    import layerswap
+def standin_merges():
+    """In place of the layerswap.merge package: base weights plus seeded noise, no checkpoint read."""
 
-    def model_dir_of(recipe):
-        return recipe["base"]
+    class Cache(dict):
+        def close(self):
+            self.clear()
 
     def build_state_dict(recipe, cache):
         import torch
@@ -130,10 +131,8 @@ def install_standin_merge() -> None:
         g = torch.Generator().manual_seed(int(recipe["bench_seed"]))
         return {k: v + 0.01 * torch.randn(v.shape, generator=g, dtype=v.dtype) for k, v in cache[base_dir].items()}
 
-    fake = types.ModuleType("layerswap.merge")
-    fake.model_dir_of, fake.build_state_dict = model_dir_of, build_state_dict  # no load_recipe/ExpertCache: dicts
-    sys.modules["layerswap.merge"] = fake
-    layerswap.merge = fake
+    return types.SimpleNamespace(load_recipe=lambda path: json.loads(Path(path).read_text()), ExpertCache=Cache,
+                                 model_dir_of=lambda recipe: recipe["base"], build_state_dict=build_state_dict)
 
 
 def child(a: argparse.Namespace) -> None:
@@ -141,7 +140,9 @@ def child(a: argparse.Namespace) -> None:
     from layerswap import evaluate as ev
 
     if a.standin_merge:
-        install_standin_merge()
+        merges = standin_merges()
+    else:
+        from layerswap import merge as merges
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
     work = Path(a.work)
@@ -151,7 +152,7 @@ def child(a: argparse.Namespace) -> None:
     for m in a.model_args:
         argv += ["--model", m]
     t_run = time.time()
-    timings = ev.run(parser.parse_args(argv))
+    timings = ev.run(parser.parse_args(argv), merges=merges)
     timings["script_before_run"] = t_run - T_CHILD_START
     timings["child_start_epoch"] = T_CHILD_START
     timings["child_end_epoch"] = time.time()

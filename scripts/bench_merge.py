@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from layerswap.merge.io import write_shard  # noqa: E402
+from layerswap.checkpoints import write_shard  # noqa: E402
 
 LLAMA_1B = {"vocab": 128256, "hidden": 2048, "inter": 8192, "layers": 16, "heads": 32, "kv_heads": 8}
 

@@ -16,7 +16,7 @@ import yaml
 
 from conftest import REPO, read_jsonl
 from layerswap import cost as cost_mod
-from layerswap import hub
+from layerswap import hub, prestage
 from layerswap.evaluate import hub_artefacts
 from layerswap.config import load_config
 from layerswap.data import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
@@ -265,7 +265,7 @@ def test_prestage_dry_run_lists_every_artefact_without_network(paper, monkeypatc
     monkeypatch.setattr(hub, "snapshot", no_network)
     monkeypatch.setattr(hub, "load_dataset", no_network)
     out = io.StringIO()
-    items = hub.prestage(paper, dry_run=True, out=out)
+    items = prestage.prestage(paper, dry_run=True, out=out)
     got = {(i["kind"], i["hub_id"], i.get("subset"), i.get("split"), i.get("data_files"),
             (i.get("spec") or {}).get("language_value")) for i in items}
     expected = {("model", "meta-llama/Llama-3.1-8B", None, None, None, None)}
@@ -292,7 +292,7 @@ def test_prestage_fetches_each_artefact_once_and_skips_a_local_base(paper, tmp_p
     cfg = json.loads(json.dumps(paper))
     cfg["base"]["source"] = str(_model_dir(tmp_path / "local"))
     models, datasets_ = [], []
-    items = hub.prestage(cfg, out=io.StringIO(), fetch_model=models.append, fetch_dataset=datasets_.append)
+    items = prestage.prestage(cfg, out=io.StringIO(), fetch_model=models.append, fetch_dataset=datasets_.append)
     assert models == [] and len(datasets_) == len(items) and all(i["kind"] == "dataset" for i in items)
 
 
@@ -308,13 +308,13 @@ def test_prestage_adds_the_bases_of_the_selected_ablations(paper):
     abl_dir = REPO / "config" / "ablations"
     cfg = json.loads(json.dumps(paper))
     cfg.pop("ablations", None)  # absent: every ablation, different_base's second base included
-    items = hub.prestage(cfg, dry_run=True, out=io.StringIO(), ablations_dir=abl_dir)
+    items = prestage.prestage(cfg, dry_run=True, out=io.StringIO(), ablations_dir=abl_dir)
     extra = [i for i in items if i.get("purpose", "").startswith("ablation")]
     assert [(i["kind"], i["hub_id"], i["purpose"]) for i in extra] == [
         ("model", "meta-llama/Meta-Llama-3-8B", "ablation different_base: base b2")]
-    assert len(items) == len(hub.prestage(cfg, dry_run=True, out=io.StringIO())) + 1
+    assert len(items) == len(prestage.prestage(cfg, dry_run=True, out=io.StringIO())) + 1
     cfg["ablations"] = ["layer_count", "lora"]
-    assert not [i for i in hub.prestage(cfg, dry_run=True, out=io.StringIO(), ablations_dir=abl_dir)
+    assert not [i for i in prestage.prestage(cfg, dry_run=True, out=io.StringIO(), ablations_dir=abl_dir)
                 if i.get("purpose", "").startswith("ablation")]
 
 

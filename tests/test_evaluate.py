@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
 
 from layerswap import evaluate as ev  # noqa: E402
+from layerswap import merge  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 
 LANGS = ["en", "toy_swh"]
@@ -95,34 +94,6 @@ def make_model(model_dir: Path, vocab: set[str], seed: int = 0, hidden: int = 32
     return model_dir
 
 
-def install_merge_standin(monkeypatch) -> None:
-    """A stand-in for layerswap.merge (soup of one model = that model) unless the real module is there."""
-    import layerswap
-
-    try:
-        from layerswap import merge
-
-        if hasattr(merge, "build_state_dict") and hasattr(merge, "model_dir_of"):
-            return
-    except ImportError:
-        pass
-    fake = types.ModuleType("layerswap.merge")
-
-    def model_dir_of(recipe):
-        return recipe["base"]
-
-    def build_state_dict(recipe, cache):
-        from safetensors.torch import load_file
-
-        (only,) = recipe["inputs"]["models"]
-        cache.setdefault("loads", []).append(only)
-        return {k: v.clone() for k, v in load_file(str(Path(only) / "model.safetensors")).items()}
-
-    fake.model_dir_of, fake.build_state_dict = model_dir_of, build_state_dict
-    monkeypatch.setitem(sys.modules, "layerswap.merge", fake)
-    monkeypatch.setattr(layerswap, "merge", fake, raising=False)
-
-
 def make_args(data_dir, out_dir, models, benchmarks, **kw) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
@@ -137,33 +108,18 @@ ALL = {"mgsm": {"shots": 2, "languages": LANGS}, "belebele": {"shots": 1}, "flor
        "mmlu": {"shots": 0, "limit": 5}, "mbpp": {"shots": 0}}
 
 
-def _real_merge():
-    try:
-        from layerswap import merge
-    except ImportError:
-        return None
-    needed = ("build_state_dict", "model_dir_of", "write_merged", "ExpertCache")
-    return merge if all(hasattr(merge, n) for n in needed) else None
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
     root = tmp_path_factory.mktemp("world")
     vocab = make_data(root / "data")
     ckpt = make_model(root / "ckpt_a", vocab, seed=0)
     other = make_model(root / "ckpt_b", vocab, seed=1)
-    merge = _real_merge()
-    if merge is not None:
-        # a real layer swap: layer 0 from b (language expert), layer 1 from a (task expert), non-layer tensors averaged;
-        # written to disk with write_merged and also evaluated in memory from the same recipe
-        recipe_dict = {"method": "layer_swap", "inputs": {"task": str(ckpt), "lang": str(other)},
-                       "params": {"bottom": 1, "top": 0}}
-        disk = root / "merged_on_disk"
-        merge.write_merged(recipe_dict, str(disk))
-    else:  # stand-in merge module: a soup of one model is that model
-        recipe_dict = {"method": "soup", "base": str(ckpt), "inputs": {"models": [str(ckpt)]},
-                       "params": {"weighting": "uniform"}}
-        disk = ckpt
+    # a real layer swap: layer 0 from b (language expert), layer 1 from a (task expert), non-layer tensors averaged;
+    # written to disk with write_merged and also evaluated in memory from the same recipe
+    recipe_dict = {"method": "layer_swap", "inputs": {"task": str(ckpt), "lang": str(other)},
+                   "params": {"bottom": 1, "top": 0}}
+    disk = root / "merged_on_disk"
+    merge.write_merged(recipe_dict, str(disk))
     recipe = root / "recipe.json"
     recipe.write_text(json.dumps(recipe_dict))
     return {"root": root, "data": root / "data", "ckpt": ckpt, "other": other, "recipe": recipe, "disk": disk}
@@ -171,17 +127,12 @@ def world(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def main_run(world, tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    install_merge_standin(mp)
-    try:
-        out1 = tmp_path_factory.mktemp("out1")
-        out2 = tmp_path_factory.mktemp("out2")
-        models = [("ckpt/a", world["ckpt"]), ("other", world["other"]), ("merge/disk", world["disk"]),
-                  ("merge/mem", world["recipe"])]
-        ev.run(make_args(world["data"], out1, models, ALL))
-        ev.run(make_args(world["data"], out2, models, ALL))
-    finally:
-        mp.undo()
+    out1 = tmp_path_factory.mktemp("out1")
+    out2 = tmp_path_factory.mktemp("out2")
+    models = [("ckpt/a", world["ckpt"]), ("other", world["other"]), ("merge/disk", world["disk"]),
+              ("merge/mem", world["recipe"])]
+    ev.run(make_args(world["data"], out1, models, ALL), merges=merge)
+    ev.run(make_args(world["data"], out2, models, ALL), merges=merge)
     return out1, out2
 
 
@@ -245,10 +196,9 @@ def test_checkpoint_and_in_memory_recipe_identical(main_run):
         assert d["scores"] == m["scores"] and d["n"] == m["n"]
         assert (out / "merge/disk" / f"{bench}.samples.jsonl").read_bytes() == \
             (out / "merge/mem" / f"{bench}.samples.jsonl").read_bytes()
-    if _real_merge() is not None:  # the layer swap is neither of its inputs
-        mem = (out / "merge/mem" / "belebele.samples.jsonl").read_text()
-        assert mem != (out / "ckpt/a" / "belebele.samples.jsonl").read_text()
-        assert mem != (out / "other" / "belebele.samples.jsonl").read_text()
+    mem = (out / "merge/mem" / "belebele.samples.jsonl").read_text()  # the layer swap is neither of its inputs
+    assert mem != (out / "ckpt/a" / "belebele.samples.jsonl").read_text()
+    assert mem != (out / "other" / "belebele.samples.jsonl").read_text()
     # the other model really is evaluated with its own weights (the swap happened)
     la = (out / "ckpt/a" / "belebele.samples.jsonl").read_text()
     lb = (out / "other" / "belebele.samples.jsonl").read_text()

@@ -145,9 +145,9 @@ def test_hub_artefacts_cover_every_task_dataset(plans, index):
 
 
 def test_hub_artefacts_reach_prestage(monkeypatch):
-    from layerswap import hub
+    from layerswap import prestage
 
-    items = hub._evaluation_artefacts(PAPER)
+    items = prestage.evaluation_artefacts(PAPER)
     assert items and all(i["kind"] == "dataset" for i in items)
     assert any(i["hub_id"] == "CohereForAI/Global-MMLU" and i["subset"] == "te" for i in items)
 
@@ -230,7 +230,7 @@ def test_vllm_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     monkeypatch.setattr(merge, "load_recipe", lambda p: {"recipe": str(p)})
     recipe = tmp_path / "r.json"
     recipe.write_text("{}")
-    host = ev.VLLMHost(8, "auto", "bfloat16", tmp_path / "models", seed=3)
+    host = ev.VLLMHost(8, "auto", "bfloat16", tmp_path / "models", seed=3, merges=merge)
     lm = host.load(recipe)
     assert isinstance(lm, FakeVLLM) and written and written[0][0] == {"recipe": str(recipe)}
     out_dir = Path(written[0][1])

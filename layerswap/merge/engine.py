@@ -16,7 +16,7 @@ import torch
 
 from layerswap.errors import UserError
 from layerswap.merge import methods
-from layerswap.merge.io import BASE_FINGERPRINT_FILE, INDEX_FILE, Checkpoint, chunk_ranges, write_shard
+from layerswap.checkpoints import BASE_FINGERPRINT_FILE, INDEX_FILE, Checkpoint, chunk_ranges, write_shard
 from layerswap.merge.recipes import canonical_json, recipe_hash, validate_recipe
 
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
