@@ -29,64 +29,7 @@ for _name, _abl_spec in EXPERT_ABLATIONS.items():
         ABLATION_MERGES[_cfg] = {**_m, "ablation": _name}
 
 
-def ablation_runs_of(name, set_name, expert):
-    prefix = f"ax_{name}_{set_name}_"
-    return sorted(r for r, p in EXPERT_ABLATIONS[name]["runs"].items() if r.startswith(prefix) and p["expert"] == expert)
-
-
-def ablation_selection(name, set_name, expert):
-    return f"{R}/ablations/{name}/selection/{set_name}/{expert}.json"
-
-
-def ablation_base_evals(name, set_name, expert):
-    """The base evaluations an ablation selection's constraints compare with: of the base its runs trained from."""
-    benchmarks = constraint_benchmarks(expert_kind(expert))
-    (base,) = {ABLATION_RUN_BASE[r] for r in ablation_runs_of(name, set_name, expert)} or {None}
-    return eval_files("base" if base is None else base.removeprefix(f"{R}/"), benchmarks)
-
-
-def ablation_merge_selection(cfg, lang, which):
-    m = ABLATION_MERGES[cfg]
-    expert = lang if which == "lang" else "math"
-    if m[f"{which}_from"] == "main":
-        return f"{R}/selection/{expert}.json"
-    return ablation_selection(m["ablation"], m["set"], expert)
-
-
-def ablation_configs(name):
-    return list(dict.fromkeys(v["config"] for v in ABLATIONS[name]["variants"] if v["config"]))
-
-
-def ablation_extra_benchmarks(name):
-    """Benchmarks an ablation reports beyond the merge tasks every merge gets (evaluate_ablation_merges)."""
-    return [b for b in ABLATIONS[name]["metrics"] if b not in MERGE_BENCHMARKS]
-
-
 ABLATION_EXTRA = sorted({b for n in ABLATIONS for b in ablation_extra_benchmarks(n)})
-
-
-def ablation_inputs(name):
-    files = []
-    if name in EXPERT_ABLATIONS:  # every selection of the ablation's own experts (also those no merge reads)
-        files += [ablation_selection(name, s, e) for s, es in EXPERT_ABLATIONS[name]["selections"].items() for e in es]
-    for cfg in ablation_configs(name):
-        for lang in LANGS:
-            files += merge_eval_outputs(cfg, lang, PAIRS, ABLATIONS[name]["metrics"])
-    return files
-
-
-def ablation_params(name):
-    spec = ABLATIONS[name]
-    return as_json({
-        "name": name, "title": spec["title"], "plan": spec["plan"], "metrics": spec["metrics"],
-        "variants": spec["variants"], "languages": LANGS, "top_k": config["selection"]["top_k"],
-        "world": config["world"], "language_names": config.get("language_names", {}),
-    })
-
-
-def ablation_report(name, file):
-    return report(f"{R}/ablations/{name}/{file}", category="Ablations", subcategory=ABLATIONS[name]["title"],
-                  caption="../report/ablation.rst", labels={"ablation": name, "file": file})
 
 
 if EXPERT_ABLATIONS:
@@ -106,6 +49,8 @@ if EXPERT_ABLATIONS:
             set="[A-Za-z0-9]+",
         log:
             f"{R}/logs/ablations/select_{{ablation}}_{{set}}_{{expert}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
             "layerswap select --index {input.indexes} --base-evals {input.base} --expert {wildcards.expert} "
             "--params-json {params.select} --out {output} > {log} 2>&1"
@@ -133,10 +78,12 @@ if EXPERT_ABLATIONS:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/ablation_base_{{ablation}}_{{base}}_{{benchmark}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} "
-            "--model ablations/{wildcards.ablation}/bases/{wildcards.base}={R}/ablations/{wildcards.ablation}/bases/{wildcards.base} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} "
+            "--model ablations/{wildcards.ablation}/bases/{wildcards.base}=results/ablations/{wildcards.ablation}/bases/{wildcards.base} "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
 
@@ -158,9 +105,11 @@ if ABLATION_MERGES:
             cfg="|".join(ABLATION_MERGES),
         log:
             f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
             "layerswap recipes --params-json {params.merge} --lang-selection {input.lang} "
-            "--task-selection {input.task} --base {R}/base --out-dir {R}/merges/{wildcards.cfg}/{wildcards.lang} "
+            "--task-selection {input.task} --base results/base --out-dir results/merges/{wildcards.cfg}/{wildcards.lang} "
             "> {log} 2>&1"
 
 
@@ -188,8 +137,10 @@ if _OTHER_BASE_RUNS:
             gpu=GPUS,
         log:
             f"{R}/logs/sft/{{run}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "{params.launch} --base {params.base} --data {input.data} --out-dir {EXPERTS}/{wildcards.run} "
+            "{params.launch} --base {params.base} --data {input.data} --out-dir \"$(dirname {output})\" "
             "--params-json {params.run} > {log} 2>&1"
 
 
@@ -214,8 +165,10 @@ if ABLATION_BASES and config["world"] == "toy":
         threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
         log:
             f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} --out {R}/ablations/{wildcards.ablation}/bases/{wildcards.base} "
+            "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} --out results/ablations/{wildcards.ablation}/bases/{wildcards.base} "
             "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
             "--seed {params.seed} > {log} 2>&1"
 
@@ -236,9 +189,12 @@ elif ABLATION_BASES:
             base="[A-Za-z0-9]+",
         log:
             f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            OFFLINE + " layerswap prepare-base --source {params.source} {params.revision} "
-            "--out {R}/ablations/{wildcards.ablation}/bases/{wildcards.base} {params.hf_home} > {log} 2>&1"
+            "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
+            "layerswap prepare-base --source {params.source} {params.revision} "
+            "--out results/ablations/{wildcards.ablation}/bases/{wildcards.base} {params.hf_home} > {log} 2>&1"
 
 
 if ABLATION_EXTRA:
@@ -266,9 +222,11 @@ if ABLATION_EXTRA:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
 
@@ -290,9 +248,11 @@ for _name in ABLATIONS:
             code=command_hash("ablation-table"),
         log:
             f"{R}/logs/ablations/{_name}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap ablation-table --evals-dir {R}/evals --params-json {params.table} "
-            "--out-dir {R}/ablations/{params.name} > {log} 2>&1"
+            "layerswap ablation-table --evals-dir results/evals --params-json {params.table} "
+            "--out-dir results/ablations/{params.name} > {log} 2>&1"
 
     rule:
         name:

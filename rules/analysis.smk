@@ -23,44 +23,6 @@ REPORT_FILES += [f"{R}/config_used.yaml", f"{R}/config_used.html"]
 SWAP_CONFIGS = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == "layer_swap"}
 
 
-def table_report(stem, ext):
-    sub, caption = TABLE_PAGES[stem]
-    fmt = "rendered (HTML)" if ext == "html" else ext.upper()
-    return report(f"{R}/tables/{stem}.{ext}", category="Tables", subcategory=sub, caption=caption,
-                  labels={"table": stem, "format": fmt})
-
-
-def figure_report(name, ext):
-    sub, caption = FIGURES[name]
-    fmt = "numbers (CSV)" if ext == "csv" else ext.upper()
-    return report(f"{R}/figures/{name}.{ext}", category="Figures", subcategory=sub, caption=caption,
-                  labels={"figure": name, "format": fmt})
-
-
-def table_inputs():
-    files = [f"{R}/selection/{e}.json" for e in EXPERT_TYPES]
-    files += [i for e in EXPERT_TYPES for i in checkpoint_indexes(e)]
-    files += eval_files("base", BENCHMARKS)
-    for cfg in PAIR_CONFIGS:
-        for lang in LANGS:
-            files += merge_eval_outputs(cfg, lang, PAIRS)
-    for lang in LANGS:
-        files += merge_eval_outputs("soupswap", lang, ["langsoup", "multisoup"])
-    return files + [table2_index(lang) for lang in T2_LANGS]
-
-
-def table_params(table2=True):
-    """The tables' params; table2=False: without the Table 2 language (the Table 1 figure does not show it)."""
-    m = config["merges"]
-    names = config.get("language_names", {})
-    params = {
-        "languages": LANGS, "mgsm_languages": config["mgsm_languages"], "top_k": config["selection"]["top_k"],
-        "best_of": m["best_of"], "default_swap": m["default_swap"], "world": config["world"],
-        "language_names": names,
-    }
-    return as_json(params | ({"table2_language": config["analysis"]["table2_language"]} if table2 else {}))
-
-
 rule tables:
     input:
         table_inputs(),
@@ -76,9 +38,11 @@ rule tables:
         code=command_hash("tables"),
     log:
         f"{R}/logs/tables.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap tables --selection-dir {R}/selection --evals-dir {R}/evals --params-json {params.tables} "
-        "--out-dir {R}/tables > {log} 2>&1"
+        "layerswap tables --selection-dir results/selection --evals-dir results/evals --params-json {params.tables} "
+        "--out-dir results/tables > {log} 2>&1"
 
 
 rule heatmap:
@@ -95,9 +59,11 @@ rule heatmap:
         code=command_hash("heatmap"),
     log:
         f"{R}/logs/heatmap.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap heatmap --base {R}/base {params.experts} --threshold-json {params.thresholds} "
-        "--out-prefix {R}/figures/param_change > {log} 2>&1"
+        "layerswap heatmap --base results/base {params.experts} --threshold-json {params.thresholds} "
+        "--out-prefix results/figures/param_change > {log} 2>&1"
 
 
 rule table_pages:
@@ -109,12 +75,10 @@ rule table_pages:
         code=command_hash("charts"),
     log:
         f"{R}/logs/table_pages.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap charts table-html --markdown {input} --out-dir {R}/tables > {log} 2>&1"
-
-
-def swap_grid_inputs():
-    return [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in SWAP_CONFIGS for l in LANGS for p in PAIRS]
+        "layerswap charts table-html --markdown {input} --out-dir results/tables > {log} 2>&1"
 
 
 rule swap_grid:
@@ -134,22 +98,11 @@ rule swap_grid:
         code=command_hash("charts"),
     log:
         f"{R}/logs/swap_grid.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap charts swap-grid --evals-dir {R}/evals --params-json {params.grid} "
-        "--out-prefix {R}/figures/swap_grid > {log} 2>&1"
-
-
-def table1_bars_inputs():
-    """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
-    MGSM of every pair of the default swap and the soup/swap best-of configs."""
-    m = config["merges"]
-    experts = ["math"] + LANGS
-    files = [f"{R}/selection/{e}.json" for e in experts]
-    files += [i for e in experts for i in checkpoint_indexes(e, ["mgsm"])]
-    files += eval_files("base", ["mgsm"])
-    configs = dict.fromkeys(m["best_of"]["soup"] + m["best_of"]["swap"] + [m["default_swap"]])
-    files += [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in configs for l in LANGS for p in PAIRS]
-    return files
+        "layerswap charts swap-grid --evals-dir results/evals --params-json {params.grid} "
+        "--out-prefix results/figures/swap_grid > {log} 2>&1"
 
 
 rule table1_bars:
@@ -164,9 +117,11 @@ rule table1_bars:
         code=command_hash("charts"),
     log:
         f"{R}/logs/table1_bars.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap charts table1-bars --selection-dir {R}/selection --evals-dir {R}/evals "
-        "--params-json {params.tables} --out-prefix {R}/figures/table1_bars > {log} 2>&1"
+        "layerswap charts table1-bars --selection-dir results/selection --evals-dir results/evals "
+        "--params-json {params.tables} --out-prefix results/figures/table1_bars > {log} 2>&1"
 
 # The config as given (rules/ablations.smk, included later, adds the ablations' merge configs to it).
 CONFIG_AS_GIVEN = shlex.quote(json.dumps(config, default=str, sort_keys=True))  # defaults filled, keys sorted
@@ -183,6 +138,8 @@ rule config_used:
         code=command_hash("charts"),
     log:
         f"{R}/logs/config_used.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap charts config-html --config-json {params.config} --out-prefix {R}/config_used "
+        "layerswap charts config-html --config-json {params.config} --out-prefix results/config_used "
         "> {log} 2>&1"

@@ -4,18 +4,6 @@
 # params and shell command of each file from Snakemake's own per-output records in .snakemake/metadata/.
 
 
-def manifest_inputs():
-    files = TABLES + BEST_CONFIGS + REPORT_FILES + table_inputs() + swap_grid_inputs() + table1_bars_inputs()
-    files += [f"{R}/base/config.json"]
-    files += [f"{EXPERTS}/{run}/checkpoints.json" for run in RUNS]
-    files += [f for run in RUNS for f in checkpoint_eval_indexes(run)]
-    files += [f"{R}/data/sft/{e}.{ext}" for e in expert_types() for ext in ("jsonl", "manifest.json")]
-    files += [f"{R}/merges/{c}/{l}/{p}.json" for c in PAIR_CONFIGS for l in LANGS for p in PAIRS]
-    files += [f"{R}/merges/soupswap/{l}/{m}.json" for l in LANGS for m in SOUPS]
-    files += MERGED_MODELS
-    return list(dict.fromkeys(files))
-
-
 rule manifest:
     input:
         manifest_inputs(),
@@ -27,6 +15,8 @@ rule manifest:
         code=command_hash("manifest"),
     log:
         f"{R}/logs/manifest.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap manifest --root {R} --out {output} --metadata-dir .snakemake/metadata "
+        "layerswap manifest --root results --out {output} --metadata-dir .snakemake/metadata "
         "--workflow-dir {params.workflow_dir} --config-json {params.config} > {log} 2>&1"

@@ -16,7 +16,7 @@ try:
 except UserError as err:
     sys.exit(f"config error: {err}")
 
-R = "results"
+R = "results"  # shell commands spell it out ("results/..."): a shell reads only its rule's own values (--lint)
 # Expert checkpoints are the big artefacts: they live under storage.scratch when it is set (cluster scratch).
 BIG = (config.get("storage", {}).get("scratch") or R).rstrip("/")
 EXPERTS = f"{BIG}/experts"
@@ -178,3 +178,270 @@ def checkpoint_languages(run):
 
 def eval_files(model_dir, benchmarks):
     return [f"{R}/evals/{model_dir}/{b}.json" for b in benchmarks]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/data.smk (functions live here, rules there: snakemake --lint)
+
+
+def toy_dataset_params(name):
+    """Only what one dataset depends on (seed, its languages, its size): a changed size or an added language
+    reruns the datasets it touches, and what reads them, nothing else."""
+    from layerswap import toyworld
+
+    world = config["toy_world"]
+    return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"])})
+
+
+def mix_sources(expert):
+    """[{name, schema, path, n, lang}] for an expert type, from `mixes` and `data_sources`."""
+    mixes, sources = config["mixes"], config["data_sources"]
+
+    def entries(group, lang):
+        mix = mixes[group]
+        if group == "language" and any(isinstance(v, dict) for v in mix.values()):
+            mix = mix[lang]  # per-language mixes (paper config)
+        files = {name: sources[name].get("file", "{name}_{lang}.jsonl").format(name=name, lang=lang) for name in mix}
+        return [
+            {"name": name, "schema": sources[name]["schema"], "n": n, "lang": lang,
+             "path": f"{R}/data/raw/{files[name]}"}
+            for name, n in mix.items()
+        ]
+
+    if expert == "math":
+        found = entries("math", "en")
+    elif expert.startswith("joint_"):
+        found = entries("math", "en") + entries("language", expert[len("joint_"):])
+    else:
+        found = entries("language", expert)
+    return sorted(found, key=lambda e: (e["name"], e["lang"]))  # a mapping's key order means nothing
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/train.smk (functions live here, rules there: snakemake --lint)
+
+
+def sft_launch(wildcards, resources):
+    """The command that runs `layerswap sft`: the plain CLI, or `accelerate launch` with the repo's accelerate config
+    and one process per GPU the job gets (resources.gpu, e.g. 8 from cluster/profile.yaml), at most batch_size. A derived param: moving
+    a workflow from one launcher to the other does not retrain finished runs."""
+    if config["sft"]["launcher"] != "accelerate":
+        return "layerswap sft"
+    # batch_size is the global batch: use the most GPUs that split it evenly (batch 4 on 8 GPUs: 4 processes)
+    batch, gpus = int(run_spec(wildcards.run)["batch_size"]), max(1, int(resources.gpu))
+    procs = max(n for n in range(1, min(batch, gpus) + 1) if batch % n == 0)
+    # a relative accelerate config is the repository's (cluster/...), wherever --directory points
+    accel = Path(config["sft"]["accelerate_config"])
+    accel = accel if accel.is_absolute() or accel.exists() else Path(workflow.basedir) / accel
+    return (f"accelerate launch --config_file {shlex.quote(str(accel))} "
+            f"--num_processes {procs} -m layerswap.sft")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/select.smk (functions live here, rules there: snakemake --lint)
+
+
+def checkpoint_models(run):
+    return {
+        f"ckpt/{run}/{checkpoint_name(s)}": f"{EXPERTS}/{run}/{checkpoint_name(s)}"
+        for s in checkpoints_of(run_spec(run))
+    }
+
+
+def checkpoint_eval_rule_params(run, benchmarks):
+    return benchmark_params(benchmarks, checkpoint_languages(run))
+
+
+def selection_params(expert):
+    kind = expert_kind(expert)
+    lang = None if kind == "math" else expert.removeprefix("joint_")
+    return as_json({
+        "kind": kind, "lang": lang, "weights": config["selection"]["weights"][kind],
+        "constraints": config["selection"]["constraints"].get(kind, {}),
+        "top_k": config["selection"]["top_k"], "max_per_run": config["selection"]["max_per_run"],
+        "mgsm_languages": config["mgsm_languages"],
+    })
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/evaluate.smk (functions live here, rules there: snakemake --lint)
+
+
+def merge_eval_outputs(group, lang, names, benchmarks=None):
+    return [f for n in names for f in eval_files(f"merge/{group}/{lang}/{n}", benchmarks or MERGE_BENCHMARKS)]
+
+
+def merge_models(group, lang, names, recipes):
+    return " ".join(f"--model merge/{group}/{lang}/{n}={r}" for n, r in zip(names, recipes))
+
+
+# Output patterns of the merge evaluations with {cfg}/{lang} (and {benchmark}) wildcards.
+def merge_eval_patterns(group, names, benchmarks):
+    files = merge_eval_outputs("GROUP", "LANG", names, benchmarks)
+    return [f.replace("GROUP", group).replace("LANG", "{lang}") for f in files]
+
+
+def base_eval_groups():
+    """grouped: the base's benchmarks that selection constraints read get a job of their own (evaluate_base_select),
+    so that editing another task's settings reruns no selection; (rest, constrained)."""
+    constrained = [b for b in BENCHMARKS if any(b in constraint_benchmarks(k) for k in ("math", "language", "joint"))]
+    rest = [b for b in BENCHMARKS if b not in constrained]
+    return (rest, constrained) if rest and constrained else (BENCHMARKS, [])
+
+
+def table2_groups():
+    """(models {id: source}, input files, languages their own MGSM files hold or None) of Table 2's columns."""
+    mgsm = "mgsm" in BENCHMARKS
+    groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], task_languages("mgsm") if mgsm else [])]
+    for run in [r for e in ("math", T2, f"joint_{T2}") for r in runs_of(e)]:
+        langs = task_languages("mgsm", checkpoint_languages(run)) if mgsm else []
+        groups.append((checkpoint_models(run), [f"{EXPERTS}/{run}/checkpoints.json"], langs))
+    for cfg in T2_CONFIGS:
+        recipes = {f"merge/{cfg}/{T2}/{p}": f"{R}/merges/{cfg}/{T2}/{p}.json" for p in PAIRS}
+        groups.append((recipes, list(recipes.values()), task_languages("mgsm", [T2])))
+    return groups
+
+
+def table2_models(lang):
+    """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
+    return {m: src for models, _, langs in table2_groups() if lang not in langs for m, src in models.items()}
+
+
+def table2_index(lang):
+    return f"{R}/evals/by_language/{lang}/table2_{T2}.json"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/analysis.smk (functions live here, rules there: snakemake --lint)
+
+
+def table_report(stem, ext):
+    sub, caption = TABLE_PAGES[stem]
+    fmt = "rendered (HTML)" if ext == "html" else ext.upper()
+    return report(f"{R}/tables/{stem}.{ext}", category="Tables", subcategory=sub, caption=caption,
+                  labels={"table": stem, "format": fmt})
+
+
+def figure_report(name, ext):
+    sub, caption = FIGURES[name]
+    fmt = "numbers (CSV)" if ext == "csv" else ext.upper()
+    return report(f"{R}/figures/{name}.{ext}", category="Figures", subcategory=sub, caption=caption,
+                  labels={"figure": name, "format": fmt})
+
+
+def table_inputs():
+    files = [f"{R}/selection/{e}.json" for e in EXPERT_TYPES]
+    files += [i for e in EXPERT_TYPES for i in checkpoint_indexes(e)]
+    files += eval_files("base", BENCHMARKS)
+    for cfg in PAIR_CONFIGS:
+        for lang in LANGS:
+            files += merge_eval_outputs(cfg, lang, PAIRS)
+    for lang in LANGS:
+        files += merge_eval_outputs("soupswap", lang, ["langsoup", "multisoup"])
+    return files + [table2_index(lang) for lang in T2_LANGS]
+
+
+def table_params(table2=True):
+    """The tables' params; table2=False: without the Table 2 language (the Table 1 figure does not show it)."""
+    m = config["merges"]
+    names = config.get("language_names", {})
+    params = {
+        "languages": LANGS, "mgsm_languages": config["mgsm_languages"], "top_k": config["selection"]["top_k"],
+        "best_of": m["best_of"], "default_swap": m["default_swap"], "world": config["world"],
+        "language_names": names,
+    }
+    return as_json(params | ({"table2_language": config["analysis"]["table2_language"]} if table2 else {}))
+
+
+def swap_grid_inputs():
+    return [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in SWAP_CONFIGS for l in LANGS for p in PAIRS]
+
+
+def table1_bars_inputs():
+    """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
+    MGSM of every pair of the default swap and the soup/swap best-of configs."""
+    m = config["merges"]
+    experts = ["math"] + LANGS
+    files = [f"{R}/selection/{e}.json" for e in experts]
+    files += [i for e in experts for i in checkpoint_indexes(e, ["mgsm"])]
+    files += eval_files("base", ["mgsm"])
+    configs = dict.fromkeys(m["best_of"]["soup"] + m["best_of"]["swap"] + [m["default_swap"]])
+    files += [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in configs for l in LANGS for p in PAIRS]
+    return files
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/audit.smk (functions live here, rules there: snakemake --lint)
+
+
+def manifest_inputs():
+    files = TABLES + BEST_CONFIGS + REPORT_FILES + table_inputs() + swap_grid_inputs() + table1_bars_inputs()
+    files += [f"{R}/base/config.json"]
+    files += [f"{EXPERTS}/{run}/checkpoints.json" for run in RUNS]
+    files += [f for run in RUNS for f in checkpoint_eval_indexes(run)]
+    files += [f"{R}/data/sft/{e}.{ext}" for e in expert_types() for ext in ("jsonl", "manifest.json")]
+    files += [f"{R}/merges/{c}/{l}/{p}.json" for c in PAIR_CONFIGS for l in LANGS for p in PAIRS]
+    files += [f"{R}/merges/soupswap/{l}/{m}.json" for l in LANGS for m in SOUPS]
+    files += MERGED_MODELS
+    return list(dict.fromkeys(files))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers of rules/ablations.smk (functions live here, rules there: snakemake --lint)
+
+
+def ablation_runs_of(name, set_name, expert):
+    prefix = f"ax_{name}_{set_name}_"
+    return sorted(r for r, p in EXPERT_ABLATIONS[name]["runs"].items() if r.startswith(prefix) and p["expert"] == expert)
+
+
+def ablation_selection(name, set_name, expert):
+    return f"{R}/ablations/{name}/selection/{set_name}/{expert}.json"
+
+
+def ablation_base_evals(name, set_name, expert):
+    """The base evaluations an ablation selection's constraints compare with: of the base its runs trained from."""
+    benchmarks = constraint_benchmarks(expert_kind(expert))
+    (base,) = {ABLATION_RUN_BASE[r] for r in ablation_runs_of(name, set_name, expert)} or {None}
+    return eval_files("base" if base is None else base.removeprefix(f"{R}/"), benchmarks)
+
+
+def ablation_merge_selection(cfg, lang, which):
+    m = ABLATION_MERGES[cfg]
+    expert = lang if which == "lang" else "math"
+    if m[f"{which}_from"] == "main":
+        return f"{R}/selection/{expert}.json"
+    return ablation_selection(m["ablation"], m["set"], expert)
+
+
+def ablation_configs(name):
+    return list(dict.fromkeys(v["config"] for v in ABLATIONS[name]["variants"] if v["config"]))
+
+
+def ablation_extra_benchmarks(name):
+    """Benchmarks an ablation reports beyond the merge tasks every merge gets (evaluate_ablation_merges)."""
+    return [b for b in ABLATIONS[name]["metrics"] if b not in MERGE_BENCHMARKS]
+
+
+def ablation_inputs(name):
+    files = []
+    if name in EXPERT_ABLATIONS:  # every selection of the ablation's own experts (also those no merge reads)
+        files += [ablation_selection(name, s, e) for s, es in EXPERT_ABLATIONS[name]["selections"].items() for e in es]
+    for cfg in ablation_configs(name):
+        for lang in LANGS:
+            files += merge_eval_outputs(cfg, lang, PAIRS, ABLATIONS[name]["metrics"])
+    return files
+
+
+def ablation_params(name):
+    spec = ABLATIONS[name]
+    return as_json({
+        "name": name, "title": spec["title"], "plan": spec["plan"], "metrics": spec["metrics"],
+        "variants": spec["variants"], "languages": LANGS, "top_k": config["selection"]["top_k"],
+        "world": config["world"], "language_names": config.get("language_names", {}),
+    })
+
+
+def ablation_report(name, file):
+    return report(f"{R}/ablations/{name}/{file}", category="Ablations", subcategory=ABLATIONS[name]["title"],
+                  caption="../report/ablation.rst", labels={"ablation": name, "file": file})

@@ -9,12 +9,6 @@ if config["world"] == "toy":
     TOY_EVAL = [d for d in TOY_DATASETS if toyworld.is_evaluation_set(d)]
     TOY_RAW = [d for d in TOY_DATASETS if d not in TOY_EVAL and d != "pretrain"]  # SFT sources
 
-    def toy_dataset_params(name):
-        """Only what one dataset depends on (seed, its languages, its size): a changed size or an added language
-        reruns the datasets it touches, and what reads them, nothing else."""
-        world = config["toy_world"]
-        return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"])})
-
     rule toy_corpus:
         """The toy world's pretraining corpus and vocabulary."""
         output:
@@ -25,6 +19,8 @@ if config["world"] == "toy":
             code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/pretrain.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
             "layerswap toy-data --dataset pretrain --out {output.corpus} --params-json {params.world} > {log} 2>&1"
 
@@ -39,6 +35,8 @@ if config["world"] == "toy":
             code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/{{dataset}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
             "layerswap toy-data --dataset {wildcards.dataset} --out {output} --params-json {params.world} > {log} 2>&1"
 
@@ -49,29 +47,6 @@ if config["world"] == "toy":
             dataset="|".join(TOY_EVAL),
         log:
             f"{R}/logs/toy_data/eval_{{dataset}}.log",
-
-
-def mix_sources(expert):
-    """[{name, schema, path, n, lang}] for an expert type, from `mixes` and `data_sources`."""
-    mixes, sources = config["mixes"], config["data_sources"]
-
-    def entries(group, lang):
-        mix = mixes[group]
-        if group == "language" and any(isinstance(v, dict) for v in mix.values()):
-            mix = mix[lang]  # per-language mixes (paper config)
-        return [
-            {"name": name, "schema": sources[name]["schema"], "n": n, "lang": lang,
-             "path": f"{R}/data/raw/" + sources[name].get("file", "{name}_{lang}.jsonl").format(name=name, lang=lang)}
-            for name, n in mix.items()
-        ]
-
-    if expert == "math":
-        found = entries("math", "en")
-    elif expert.startswith("joint_"):
-        found = entries("math", "en") + entries("language", expert[len("joint_"):])
-    else:
-        found = entries("language", expert)
-    return sorted(found, key=lambda e: (e["name"], e["lang"]))  # a mapping's key order means nothing
 
 
 rule sft_mix:
@@ -86,6 +61,8 @@ rule sft_mix:
         code=command_hash("mix"),
     log:
         f"{R}/logs/sft_mix/{{expert}}.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
         "layerswap mix --sources-json {params.sources} --seed {params.seed} --out {output.mix} "
         "--manifest {output.manifest} > {log} 2>&1"
@@ -93,13 +70,13 @@ rule sft_mix:
 
 if config["world"] == "hf":
     # Hub sources and the base model are read from the HF cache that `layerswap prestage` filled (login node with
-    # internet); jobs run offline. HF_HOME: storage.hf_home, else the job's environment.
+    # internet); jobs run offline (HF_*_OFFLINE=1 in their shell commands). HF_HOME: storage.hf_home, else the job's
+    # environment.
     from layerswap.hub import needed_sources, source_spec
 
     HUB_NEEDED = needed_sources(config)
     HF_HOME = (config.get("storage") or {}).get("hf_home")
     HF_HOME_ARG = f"--hf-home {shlex.quote(HF_HOME)}" if HF_HOME else ""
-    OFFLINE = "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1"
 
     rule hub_data:
         output:
@@ -115,8 +92,11 @@ if config["world"] == "hf":
             code=command_hash("hub-data"),
         log:
             f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            OFFLINE + " layerswap hub-data --spec-json {params.spec} --seed {params.seed} --out {output.rows} "
+            "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
+            "layerswap hub-data --spec-json {params.spec} --seed {params.seed} --out {output.rows} "
             "--manifest {output.manifest} {params.hf_home} > {log} 2>&1"
 
     rule prepare_base:
@@ -129,8 +109,11 @@ if config["world"] == "hf":
             code=command_hash("prepare-base"),
         log:
             f"{R}/logs/prepare_base.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            OFFLINE + " layerswap prepare-base --source {params.source} {params.revision} --out {R}/base "
+            "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
+            "layerswap prepare-base --source {params.source} {params.revision} --out results/base "
             "{params.hf_home} > {log} 2>&1"
 
     ruleorder: prepare_base > toy_base

@@ -5,28 +5,6 @@
 SOUPS = ["langsoup", "multisoup"]
 
 
-def merge_eval_outputs(group, lang, names, benchmarks=None):
-    return [f for n in names for f in eval_files(f"merge/{group}/{lang}/{n}", benchmarks or MERGE_BENCHMARKS)]
-
-
-def merge_models(group, lang, names, recipes):
-    return " ".join(f"--model merge/{group}/{lang}/{n}={r}" for n, r in zip(names, recipes))
-
-
-# Output patterns of the merge evaluations with {cfg}/{lang} (and {benchmark}) wildcards.
-def merge_eval_patterns(group, names, benchmarks):
-    files = merge_eval_outputs("GROUP", "LANG", names, benchmarks)
-    return [f.replace("GROUP", group).replace("LANG", "{lang}") for f in files]
-
-
-def base_eval_groups():
-    """grouped: the base's benchmarks that selection constraints read get a job of their own (evaluate_base_select),
-    so that editing another task's settings reruns no selection; (rest, constrained)."""
-    constrained = [b for b in BENCHMARKS if any(b in constraint_benchmarks(k) for k in ("math", "language", "joint"))]
-    rest = [b for b in BENCHMARKS if b not in constrained]
-    return (rest, constrained) if rest and constrained else (BENCHMARKS, [])
-
-
 BASE_REST, BASE_CONSTRAINED = base_eval_groups()
 
 if not SINGLE_TASK_JOBS:
@@ -49,9 +27,11 @@ if not SINGLE_TASK_JOBS:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/base.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} --model base={R}/base "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     if BASE_CONSTRAINED:
@@ -91,9 +71,11 @@ if not SINGLE_TASK_JOBS:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     use rule evaluate_merges as evaluate_soup_then_swap with:
@@ -135,9 +117,11 @@ else:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/base_{{benchmark}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} --model base={R}/base "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     rule evaluate_merges:
@@ -161,9 +145,11 @@ else:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
     use rule evaluate_merges as evaluate_soup_then_swap with:
@@ -193,28 +179,6 @@ T2 = config["analysis"]["table2_language"]
 T2_CONFIGS = sorted({config["merges"]["default_swap"]}.union(*config["merges"]["best_of"].values()))
 
 
-def table2_groups():
-    """(models {id: source}, input files, languages their own MGSM files hold or None) of Table 2's columns."""
-    mgsm = "mgsm" in BENCHMARKS
-    groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], task_languages("mgsm") if mgsm else [])]
-    for run in [r for e in ("math", T2, f"joint_{T2}") for r in runs_of(e)]:
-        langs = task_languages("mgsm", checkpoint_languages(run)) if mgsm else []
-        groups.append((checkpoint_models(run), [f"{EXPERTS}/{run}/checkpoints.json"], langs))
-    for cfg in T2_CONFIGS:
-        recipes = {f"merge/{cfg}/{T2}/{p}": f"{R}/merges/{cfg}/{T2}/{p}.json" for p in PAIRS}
-        groups.append((recipes, list(recipes.values()), task_languages("mgsm", [T2])))
-    return groups
-
-
-def table2_models(lang):
-    """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
-    return {m: src for models, _, langs in table2_groups() if lang not in langs for m, src in models.items()}
-
-
-def table2_index(lang):
-    return f"{R}/evals/by_language/{lang}/table2_{T2}.json"
-
-
 T2_LANGS = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if table2_models(l)]
 
 
@@ -239,7 +203,9 @@ rule evaluate_table2:
         gpu=GPUS,
     log:
         f"{R}/logs/evaluate/table2_{{lang}}.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
-        "layerswap evaluate-merges --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-        "--out-dir {R}/evals/by_language/{wildcards.lang} --batch-size {params.batch_size} --seed {params.seed} "
+        "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+        "--out-dir results/evals/by_language/{wildcards.lang} --batch-size {params.batch_size} --seed {params.seed} "
         "--task-set {params.task_set} --backend {params.backend} --threads {threads} --index {output} > {log} 2>&1"

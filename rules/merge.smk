@@ -14,9 +14,11 @@ rule merge_recipes:
         cfg="(?!ax_)[A-Za-z0-9_]+",  # ax_*: expert-set ablations (ablation_merge_recipes)
     log:
         f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
         "layerswap recipes --params-json {params.merge} --lang-selection {input.lang} "
-        "--task-selection {input.task} --base {R}/base --out-dir {R}/merges/{wildcards.cfg}/{wildcards.lang} "
+        "--task-selection {input.task} --base results/base --out-dir results/merges/{wildcards.cfg}/{wildcards.lang} "
         "> {log} 2>&1"
 
 
@@ -30,6 +32,8 @@ rule merged_model:
         code=command_hash("merge"),
     log:
         f"{R}/logs/merged_model/{{cfg}}_{{lang}}_{{pair}}.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
         "layerswap merge --recipe {input} --out {output} > {log} 2>&1"
 
@@ -46,7 +50,9 @@ rule soup_then_swap_recipes:
         code=command_hash("recipes"),
     log:
         f"{R}/logs/merge_recipes/soupswap_{{lang}}.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
         "layerswap recipes --soup-then-swap --params-json {params.merge} --lang-selection {input.lang} "
-        "--task-selection {input.task} --all-lang-selections {input.all_langs} --base {R}/base "
-        "--out-dir {R}/merges/soupswap/{wildcards.lang} > {log} 2>&1"
+        "--task-selection {input.task} --all-lang-selections {input.all_langs} --base results/base "
+        "--out-dir results/merges/soupswap/{wildcards.lang} > {log} 2>&1"

@@ -1,17 +1,6 @@
 # Every checkpoint of a run is evaluated once (selection metrics + Table 5); top-k per expert type.
 
 
-def checkpoint_models(run):
-    return {
-        f"ckpt/{run}/{checkpoint_name(s)}": f"{EXPERTS}/{run}/{checkpoint_name(s)}"
-        for s in checkpoints_of(run_spec(run))
-    }
-
-
-def checkpoint_eval_rule_params(run, benchmarks):
-    return benchmark_params(benchmarks, checkpoint_languages(run))
-
-
 # Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights): they get their own job(s),
 # so an edit to a task selection does not read (MMLU, MBPP) reruns those evaluations and the tables, not
 # selection, merges or their evaluations.
@@ -37,9 +26,11 @@ if not SINGLE_TASK_JOBS:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
             "--run {wildcards.run} --index {output} > {log} 2>&1"
 
@@ -84,9 +75,11 @@ else:
             gpu=GPUS,
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate --data-dir {R}/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir {R}/evals --batch-size {params.batch_size} --seed {params.seed} "
+            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
             "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
             "--run {wildcards.run} --index {output} > {log} 2>&1"
 
@@ -103,19 +96,10 @@ else:
             code=command_hash("checkpoint-index"),
         log:
             f"{R}/logs/checkpoint_index/{{run}}.log",
+        conda:
+            "../envs/layerswap.yaml"
         shell:
             "layerswap checkpoint-index --out {output} {input} > {log} 2>&1"
-
-
-def selection_params(expert):
-    kind = expert_kind(expert)
-    lang = None if kind == "math" else expert.removeprefix("joint_")
-    return as_json({
-        "kind": kind, "lang": lang, "weights": config["selection"]["weights"][kind],
-        "constraints": config["selection"]["constraints"].get(kind, {}),
-        "top_k": config["selection"]["top_k"], "max_per_run": config["selection"]["max_per_run"],
-        "mgsm_languages": config["mgsm_languages"],
-    })
 
 
 rule select:
@@ -129,6 +113,8 @@ rule select:
         code=command_hash("select"),
     log:
         f"{R}/logs/select/{{expert}}.log",
+    conda:
+        "../envs/layerswap.yaml"
     shell:
         "layerswap select --index {input.indexes} --base-evals {input.base} --expert {wildcards.expert} "
         "--params-json {params.select} --out {output} > {log} 2>&1"
