@@ -399,12 +399,7 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
             value = super().maybe_score(model_id, bench, key)
             return Traced(value, {str(self.source(model_id, bench, key))}) if isinstance(value, float) else value
 
-    original = tables.Evals
-    tables.Evals = TracingEvals
-    try:
-        built = tables.build_tables(root / "selection", root / "evals", params)
-    finally:
-        tables.Evals = original
+    built = tables.build_tables(root / "selection", root / "evals", params, evals=TracingEvals(root / "evals"))
     if stem not in built:
         raise UserError(f"{table_file}: not one of the tables ({', '.join(built)})")
     table = built[stem]

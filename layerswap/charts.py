@@ -178,7 +178,7 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
     from layerswap.tables import Builder, Evals, Workspace, mean, pct
 
     builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
-    columns = builder._columns(builder.T1_COLUMNS)
+    columns = builder.columns(builder.T1_COLUMNS)
     records = []
     for lang in params.languages:
         best = {group: {c.model_id: c.config for c in builder.best(group, lang)} for group in ("soup", "swap")}

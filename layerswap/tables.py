@@ -514,7 +514,7 @@ class Builder:
         ("swap_best", "layer swap (best config, {n} pairs)"),
     ]
 
-    def _columns(self, spec: list[tuple[str, str]], **extra: str) -> list[tuple[str, str]]:
+    def columns(self, spec: list[tuple[str, str]], **extra: str) -> list[tuple[str, str]]:
         k = self.p.top_k
         return [(key, label.format(k=k, n=k * k, **extra)) for key, label in spec]
 
@@ -537,7 +537,7 @@ class Builder:
         return [c.model_id for c in self.best(group, lang)]
 
     def table1(self) -> Table:
-        cols = self._columns(self.T1_COLUMNS)
+        cols = self.columns(self.T1_COLUMNS)
         rows, cells, paper = [], {}, {}
         for lang in self.p.languages:
             stats = {col: self.mgsm_stats(self.column_models(col, lang), lang) for col, _ in cols}
@@ -573,7 +573,7 @@ class Builder:
             ("swap_default", "layer swap (default config, {n} pairs)"),
             ("swap_best", "layer swap (best config, {n} pairs)"),
         ]
-        cols = self._columns(spec, lang=self.name(lang))
+        cols = self.columns(spec, lang=self.name(lang))
         name = self.name(lang)
         row_spec = [("min", f"{name} min"), ("avg", f"{name} avg"), ("max", f"{name} max"),
                     ("en_avg", "English avg"), ("all_avg", "All langs avg")]
@@ -758,10 +758,11 @@ class Builder:
 
 
 def build_tables(selection_dir: str | Path, evals_dir: str | Path, params: Params,
-                 paper_results: str | Path | None = None) -> dict[str, Table]:
-    """All tables, keyed by file stem. Raises UserError on any missing input."""
+                 paper_results: str | Path | None = None, evals: Evals | None = None) -> dict[str, Table]:
+    """All tables, keyed by file stem. Raises UserError on any missing input. `evals`: the reader of `evals_dir`
+    (default Evals; `layerswap audit --trace` passes one that records which files each score came from)."""
     paper = load_paper_results(paper_results or PAPER_RESULTS) if params.world == "paper" else None
-    builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), paper)
+    builder = Builder(Workspace(selection_dir, evals or Evals(evals_dir), params), paper)
     tables = {
         "table1": builder.table1(),
         "table2": builder.table2(),
