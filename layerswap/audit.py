@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.jsonl import json_object
+from layerswap.jsonl import json_object, write_text_atomic
 
 MANIFEST_FORMAT = 1
 EXCLUDED_DIRS = ("logs", ".snakemake")
@@ -268,10 +268,7 @@ def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, co
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------------- audit

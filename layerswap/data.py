@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from layerswap.errors import UserError
-from layerswap.jsonl import read_rows
+from layerswap.jsonl import read_rows, write_text_atomic
 
 Normaliser = Callable[[dict, str], Iterator[tuple[str, str]]]
 
@@ -246,13 +246,6 @@ class OverlapFilter:
 # the mix
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
-
-
 def manifest_path(out: Path) -> Path:
     return out.with_name(out.name.removesuffix(".jsonl") + ".manifest.json")
 
@@ -283,9 +276,9 @@ def build_mix(sources: list[dict], seed: int, out: Path, manifest: Path | None =
             entry["source_manifest"] = json.loads(raw_manifest.read_text(encoding="utf-8"))
         entries.append(entry)
     rng.shuffle(rows)
-    _atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     if manifest is not None:
-        _atomic_write(manifest, json.dumps({"mix": str(out), "seed": seed, "rows": len(rows), "counts": counts,
+        write_text_atomic(manifest, json.dumps({"mix": str(out), "seed": seed, "rows": len(rows), "counts": counts,
                                             "sources": entries}, indent=1, ensure_ascii=False) + "\n")
     return counts
 

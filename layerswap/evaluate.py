@@ -43,7 +43,7 @@ import time
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.jsonl import json_object
+from layerswap.jsonl import json_object, write_text_atomic
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -801,13 +801,6 @@ def check_truncation(lm, plans: list[BenchmarkPlan], results: dict) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------ results
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def _number(x):
     return None if x is None else float(x)
 
@@ -890,9 +883,9 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
         if plan.variant:
             doc["variant"] = plan.variant
     base = out_dir / model_id
-    _atomic_write(base / f"{plan.name}.samples.jsonl",
+    write_text_atomic(base / f"{plan.name}.samples.jsonl",
                   "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in samples))
-    _atomic_write(base / f"{plan.name}.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    write_text_atomic(base / f"{plan.name}.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------------- run
@@ -1013,7 +1006,7 @@ def write_index(path: Path, run: str | None, models: list[tuple[str, Path]], pla
         "files": files,
         "sha256": {f: file_sha256(Path(f)) for by_bench in files.values() for f in by_bench.values()},
     }
-    _atomic_write(path, json.dumps(index, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(path, json.dumps(index, indent=1, sort_keys=True) + "\n")
 
 
 def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch) -> None:

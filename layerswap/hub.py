@@ -18,9 +18,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Iterable, Iterator
 
 from layerswap.errors import UserError
 
@@ -284,7 +283,8 @@ def source_seed(seed: int, name: str, lang: str) -> int:
 
 
 def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dataset) -> dict:
-    from layerswap.data import OverlapFilter, _atomic_write
+    from layerswap.data import OverlapFilter
+    from layerswap.jsonl import write_text_atomic
 
     ds = load(spec)
     if spec.get("language_column"):
@@ -307,7 +307,7 @@ def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dat
         raise UserError(f"data source '{spec['name']}' ({spec['lang']}): only {counts['examples']} usable examples "
                         f"after removing blanks, duplicates and evaluation overlap; the mix asks for {n} "
                         f"(dropped: {counts})")
-    _atomic_write(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     info = {
         "source": spec["name"], "lang": spec["lang"], "hub_id": spec["hub_id"], "subset": spec.get("subset"),
         "split": spec.get("split"), "data_files": spec.get("data_files"), "revision": spec.get("revision"),
@@ -317,7 +317,7 @@ def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dat
         "overlap_source": [f"{f['hub_id']}:{f['subset']}:{f['split']}" for f in spec.get("flores") or []],
         **counts,
     }
-    _atomic_write(manifest, json.dumps(info, indent=1, ensure_ascii=False) + "\n")
+    write_text_atomic(manifest, json.dumps(info, indent=1, ensure_ascii=False) + "\n")
     return info
 
 

@@ -23,7 +23,6 @@ import os
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 from layerswap.errors import UserError
 from layerswap.hub import MODEL_PATTERNS, describe, gated_hint, load_error, open_dataset, repo_files

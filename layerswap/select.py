@@ -15,6 +15,7 @@ from pathlib import Path
 from statistics import mean
 
 from layerswap.errors import UserError
+from layerswap.jsonl import write_text_atomic
 
 
 def _scores(index: dict, ckpt_id: str, benchmark: str, index_path: Path) -> dict[str, float]:
@@ -148,10 +149,7 @@ def run(args: argparse.Namespace) -> None:
     p = json.loads(args.params_json)
     result = select(args.index, args.expert, p["kind"], p.get("lang"), p["weights"], p["top_k"], p["max_per_run"],
                     p["mgsm_languages"], p.get("constraints") or {}, args.base_evals)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
-    tmp.replace(args.out)
+    write_text_atomic(args.out, json.dumps(result, indent=1, sort_keys=True) + "\n")
     for s in result["selected"]:
         print(f"{args.expert} #{s['rank']}: {s['run']}/{s['checkpoint']} score={s['score']}")
     for c in result["candidates"]:
