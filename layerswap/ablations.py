@@ -84,6 +84,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -532,7 +533,7 @@ def records(evals_dir: str | Path, params: dict) -> list[dict]:
         if params.get(key) in (None, "", []):
             raise UserError(f"--params-json: missing key '{key}'")
     k = int(params["top_k"])
-    pairs = [f"l{i}m{j}" for i in range(1, k + 1) for j in range(1, k + 1)]
+    pairs = pair_ids(k)
     names = params.get("language_names") or {}
     evals = Evals(evals_dir)
     rows = []

@@ -37,8 +37,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
-from layerswap.jsonl import json_object, write_text_atomic
+from layerswap.jsonl import json_object
 
 MANIFEST_FORMAT = 1
 EXCLUDED_DIRS = ("logs", ".snakemake")

@@ -30,6 +30,7 @@ import argparse
 import html
 from pathlib import Path
 
+from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -64,7 +65,7 @@ def swap_grid_records(evals_dir: str | Path, params: dict) -> list[dict]:
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise UserError("--params-json: 'top_k' must be a positive integer")
     names = params.get("language_names") or {}
-    pairs = [f"l{i}m{j}" for i in range(1, k + 1) for j in range(1, k + 1)]
+    pairs = pair_ids(k)
     evals = Evals(evals_dir)
     records = []
     for lang in params["languages"]:

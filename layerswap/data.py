@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
+from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
-from layerswap.jsonl import read_rows, write_text_atomic
+from layerswap.jsonl import read_rows
 
 Normaliser = Callable[[dict, str], Iterator[tuple[str, str]]]
 

@@ -42,8 +42,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
-from layerswap.jsonl import json_object, write_text_atomic
+from layerswap.jsonl import json_object
 
 log = logging.getLogger("layerswap.evaluate")
 

@@ -22,6 +22,7 @@ import re
 from contextlib import ExitStack
 from pathlib import Path
 
+from layerswap.contracts import read_selection
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -207,11 +208,7 @@ def experts_from_selections(items: list[str]) -> dict[str, str]:
     """NAME=SELECTION_JSON -> the directory of that selection's rank-1 checkpoint."""
     experts: dict[str, str] = {}
     for name, path in _named(items, "--expert-from-selection", "NAME=SELECTION_JSON").items():
-        try:
-            selected = json.loads(Path(path).read_text())["selected"]
-            experts[name] = min(selected, key=lambda s: s["rank"])["path"]
-        except (OSError, json.JSONDecodeError, KeyError, ValueError) as err:
-            raise UserError(f"{path}: not a selection file with a 'selected' list ({err})") from None
+        experts[name] = read_selection(path)[0]["path"]
     return experts
 
 

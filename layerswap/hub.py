@@ -284,7 +284,7 @@ def source_seed(seed: int, name: str, lang: str) -> int:
 
 def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dataset) -> dict:
     from layerswap.data import OverlapFilter
-    from layerswap.jsonl import write_text_atomic
+    from layerswap.contracts import write_text_atomic
 
     ds = load(spec)
     if spec.get("language_column"):

@@ -1,10 +1,8 @@
-"""Reading JSON objects (command-line arguments) and JSONL files with one-line errors that name what is at fault;
-writing result files atomically."""
+"""Reading JSON objects (command-line arguments) and JSONL files with one-line errors that name what is at fault."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -45,16 +43,3 @@ def read_jsonl(path: Path, required: Iterable[str]) -> list[dict]:
         raise UserError(f"{path}: no rows")
     return rows
 
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` through a hidden temporary file in the same folder, renamed into place: a reader (or a
-    killed job) never sees a half-written result file. The one writer of the workflow's text results."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

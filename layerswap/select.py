@@ -14,8 +14,8 @@ import json
 from pathlib import Path
 from statistics import mean
 
+from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
-from layerswap.jsonl import write_text_atomic
 
 
 def _scores(index: dict, ckpt_id: str, benchmark: str, index_path: Path) -> dict[str, float]:

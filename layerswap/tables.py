@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -198,16 +199,7 @@ class Evals:
 def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> list[str]:
     """Model ids (ckpt/<run>/<checkpoint>) of the top-k selected experts, by rank."""
     path = Path(selection_dir) / f"{expert_type}.json"
-    data = _read_json(path, "selection")
-    selected = data.get("selected") if isinstance(data, dict) else None
-    if not isinstance(selected, list):
-        raise UserError(f"{path}: 'selected' must be a list")
-    entries = []
-    for n, entry in enumerate(selected):
-        if not isinstance(entry, dict) or not entry.get("run") or not entry.get("checkpoint"):
-            raise UserError(f"{path}: selected[{n}] needs 'run' and 'checkpoint'")
-        entries.append(entry)
-    entries.sort(key=lambda e: e.get("rank", 10**9))
+    entries = read_selection(path, ("run", "checkpoint"))
     if len(entries) < top_k:
         raise UserError(f"{path}: {len(entries)} selected experts, top_k is {top_k}")
     return [f"ckpt/{e['run']}/{e['checkpoint']}" for e in entries[:top_k]]
@@ -287,8 +279,7 @@ class Workspace:
         return self._experts[expert_type]
 
     def pairs(self) -> list[str]:
-        k = self.p.top_k
-        return [f"l{i}m{j}" for i in range(1, k + 1) for j in range(1, k + 1)]
+        return pair_ids(self.p.top_k)
 
     def merge_models(self, config: str, lang: str) -> list[str]:
         return [f"merge/{config}/{lang}/{pair}" for pair in self.pairs()]

@@ -6,6 +6,7 @@ from pathlib import Path
 import sys
 
 from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs, validate_config
+from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.sft import checkpoint_name
@@ -27,8 +28,7 @@ RUNS = effective_runs(config)
 # selection ignore them; run_spec finds a run's params in either.
 ABLATION_RUNS = {}
 ABLATION_RUN_BASE = {}
-K = range(1, config["selection"]["top_k"] + 1)
-PAIRS = [f"l{i}m{j}" for i in K for j in K]
+PAIRS = pair_ids(config["selection"]["top_k"])
 EVAL = config["evaluation"]
 TASK_SET = "toy" if config["world"] == "toy" else "paper"  # which lm-eval task set `layerswap evaluate` builds
 BACKEND = EVAL.get("backend", "hf")

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from layerswap.contracts import pair_id, read_selection
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -193,17 +194,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def _selected(path: str) -> list[tuple[int, str]]:
-    try:
-        data = json.loads(Path(path).read_text())
-        rows = data["selected"]
-        pairs = sorted((int(r["rank"]), str(r["path"])) for r in rows)
-    except OSError as err:
-        raise UserError(f"{path}: cannot read selection file ({err.strerror})") from err
-    except (ValueError, KeyError, TypeError) as err:
-        raise UserError(f"{path}: selection file needs 'selected' entries with 'rank' and 'path' ({err!r})") from err
-    if not pairs:
-        raise UserError(f"{path}: 'selected' is empty")
-    return pairs
+    return [(e["rank"], str(e["path"])) for e in read_selection(path)]
 
 
 def _split_params(params_json: str) -> tuple[str, dict, dict]:
@@ -246,7 +237,8 @@ def run(args: argparse.Namespace) -> None:
     langs, tasks = _selected(args.lang_selection), _selected(args.task_selection)
     out = Path(args.out_dir)
     if not args.soup_then_swap:
-        recipes = {f"l{i}m{j}.json": _recipe(method, args.base, tp, lp, params, top) for i, lp in langs for j, tp in tasks}
+        recipes = {f"{pair_id(i, j)}.json": _recipe(method, args.base, tp, lp, params, top)
+                   for i, lp in langs for j, tp in tasks}
     else:
         if method != "layer_swap":
             raise UserError(f"--params-json: method {method!r}; soup-then-swap needs layer_swap")
