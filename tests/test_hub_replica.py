@@ -104,7 +104,8 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
         cfg = write_shaped(tmp_path / "shaped.yaml", hub.url)
         env = _env(hub, hf_home)
         pre = _prestage(cfg, env)
-        assert pre.returncode == 0, pre.stdout[-3000:] + pre.stderr[-3000:]
+        failed = [line for line in pre.stdout.splitlines() if line.lstrip().startswith("FAIL ")]
+        assert pre.returncode == 0, "\n".join(failed) + "\n" + pre.stdout[-2000:] + pre.stderr[-3000:]
         assert "all passed" in pre.stdout
         # the jobs run offline (the rules set HF_*_OFFLINE); the replica stays up only to prove they do not need it
         proc = subprocess.run(
