@@ -186,6 +186,12 @@ def verify(config: dict, ablations_dir=None, out=None) -> bool:
         except Exception as err:  # noqa: BLE001 - a check must never take the others down
             return False, f"{type(err).__name__}: {err}"
 
+    # Import the HF libraries here, in one thread, before the checks start: a first `import transformers` is not
+    # thread-safe, and a `datasets` call in another thread that finds the half-imported module fails
+    # ("module 'transformers' has no attribute 'PreTrainedTokenizerBase'", seen on a fresh venv).
+    import datasets  # noqa: F401
+    from transformers import AutoConfig, AutoTokenizer, PreTrainedTokenizerBase  # noqa: F401
+
     ok = True
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
         for item, (passed, what) in zip(items, pool.map(one, items)):

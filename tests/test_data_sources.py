@@ -415,3 +415,29 @@ def test_hf_data_rules_offline(paper, tmp_path):
     rows = read_jsonl(work / "results" / "data" / "sft" / "swh.jsonl")
     assert len(rows) == 22 and all(not r["prompt"].startswith("prashna") for r in rows)
     assert (work / "results" / "base" / "model.safetensors").is_symlink()
+
+
+def test_preflight_imports_the_hf_libraries_before_its_threads(tmp_path):
+    """The pre-flight checks run in threads; a first `import transformers` racing with `datasets` in another thread
+    failed a check ("no attribute 'PreTrainedTokenizerBase'"). verify() imports both before its pool starts."""
+    import subprocess
+    import sys
+
+    code = (
+        "import concurrent.futures, sys\n"
+        "seen = []\n"
+        "class Pool(concurrent.futures.ThreadPoolExecutor):\n"
+        "    def __init__(self, *a, **k):\n"
+        "        t = sys.modules.get('transformers')\n"
+        "        seen.append('datasets' in sys.modules and t is not None\n"
+        "                    and 'PreTrainedTokenizerBase' in vars(t))\n"
+        "        super().__init__(*a, **k)\n"
+        "concurrent.futures.ThreadPoolExecutor = Pool\n"
+        "from layerswap import preflight\n"
+        "assert 'transformers' not in sys.modules\n"
+        "preflight.verify({'world': 'toy', 'base': {}}, out=open(__import__('os').devnull, 'w'))\n"
+        "print(seen)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[True]"
