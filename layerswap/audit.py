@@ -37,7 +37,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from layerswap.contracts import write_text_atomic
+from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -266,10 +266,6 @@ def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, co
     }
     text = redact(json.dumps(manifest, indent=1, sort_keys=True), secrets)
     return json.loads(text)
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------------- audit

@@ -15,7 +15,8 @@ Language codes
 ``en`` is English. Real languages use ISO 639-3 codes (``swh``, ``tel``, ``ben``, ``jpn``, ``deu``, ``fra``, ``zho``,
 ``rus``, ``spa``, ``tha``): the paper's four targets are ISO 639-3 and so are Aya's ``language_code`` and the FLORES
 prefixes, so one scheme covers targets, MGSM languages and data sources; `HF_LANGUAGES` maps each code to the MGSM
-split and FLORES/Belebele code (`layerswap.languages`, its one owner). Toy languages are ``toy_<code>`` and exist only as keys of ``toy_world.languages``.
+split and FLORES/Belebele code (`layerswap.languages`, its one owner). Toy languages are ``toy_<code>`` and exist
+only as keys of ``toy_world.languages``.
 
 Known target languages
 ----------------------

@@ -41,6 +41,12 @@ def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path"))
     return sorted(selected, key=lambda e: e["rank"])
 
 
+def write_json_atomic(path: str | Path, data) -> None:
+    """`data` as JSON (indent 1, sorted keys, trailing newline), written atomically: the layout of every JSON record the
+    workflow writes (selections, recipes, indexes, manifests), so equal content gives equal bytes."""
+    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     """Write `text` to `path` through a hidden temporary file in the same folder, renamed into place: a reader (or a
     killed job) never sees a half-written result file."""

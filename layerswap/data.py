@@ -280,7 +280,7 @@ def build_mix(sources: list[dict], seed: int, out: Path, manifest: Path | None =
     write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     if manifest is not None:
         write_text_atomic(manifest, json.dumps({"mix": str(out), "seed": seed, "rows": len(rows), "counts": counts,
-                                            "sources": entries}, indent=1, ensure_ascii=False) + "\n")
+                                                "sources": entries}, indent=1, ensure_ascii=False) + "\n")
     return counts
 
 

@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from layerswap.contracts import write_text_atomic
+from layerswap.contracts import write_json_atomic, write_text_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -885,7 +885,7 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
             doc["variant"] = plan.variant
     base = out_dir / model_id
     write_text_atomic(base / f"{plan.name}.samples.jsonl",
-                  "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in samples))
+                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in samples))
     write_text_atomic(base / f"{plan.name}.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
@@ -1007,7 +1007,7 @@ def write_index(path: Path, run: str | None, models: list[tuple[str, Path]], pla
         "files": files,
         "sha256": {f: file_sha256(Path(f)) for by_bench in files.values() for f in by_bench.values()},
     }
-    write_text_atomic(path, json.dumps(index, indent=1, sort_keys=True) + "\n")
+    write_json_atomic(path, index)
 
 
 def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch) -> None:

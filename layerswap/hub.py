@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 
 #: Files of a model snapshot that are fetched and linked: weights as safetensors only (never pickle).
@@ -284,7 +285,6 @@ def source_seed(seed: int, name: str, lang: str) -> int:
 
 def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dataset) -> dict:
     from layerswap.data import OverlapFilter
-    from layerswap.contracts import write_text_atomic
 
     ds = load(spec)
     if spec.get("language_column"):

@@ -42,4 +42,3 @@ def read_jsonl(path: Path, required: Iterable[str]) -> list[dict]:
     if not rows:
         raise UserError(f"{path}: no rows")
     return rows
-

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from statistics import mean
 
-from layerswap.contracts import write_text_atomic
+from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 
 
@@ -144,12 +144,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     if hasattr(args, "parts"):
-        args.out.write_text(json.dumps(merge_indexes(args.parts), indent=1, sort_keys=True) + "\n")
+        write_json_atomic(args.out, merge_indexes(args.parts))
         return
     p = json.loads(args.params_json)
     result = select(args.index, args.expert, p["kind"], p.get("lang"), p["weights"], p["top_k"], p["max_per_run"],
                     p["mgsm_languages"], p.get("constraints") or {}, args.base_evals)
-    write_text_atomic(args.out, json.dumps(result, indent=1, sort_keys=True) + "\n")
+    write_json_atomic(args.out, result)
     for s in result["selected"]:
         print(f"{args.expert} #{s['rank']}: {s['run']}/{s['checkpoint']} score={s['score']}")
     for c in result["candidates"]:

@@ -51,6 +51,7 @@ import re
 import shutil
 from pathlib import Path
 
+from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 
@@ -429,9 +430,7 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
             entry["adapter"] = str(ckpt / "adapter")
         entries.append(entry)
     manifest = {"run_dir": str(out_dir), "params": params, "checkpoints": entries}
-    tmp = out_dir / "checkpoints.json.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    tmp.replace(out_dir / "checkpoints.json")
+    write_json_atomic(out_dir / "checkpoints.json", manifest)
 
 
 # ----------------------------------------------------------------------------------------------------------------

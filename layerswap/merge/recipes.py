@@ -6,12 +6,10 @@ import argparse
 import copy
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from layerswap.contracts import pair_id, read_selection
+from layerswap.contracts import pair_id, read_selection, write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -175,19 +173,6 @@ def load_recipe(path: str) -> dict:
         raise UserError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
     validate_recipe(recipe, str(path))
     return recipe
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---- `layerswap recipes` -------------------------------------------------------------------------------------
