@@ -290,7 +290,8 @@ def base_eval_groups():
 
 
 def table2_groups():
-    """(models {id: source}, input files, languages their own MGSM files hold or None) of Table 2's columns."""
+    """[(models {id: source}, their input files, the languages their own MGSM files hold)] of Table 2's columns
+    (rules/evaluate.smk computes it once, T2_GROUPS)."""
     mgsm = "mgsm" in BENCHMARKS
     groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], task_languages("mgsm") if mgsm else [])]
     for run in [r for e in ("math", T2, f"joint_{T2}") for r in runs_of(e)]:
@@ -304,7 +305,7 @@ def table2_groups():
 
 def table2_models(lang):
     """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
-    return {m: src for models, _, langs in table2_groups() if lang not in langs for m, src in models.items()}
+    return {m: src for models, _, langs in T2_GROUPS if lang not in langs for m, src in models.items()}
 
 
 def table2_index(lang):

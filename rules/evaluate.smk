@@ -177,16 +177,14 @@ else:
 # selection or merge that exists.
 T2 = config["analysis"]["table2_language"]
 T2_CONFIGS = sorted({config["merges"]["default_swap"]}.union(*config["merges"]["best_of"].values()))
-
-
+T2_GROUPS = table2_groups()
 T2_LANGS = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if table2_models(l)]
 
 
 rule evaluate_table2:
     """MGSM in one extra language on the Table 2 models that lack it; the index names the files."""
     input:
-        models=lambda w: sorted({f for models, files, langs in table2_groups() if w.lang not in langs
-                                 for f in files}),
+        models=lambda w: sorted({f for _, files, langs in T2_GROUPS if w.lang not in langs for f in files}),
         data=lambda w: task_data_files(["mgsm"], [w.lang]),
     output:
         table2_index("{lang}"),
