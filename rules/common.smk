@@ -281,9 +281,23 @@ def merge_eval_patterns(group, names, benchmarks):
     return [f.replace("GROUP", group).replace("LANG", "{lang}") for f in files]
 
 
+# Each evaluation rule serves both job layouts of evaluation.tasks_per_job. A grouped job evaluates a fixed list of
+# benchmarks, a single job the one in its {benchmark} wildcard.
+def job_benchmarks(wildcards, grouped):
+    """The benchmarks of one evaluation job: `grouped`, or the job's {benchmark} in the single layout."""
+    return [wildcards.benchmark] if SINGLE_TASK_JOBS else grouped
+
+
+def per_layout(grouped, single):
+    """An evaluation job's output (or log) path(s): `grouped`, or the {benchmark} pattern `single` (single layout)."""
+    return single if SINGLE_TASK_JOBS else grouped
+
+
 def base_eval_groups():
     """grouped: the base's benchmarks that selection constraints read get a job of their own (evaluate_base_select),
-    so that editing another task's settings reruns no selection; (rest, constrained)."""
+    so that editing another task's settings reruns no selection; (rest, constrained). single: (all, [])."""
+    if SINGLE_TASK_JOBS:
+        return BENCHMARKS, []
     constrained = [b for b in BENCHMARKS if any(b in constraint_benchmarks(k) for k in ("math", "language", "joint"))]
     rest = [b for b in BENCHMARKS if b not in constrained]
     return (rest, constrained) if rest and constrained else (BENCHMARKS, [])

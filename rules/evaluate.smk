@@ -7,167 +7,103 @@ SOUPS = ["langsoup", "multisoup"]
 
 BASE_REST, BASE_CONSTRAINED = base_eval_groups()
 
-if not SINGLE_TASK_JOBS:
 
-    rule evaluate_base:
+rule evaluate_base:
+    input:
+        base=f"{R}/base/config.json",
+        data=lambda w: task_data_files(job_benchmarks(w, BASE_REST)),
+    output:
+        per_layout(eval_files("base", BASE_REST), f"{R}/evals/base/{{benchmark}}.json"),
+    params:
+        benchmarks=lambda w: benchmark_params(job_benchmarks(w, BASE_REST)),
+        batch_size=EVAL["batch_size"],
+        seed=config["seed"],
+        task_set=TASK_SET,
+        backend=BACKEND,
+        code=command_hash("evaluate"),
+    wildcard_constraints:
+        benchmark="|".join(BENCHMARKS),
+    threads: EVAL["threads"]
+    resources:
+        gpu=GPUS,
+    log:
+        per_layout(f"{R}/logs/evaluate/base.log", f"{R}/logs/evaluate/base_{{benchmark}}.log"),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
+        "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+
+
+if BASE_CONSTRAINED:
+
+    use rule evaluate_base as evaluate_base_select with:
         input:
             base=f"{R}/base/config.json",
-            data=task_data_files(BASE_REST),
+            data=task_data_files(BASE_CONSTRAINED),
         output:
-            eval_files("base", BASE_REST),
+            eval_files("base", BASE_CONSTRAINED),
         params:
-            benchmarks=benchmark_params(BASE_REST),
+            benchmarks=benchmark_params(BASE_CONSTRAINED),
             batch_size=EVAL["batch_size"],
             seed=config["seed"],
             task_set=TASK_SET,
             backend=BACKEND,
             code=command_hash("evaluate"),
-        threads: EVAL["threads"]
-        resources:
-            gpu=GPUS,
         log:
-            f"{R}/logs/evaluate/base.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+            f"{R}/logs/evaluate/base_select.log",
 
-    if BASE_CONSTRAINED:
 
-        use rule evaluate_base as evaluate_base_select with:
-            input:
-                base=f"{R}/base/config.json",
-                data=task_data_files(BASE_CONSTRAINED),
-            output:
-                eval_files("base", BASE_CONSTRAINED),
-            params:
-                benchmarks=benchmark_params(BASE_CONSTRAINED),
-                batch_size=EVAL["batch_size"],
-                seed=config["seed"],
-                task_set=TASK_SET,
-                backend=BACKEND,
-                code=command_hash("evaluate"),
-            log:
-                f"{R}/logs/evaluate/base_select.log",
+rule evaluate_merges:
+    input:
+        recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
+        data=lambda w: task_data_files(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
+    output:
+        merge_eval_patterns("{cfg}", PAIRS, per_layout(MERGE_BENCHMARKS, ["{benchmark}"])),
+    params:
+        models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
+        benchmarks=lambda w: benchmark_params(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
+        batch_size=EVAL["batch_size"],
+        seed=config["seed"],
+        task_set=TASK_SET,
+        backend=BACKEND,
+        code=command_hash("evaluate-merges"),
+    wildcard_constraints:
+        benchmark="|".join(MERGE_BENCHMARKS),
+    threads: EVAL["threads"]
+    resources:
+        gpu=GPUS,
+    log:
+        per_layout(
+            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log", f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log"
+        ),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+        "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
-    rule evaluate_merges:
-        input:
-            recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
-            data=lambda w: task_data_files(MERGE_BENCHMARKS, [w.lang]),
-        output:
-            merge_eval_patterns("{cfg}", PAIRS, MERGE_BENCHMARKS),
-        params:
-            models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
-            benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, [w.lang]),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate-merges"),
-        threads: EVAL["threads"]
-        resources:
-            gpu=GPUS,
-        log:
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
-    use rule evaluate_merges as evaluate_soup_then_swap with:
-        input:
-            recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=SOUPS),
-            data=lambda w: task_data_files(MERGE_BENCHMARKS, [w.lang]),
-        output:
-            merge_eval_patterns("soupswap", SOUPS, MERGE_BENCHMARKS),
-        params:
-            models=lambda w, input: merge_models("soupswap", w.lang, SOUPS, input.recipes),
-            benchmarks=lambda w: benchmark_params(MERGE_BENCHMARKS, [w.lang]),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate-merges"),
-        log:
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
-
-else:
-
-    rule evaluate_base:
-        input:
-            base=f"{R}/base/config.json",
-            data=lambda w: task_data_files([w.benchmark]),
-        output:
-            f"{R}/evals/base/{{benchmark}}.json",
-        params:
-            benchmarks=lambda w: benchmark_params([w.benchmark]),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate"),
-        wildcard_constraints:
-            benchmark="|".join(BENCHMARKS),
-        threads: EVAL["threads"]
-        resources:
-            gpu=GPUS,
-        log:
-            f"{R}/logs/evaluate/base_{{benchmark}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
-
-    rule evaluate_merges:
-        input:
-            recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
-            data=lambda w: task_data_files([w.benchmark], [w.lang]),
-        output:
-            merge_eval_patterns("{cfg}", PAIRS, ["{benchmark}"]),
-        params:
-            models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
-            benchmarks=lambda w: benchmark_params([w.benchmark], [w.lang]),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate-merges"),
-        wildcard_constraints:
-            benchmark="|".join(MERGE_BENCHMARKS),
-        threads: EVAL["threads"]
-        resources:
-            gpu=GPUS,
-        log:
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
-
-    use rule evaluate_merges as evaluate_soup_then_swap with:
-        input:
-            recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=SOUPS),
-            data=lambda w: task_data_files([w.benchmark], [w.lang]),
-        output:
-            merge_eval_patterns("soupswap", SOUPS, ["{benchmark}"]),
-        params:
-            models=lambda w, input: merge_models("soupswap", w.lang, SOUPS, input.recipes),
-            benchmarks=lambda w: benchmark_params([w.benchmark], [w.lang]),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate-merges"),
-        log:
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",
+use rule evaluate_merges as evaluate_soup_then_swap with:
+    input:
+        recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=SOUPS),
+        data=lambda w: task_data_files(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
+    output:
+        merge_eval_patterns("soupswap", SOUPS, per_layout(MERGE_BENCHMARKS, ["{benchmark}"])),
+    params:
+        models=lambda w, input: merge_models("soupswap", w.lang, SOUPS, input.recipes),
+        benchmarks=lambda w: benchmark_params(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
+        batch_size=EVAL["batch_size"],
+        seed=config["seed"],
+        task_set=TASK_SET,
+        backend=BACKEND,
+        code=command_hash("evaluate-merges"),
+    log:
+        per_layout(
+            f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log", f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log"
+        ),
 
 
 # Table 2 shows its language's experts and merges in English and every MGSM language, which their own evaluation

@@ -4,35 +4,38 @@
 # Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights): they get their own job(s),
 # so an edit to a task selection does not read (MMLU, MBPP) reruns those evaluations and the tables, not
 # selection, merges or their evaluations.
-if not SINGLE_TASK_JOBS:
+rule evaluate_checkpoints:
+    """Selection benchmarks of every checkpoint of a run (single layout: one benchmark); the index names their files."""
+    input:
+        manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
+        data=lambda w: task_data_files(job_benchmarks(w, selection_benchmarks(w.run)), checkpoint_languages(w.run)),
+    output:
+        per_layout(f"{R}/evals/ckpt/{{run}}/index.json", f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json"),
+    params:
+        models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
+        benchmarks=lambda w: checkpoint_eval_rule_params(w.run, job_benchmarks(w, selection_benchmarks(w.run))),
+        batch_size=EVAL["batch_size"],
+        seed=config["seed"],
+        task_set=TASK_SET,
+        backend=BACKEND,
+        code=command_hash("evaluate"),
+    wildcard_constraints:
+        benchmark="|".join(EVAL["tasks"]),
+    threads: EVAL["threads"]
+    resources:
+        gpu=GPUS,
+    log:
+        per_layout(f"{R}/logs/evaluate/ckpt_{{run}}.log", f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log"),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
+        "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
+        "--run {wildcards.run} --index {output} > {log} 2>&1"
 
-    rule evaluate_checkpoints:
-        """Selection benchmarks of every checkpoint of a run; the index names their files for `select`."""
-        input:
-            manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
-            data=lambda w: task_data_files(selection_benchmarks(w.run), checkpoint_languages(w.run)),
-        output:
-            f"{R}/evals/ckpt/{{run}}/index.json",
-        params:
-            models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
-            benchmarks=lambda w: checkpoint_eval_rule_params(w.run, selection_benchmarks(w.run)),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate"),
-        threads: EVAL["threads"]
-        resources:
-            gpu=GPUS,
-        log:
-            f"{R}/logs/evaluate/ckpt_{{run}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
-            "--run {wildcards.run} --index {output} > {log} 2>&1"
+
+if not SINGLE_TASK_JOBS:
 
     use rule evaluate_checkpoints as evaluate_checkpoints_other with:
         input:
@@ -52,36 +55,6 @@ if not SINGLE_TASK_JOBS:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
 
 else:
-
-    rule evaluate_checkpoints:
-        """One benchmark on every checkpoint of a run."""
-        input:
-            manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
-            data=lambda w: task_data_files([w.benchmark], checkpoint_languages(w.run)),
-        output:
-            f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json",
-        params:
-            models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
-            benchmarks=lambda w: checkpoint_eval_rule_params(w.run, [w.benchmark]),
-            batch_size=EVAL["batch_size"],
-            seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
-            code=command_hash("evaluate"),
-        wildcard_constraints:
-            benchmark="|".join(EVAL["tasks"]),
-        threads: EVAL["threads"]
-        resources:
-            gpu=GPUS,
-        log:
-            f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
-            "--run {wildcards.run} --index {output} > {log} 2>&1"
 
     localrules:
         checkpoint_index,
