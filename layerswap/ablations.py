@@ -87,6 +87,7 @@ from typing import Any
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.merge.params import config_defaults
 
 KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
 METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
@@ -106,8 +107,7 @@ BASE_KEYS = {"toy", "paper", "note"}
 EXPERT_GROUPS = ("math", "languages")
 #: prefix of the merge configs of expert-set ablations (their own recipe rule; the main merge_recipes skips them)
 EXPERT_MERGE_PREFIX = "ax_"
-LAYER_SWAP_DEFAULTS = {"transition_bottom": 0, "transition_top": 0, "w_task": 1.0, "w_lang": 1.0,
-                       "non_layer": "average", "lang_layers": None, "allow_different_base": False}
+LAYER_SWAP_DEFAULTS = config_defaults("layer_swap")  # what config validation fills in: variants compare equal
 # table columns per language, after `language`/`variant`
 COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
            "mgsm_avg", "mgsm_max", "belebele_avg", "belebele_max", "flores_avg", "flores_max", "mmlu_avg",

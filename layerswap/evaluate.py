@@ -8,7 +8,7 @@ One process evaluates many models (the dominant cost of the workflow is per proc
   (`TaskManager(include_path=..., include_defaults=False)`, never its ~14,700 built-in tasks) and builds every task
   once (`TaskManager.load`);
 - ONE `HFLM` wraps one model instance; each further model only swaps the weights in with `load_state_dict` (a
-  checkpoint's safetensors, or the state dict that `layerswap.merge.build_state_dict(recipe, cache)` builds in
+  checkpoint's safetensors, or the state dict that `layerswap.merge.engine.build_state_dict(recipe, cache)` builds in
   memory). A new instance (and HFLM) is built only when the architecture config or the tokenizer changes;
 - per model, one `lm_eval.evaluator.evaluate(lm, task_dict, cache_requests=True, bootstrap_iters=0,
   log_samples=True)` over all tasks, after re-seeding each task's few-shot sampler (`task.set_fewshot_seed(seed)`),
@@ -22,7 +22,7 @@ Task sets (`--task-set`, from the config's `world` through the rules' params): `
 benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_BENCHMARKS`, `plan_paper`; lm-eval indexes only the
 task folders these need plus `layerswap/tasks/paper/`), listed for `layerswap prestage` by `hub_artefacts(config)`.
 Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): vLLM needs a checkpoint on disk, so a recipe is first
-written with `layerswap.merge.write_merged` to a temporary dir; one vLLM engine per model.
+written with `layerswap.merge.engine.write_merged` to a temporary dir; one vLLM engine per model.
 
 Output (written atomically: temp name, then rename): `<out-dir>/<model-id>/<benchmark>.json` and
 `<benchmark>.samples.jsonl`. The JSON holds no timestamps or paths, so the same inputs give the same bytes.
@@ -568,11 +568,11 @@ class ModelHost:
 
     def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True, merges=None):
         self.batch_size, self.device, self.dtype, self.quiet = batch_size, device, dtype, quiet
-        self.merges = merges  # the layerswap.merge package (evaluate-merges), or None: checkpoints only
+        self.merges = merges  # the layerswap.merge.engine module (evaluate-merges), or None: checkpoints only
         self.key: str | None = None
         self.model = None
         self.lm = None
-        self.merge_cache = None  # layerswap.merge.ExpertCache: experts opened once, shared by the job's recipes
+        self.merge_cache = None  # layerswap.merge.engine.ExpertCache: experts opened once, shared by the job's recipes
         self.phase: dict[str, float] = {}  # seconds of the last load: state_dict, build, load_state_dict
 
     def _build(self, model_dir: Path) -> None:
@@ -661,7 +661,7 @@ def require_vllm() -> None:
 
 class VLLMHost:
     """One vLLM engine per model (`lm_eval.models.vllm_causallms.VLLM`). vLLM loads from disk only, so a merge recipe
-    is first written with `layerswap.merge.write_merged` to a temporary dir (removed after the model's evaluation)."""
+    is first written with `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's evaluation)."""
 
     def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
@@ -892,7 +892,7 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
 # ---------------------------------------------------------------------------------------------------------- run
 def run(args: argparse.Namespace, merges=None) -> dict:
     """Evaluate every model on every benchmark; returns phase timings in seconds (for scripts/bench_evaluate.py).
-    `merges`: the layerswap.merge package, given by `layerswap evaluate-merges` so recipes can be models."""
+    `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models."""
     t0 = time.perf_counter()
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from layerswap import evaluate, merge
+from layerswap import evaluate
+from layerswap.merge import engine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -17,4 +18,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    return evaluate.run(args, merges=merge)
+    return evaluate.run(args, merges=engine)

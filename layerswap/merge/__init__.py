@@ -1,8 +1,18 @@
-"""Merge engine: layer swap, soups, TIES and soup-then-swap as recipes, built in memory or written to disk."""
+"""Merge engine: layer swap, soups, TIES and soup-then-swap as recipes, built in memory or written to disk.
 
-from layerswap.merge.engine import ExpertCache, build_state_dict, model_dir_of, write_merged
-from layerswap.merge.recipes import load_recipe, recipe_hash, validate_recipe
+`params` declares each method's parameters, `recipes` validates recipes, `methods` holds the per-tensor arithmetic,
+`engine` builds merged state dicts and writes merged models. The API below is resolved on first use (PEP 562), so
+reading a config or a recipe (`params`, `recipes`) imports no torch.
+"""
 
-__all__ = [
-    "ExpertCache", "build_state_dict", "load_recipe", "model_dir_of", "recipe_hash", "validate_recipe", "write_merged",
-]
+import importlib
+
+_API = {"ExpertCache": "engine", "build_state_dict": "engine", "model_dir_of": "engine", "write_merged": "engine",
+        "load_recipe": "recipes", "recipe_hash": "recipes", "validate_recipe": "recipes"}
+__all__ = sorted(_API)
+
+
+def __getattr__(name: str):
+    if name not in _API:
+        raise AttributeError(f"module 'layerswap.merge' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"layerswap.merge.{_API[name]}"), name)

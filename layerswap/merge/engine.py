@@ -17,7 +17,7 @@ import torch
 from layerswap.errors import UserError
 from layerswap.merge import methods
 from layerswap.checkpoints import BASE_FINGERPRINT_FILE, INDEX_FILE, Checkpoint, chunk_ranges, write_shard
-from layerswap.merge.recipes import canonical_json, recipe_hash, validate_recipe
+from layerswap.merge.recipes import canonical_json, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
 
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
 SMALL = 1 << 16  # tensors up to this size get an exact kthvalue directly

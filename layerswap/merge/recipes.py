@@ -12,23 +12,9 @@ from typing import Any
 from layerswap.contracts import pair_id, read_selection, write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.merge.params import INPUT_KEYS, METHOD_PARAMS, REQUIRED
 
 TOP_KEYS = ("method", "base", "inputs", "params", "allow_different_base", "name")
-INPUT_KEYS = {"layer_swap": ("task", "lang"), "soup": ("models",), "ties": ("models",)}
-# param -> (default, kind); kind: "int", "number", "int_list", or a tuple of allowed strings. REQUIRED has no default.
-REQUIRED = object()
-PARAMS: dict[str, dict[str, tuple[Any, Any]]] = {
-    "layer_swap": {
-        "bottom": (None, "int"), "top": (None, "int"),
-        "transition_bottom": (None, "int"), "transition_top": (None, "int"),
-        "w_task": (1.0, "number"), "w_lang": (1.0, "number"),
-        "weighting": ("fixed", ("fixed", "magnitude")),
-        "non_layer": ("average", ("average", "lang", "task")),
-        "lang_layers": (None, "int_list"), "transition_layers": (None, "int_list"),
-    },
-    "soup": {"weighting": ("uniform", ("uniform", "magnitude"))},
-    "ties": {"density": (REQUIRED, "number"), "lam": (1.0, "number")},
-}
 
 
 def _check_value(where: str, value: Any, kind: Any) -> Any:
@@ -67,8 +53,8 @@ def validate_recipe(recipe: Any, where: str = "recipe") -> dict:
         if key not in TOP_KEYS:
             raise UserError(f"{where}: unknown key {key!r} (allowed: {', '.join(TOP_KEYS)})")
     method = recipe.get("method")
-    if method not in PARAMS:
-        raise UserError(f"{where}.method: {method!r} is not one of {', '.join(PARAMS)}")
+    if method not in METHOD_PARAMS:
+        raise UserError(f"{where}.method: {method!r} is not one of {', '.join(METHOD_PARAMS)}")
     out: dict[str, Any] = {"method": method}
     base = recipe.get("base")
     out["base"] = None if base is None else _check_ref(f"{where}.base", base)
@@ -97,19 +83,19 @@ def validate_recipe(recipe: Any, where: str = "recipe") -> dict:
     params = recipe.get("params") or {}
     if not isinstance(params, dict):
         raise UserError(f"{where}.params: expected a mapping")
-    spec = PARAMS[method]
+    spec = METHOD_PARAMS[method]
     for key in params:
         if key not in spec:
             raise UserError(f"{where}.params: unknown param {key!r} for {method} (allowed: {', '.join(spec)})")
     filled: dict[str, Any] = {}
-    for key, (default, kind) in spec.items():
+    for key, param in spec.items():
         value = params.get(key)
         if value is None:
-            if default is REQUIRED:
+            if param.default is REQUIRED:
                 raise UserError(f"{where}.params.{key}: missing (required for {method})")
-            filled[key] = default
+            filled[key] = param.default
         else:
-            filled[key] = _check_value(f"{where}.params.{key}", value, kind)
+            filled[key] = _check_value(f"{where}.params.{key}", value, param.kind)
     _check_method_params(where, method, filled, out, params)
     out["params"] = filled
     return out
@@ -123,8 +109,6 @@ def _check_method_params(where: str, method: str, p: dict, out: dict, given: dic
                     raise UserError(f"{where}.params.{key}: missing (required unless lang_layers is given)")
             if p["transition_layers"] is not None:
                 raise UserError(f"{where}.params.transition_layers: only allowed together with lang_layers")
-            p["transition_bottom"] = p["transition_bottom"] or 0
-            p["transition_top"] = p["transition_top"] or 0
         else:
             for key in ("bottom", "top", "transition_bottom", "transition_top"):
                 if p[key]:
