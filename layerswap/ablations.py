@@ -1,9 +1,9 @@
 """Ablations as declarative experiments: `config/ablations/<name>.yaml` -> extra merge configs, a table and a figure.
 
 An ablation file lists *variants* of the layer swap; each resolves, for the workflow's base model depth L, to one
-layer_swap merge config. The Snakefile (rules/ablations.smk) adds those configs to ``merges.configs`` at parse time,
-so the generic ``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them for every language and expert
-pair; ``layerswap ablation-table`` then turns their evaluation files into ``results/ablations/<name>/table.{csv,md}``
+layer_swap merge config. At parse time (rules/common.smk) ``plan`` returns those configs beside the config, which it
+leaves unchanged, and the rules look merge configs up in ``merges.configs`` plus these (MERGE_CONFIGS), so the generic
+``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them for every language and expert pair; ``layerswap ablation-table`` then turns their evaluation files into ``results/ablations/<name>/table.{csv,md}``
 and ``figure.{svg,png}``.
 
 Ablation file
@@ -77,6 +77,7 @@ already in ``merges.configs`` (e.g. the default swap) reuses that config's name 
 from __future__ import annotations
 
 import argparse
+import copy
 import itertools
 import math
 import random
@@ -408,8 +409,6 @@ def check_toy_base_shape(where: str, main_model: dict, other_model: dict, depth:
 
 def _expert_sets(name: str, spec: dict, config: dict, variants: list[dict]) -> dict:
     """Extra runs, bases, selections and merge configs of an expert-set ablation (see the module docstring)."""
-    import copy
-
     from layerswap.config import check, effective_runs, expert_type, validate_config
 
     toy = config["world"] == "toy"
@@ -475,19 +474,21 @@ def _expert_sets(name: str, spec: dict, config: dict, variants: list[dict]) -> d
             "rows": rows}
 
 
-def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
-    """Load every ablation file, add their merge configs to config['merges']['configs'] (in place), so each one's
+def plan(config: dict, ablations_dir: str | Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """Load every ablation file: (specs by name, the merge configs they add to merges.configs). `config` is left as
+    it is; the rules merge the added configs into a view of their own (`with_merge_configs`), so each ablation's
     target exists whatever the `ablations` key selects (that key only picks what the `ablations` target builds).
 
-    Returns {ablation name: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}],
-    and for expert-set ablations also runs, run_base, bases, selections, merges (see _expert_sets)}}.
+    A spec: {title, plan, note, metrics, variants: [{label, config, layers, n_lang_layers, skipped}], and for
+    expert-set ablations also runs, run_base, bases, selections, merges (see _expert_sets)}.
     """
     if config.get("ablations") not in ("", []) and not Path(ablations_dir).is_dir():
         raise UserError(f"config key 'ablations_dir': {ablations_dir} is not a directory")
     names = available(ablations_dir) if Path(ablations_dir).is_dir() else []
     enabled(config.get("ablations"), names)  # an unknown name in the key is an error, here at parse time
     depth = int(config["base"]["num_layers"])
-    configs = config["merges"]["configs"]
+    main = config["merges"]["configs"]
+    configs = dict(main)  # the main configs and those added so far: an equal config keeps its first name
     out: dict[str, dict] = {}
     for name in names:
         spec = load(Path(ablations_dir) / f"{name}.yaml")
@@ -502,7 +503,14 @@ def apply(config: dict, ablations_dir: str | Path) -> dict[str, dict]:
                  "layers": describe(v["merge"], depth) if v["merge"] else "",
                  "n_lang_layers": _n_lang(v["merge"]) if v["merge"] else None} for v in variants]
         out[name] = {k: spec[k] for k in ("title", "plan", "note", "metrics")} | {"variants": rows}
-    return out
+    return out, {k: v for k, v in configs.items() if k not in main}
+
+
+def with_merge_configs(config: dict, added: dict[str, dict]) -> dict:
+    """A copy of `config` whose merges.configs also hold `added` (to validate and check them with the rest)."""
+    view = copy.deepcopy(config)
+    view["merges"]["configs"].update(copy.deepcopy(added))
+    return view
 
 
 # ----------------------------------------------------------------------------------------------------------------

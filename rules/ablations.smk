@@ -1,18 +1,8 @@
-# Ablations (<ablations_dir>/<name>.yaml): each file adds layer_swap merge configs to merges.configs at parse time, so
-# the generic merge_recipes / evaluate_merges rules build and evaluate them; `ablation_<name>` builds
-# results/ablations/<name>/table.{csv,md} + figure.{svg,png}; `ablations` builds the ones the `ablations` config key
-# selects (all when absent). Not part of `all`. Included after analysis.smk: the main tables and figures were fixed
-# from the config before these merge configs were added, so the ablations change none of the main jobs.
-from layerswap import ablations as _abl
-
-ABLATIONS_DIR = Path(workflow.basedir) / config["ablations_dir"]  # an absolute ablations_dir replaces the base
-try:
-    ABLATIONS = _abl.apply(config, ABLATIONS_DIR)  # every ablation file: each has its target
-    SELECTED_ABLATIONS = _abl.enabled(config.get("ablations"), list(ABLATIONS))  # what `ablations` builds
-    validate_config(config, workflow.source_path("../config/schema.yaml"))
-    check(config)
-except UserError as err:
-    sys.exit(f"config error: {err}")
+# Ablations (<ablations_dir>/<name>.yaml, planned in rules/common.smk): the layer_swap merge configs they add
+# (ABLATION_MERGE_CONFIGS, in MERGE_CONFIGS beside merges.configs) are built and evaluated by the generic
+# merge_recipes / evaluate_merges rules; `ablation_<name>` builds results/ablations/<name>/table.{csv,md} +
+# figure.{svg,png}; `ablations` builds the ones the `ablations` config key selects (all when absent). Not part of
+# `all`; the main tables and figures read merges.configs only, so the ablations change none of the main jobs.
 
 
 # Expert-set ablations (ablations.py docstring): their extra runs, bases, selections and merge configs.

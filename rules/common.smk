@@ -5,17 +5,26 @@ import shlex
 from pathlib import Path
 import sys
 
+from layerswap.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs, validate_config
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.sft import checkpoint_name
 
+# The config is validated (schema defaults filled in) and never changed after: what config_used records is the
+# config. Ablation files add merge configs to a view of their own (MERGE_CONFIGS), checked with the rest.
 try:
-    validate_config(config, workflow.source_path("../config/schema.yaml"))
+    SCHEMA = workflow.source_path("../config/schema.yaml")
+    validate_config(config, SCHEMA)
     check(config)
+    ABLATIONS_DIR = Path(workflow.basedir) / config["ablations_dir"]  # an absolute ablations_dir replaces the base
+    ABLATIONS, ABLATION_MERGE_CONFIGS = plan_ablations(config, ABLATIONS_DIR)  # each ablation file has its target
+    SELECTED_ABLATIONS = enabled_ablations(config.get("ablations"), list(ABLATIONS))  # what `ablations` builds
+    check(validate_config(with_merge_configs(config, ABLATION_MERGE_CONFIGS), SCHEMA))
 except UserError as err:
     sys.exit(f"config error: {err}")
+MERGE_CONFIGS = {**config["merges"]["configs"], **ABLATION_MERGE_CONFIGS}
 
 R = "results"  # shell commands spell it out ("results/..."): a shell reads only its rule's own values (--lint)
 # Expert checkpoints are the big artefacts: they live under storage.scratch when it is set (cluster scratch).

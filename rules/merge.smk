@@ -8,7 +8,7 @@ rule merge_recipes:
     output:
         expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
     params:
-        merge=lambda w: as_json(config["merges"]["configs"][w.cfg]),
+        merge=lambda w: as_json(MERGE_CONFIGS[w.cfg]),
         code=command_hash("recipes"),
     wildcard_constraints:
         cfg="(?!ax_)[A-Za-z0-9_]+",  # ax_*: expert-set ablations (ablation_merge_recipes)

@@ -64,15 +64,18 @@ def test_scaling_rule():
 ])
 def test_ablations_expand_to_exact_layers(depth, default, count, location, zone):
     config = _config(REPO / "config" / "config.yaml", depth, default)
-    before = copy.deepcopy(config["merges"]["configs"])
-    out = abl.apply(config, ABL_DIR)
+    before = copy.deepcopy(config)
+    out, added = abl.plan(config, ABL_DIR)
+    assert config == before  # the config is not changed: the added merge configs come back beside it
+    config = abl.with_merge_configs(config, added)
     assert set(out) == {"layer_count", "layer_location", "transition_zone", "divergence", "lora", "different_base"}
     assert _layers(out, "layer_count", config) == count
     assert _layers(out, "layer_location", config) == location
     assert _layers(out, "transition_zone", config) == zone
     configs = config["merges"]["configs"]
-    assert all(configs[k] == v for k, v in before.items())  # main configs untouched
-    assert all(k.startswith("abl_") for k in set(configs) - set(before))
+    assert all(configs[k] == v for k, v in before["merges"]["configs"].items())  # main configs untouched
+    assert added and set(configs) - set(before["merges"]["configs"]) == set(added)
+    assert all(k.startswith("abl_") for k in added)
     # the default swap (b, u, no transition) is reused, not duplicated
     assert out["transition_zone"]["variants"][0]["config"] == config["merges"]["default_swap"]
 
@@ -81,14 +84,13 @@ def test_infeasible_variants_are_skipped_rows_and_config_stays_valid():
     from layerswap.config import check, validate_config
 
     config = _config(MICRO)  # 4 layers, default b1 u1
-    out = abl.apply(config, ABL_DIR)
+    out, added = abl.plan(config, ABL_DIR)
     zone = out["transition_zone"]["variants"]
     assert len(zone) == 9
     skipped = [v["label"] for v in zone if v["skipped"]]
     assert skipped == ["b1 u1 tb1 tu2", "b1 u1 tb2 tu1", "b1 u1 tb2 tu2"]
     assert all("exceeds the 4 layers" in v["skipped"] for v in zone if v["skipped"])
-    validate_config(config)
-    check(config)
+    check(validate_config(abl.with_merge_configs(config, added)))
 
 
 def test_bad_ablation_names_and_files(tmp_path):
@@ -109,10 +111,10 @@ def test_bad_ablation_names_and_files(tmp_path):
 def test_missing_ablations_dir_is_one_line(tmp_path):
     config = _config(MICRO, enabled="layer_count")
     with pytest.raises(UserError, match=r"^config key 'ablations_dir': .*nowhere is not a directory$"):
-        abl.apply(config, tmp_path / "nowhere")
-    assert abl.apply(_config(MICRO, enabled=[]), tmp_path / "nowhere") == {}
+        abl.plan(config, tmp_path / "nowhere")
+    assert abl.plan(_config(MICRO, enabled=[]), tmp_path / "nowhere") == ({}, {})
     with pytest.raises(UserError, match="config key 'ablations': unknown ablation 'layer_count'"):
-        abl.apply(_config(MICRO, enabled="layer_count"), tmp_path)  # an empty folder has none
+        abl.plan(_config(MICRO, enabled="layer_count"), tmp_path)  # an empty folder has none
 
 
 @pytest.mark.workflow
@@ -243,14 +245,12 @@ def _write(tmp_path: Path, name: str, spec: dict) -> Path:
 
 def test_expert_set_ablations_add_runs_outside_sft_runs():
     config = _config(MICRO, enabled="divergence,lora,different_base")
-    runs_before, configs_before = copy.deepcopy(config["sft"]["runs"]), copy.deepcopy(config["merges"]["configs"])
-    out = abl.apply(config, ABL_DIR)
-    # the expert-set ablations' runs and merges stay out of sft.runs and merges.configs (the merge-only ones add
-    # their abl_* configs there)
-    assert config["sft"]["runs"] == runs_before
-    added = set(config["merges"]["configs"]) - set(configs_before)
+    before = copy.deepcopy(config)
+    out, added = abl.plan(config, ABL_DIR)
+    # the config is not changed; the expert-set ablations' runs and merges are in their specs, the merge-only
+    # ablations' abl_* configs in `added`
+    assert config == before
     assert added and all(name.startswith("abl_") for name in added)
-    assert all(config["merges"]["configs"][name] == cfg for name, cfg in configs_before.items())
     div = out["divergence"]
     assert sorted(div["runs"]) == sorted(f"ax_divergence_{s}_{r}" for s in ("lr2", "lr4", "long2")
                                          for r in ("math_1", "toy_swh_1"))  # joint runs are not copied
@@ -278,7 +278,7 @@ def test_unsupported_peft_in_an_ablation_is_refused_in_one_line(tmp_path, method
     d = _write(tmp_path, "peft", spec)
     config = _config(MICRO, enabled="peft")
     with pytest.raises(UserError) as err:
-        abl.apply(config, d)
+        abl.plan(config, d)
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith("ablation peft: expert_sets: config key 'sft.runs.ax_peft_p_math_1.peft_method'")
     assert f"'{method}' is not supported ({why}" in msg and "allowed: full, lora" in msg
@@ -290,7 +290,7 @@ def test_second_base_of_another_shape_is_refused_naming_tensor_and_shapes(tmp_pa
     d = _write(tmp_path, "different_base", spec)
     with pytest.raises(UserError, match=r"bases\.b2: tensor lm_head\.weight has shape \[64, 48\] in this base but "
                                         r"\[64, 32\] in the main base"):
-        abl.apply(_config(MICRO, enabled="different_base"), d)
+        abl.plan(_config(MICRO, enabled="different_base"), d)
 
 
 def test_experts_of_different_bases_need_the_opt_in():
