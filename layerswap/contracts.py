@@ -48,13 +48,18 @@ def write_json_atomic(path: str | Path, data) -> None:
 
 
 def write_text_atomic(path: str | Path, text: str) -> None:
-    """Write `text` to `path` through a hidden temporary file in the same folder, renamed into place: a reader (or a
+    """Write `text` (UTF-8) to `path` atomically (see write_bytes_atomic)."""
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    """Write `data` to `path` through a hidden temporary file in the same folder, renamed into place: a reader (or a
     killed job) never sees a half-written result file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

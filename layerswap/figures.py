@@ -1,7 +1,15 @@
 """`layerswap heatmap`: where SFT changed the weights (paper Fig. 2 and Figs. 4-9).
 
-For each expert and each (transformer layer, projection matrix) the figure shows the share of rows whose mean
-absolute change |W_ft - W_pre| exceeds the expert's threshold, one panel per expert, layer 0 at the bottom.
+For each expert and each (transformer layer, projection matrix) the heatmap shows the share of rows whose mean
+absolute change |W_ft - W_pre| (the row's "change") exceeds the expert's threshold, one panel per expert, layer 0 at
+the bottom. Beside it, a line chart of the mean |W_ft - W_pre| of each matrix per layer, one line per matrix, one
+panel per expert. Both come from one pass over the weights: per expert, the vector of row changes of every
+(layer, matrix) is kept (rows x matrices x layers floats, about 5 MB for an 8B model), never the weights.
+
+Thresholds (`--threshold-json`, see ThresholdSpec): a fixed value per expert (the paper's Fig. 2 values), or
+{"quantile": q}: the q-quantile of that expert's row changes over all rows of all matrices of all layers, computed
+exactly (numpy's linear interpolation between order statistics, in float64), so about a share 1-q of the expert's
+rows count as changed and the heatmap shows where they sit.
 
 Which "rows": the paper's published values (Appendix A.5, e.g. attention.wk.weight 0.680908 = 2789/4096 and
 feed_forward.w2.weight 0.374442 = 5368/14336 for Llama 3.1 8B) have the matrix's *input* dimension as the
@@ -20,9 +28,10 @@ import json
 import math
 import re
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
-from layerswap.contracts import read_selection
+from layerswap.contracts import read_selection, write_bytes_atomic, write_text_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -110,17 +119,33 @@ class Checkpoint:
         self.close()
 
 
-def change_shares(base_dir: str | Path, experts: dict[str, str | Path], thresholds: dict[str, float],
-                  rows: str = "input") -> list[dict]:
-    """Records {expert, layer, matrix, share, n_above, n_rows, threshold}: per layer and matrix, the share of rows
-    (see module doc for `rows`) whose mean |W_ft - W_pre| is above the expert's threshold."""
+@dataclass(frozen=True)
+class ThresholdSpec:
+    """An expert's threshold: a fixed `value`, or the `quantile` q (0 <= q <= 1) of its own row changes."""
+
+    value: float | None = None
+    quantile: float | None = None
+
+    def resolve(self, row_changes) -> float:
+        """The threshold for an expert whose row changes (all rows of all matrices of all layers, one flat float
+        array) are `row_changes`: the fixed value, or their exact q-quantile (linear interpolation, float64)."""
+        import numpy as np
+
+        if self.quantile is None:
+            return float(self.value)
+        return float(np.quantile(np.asarray(row_changes, dtype=np.float64), self.quantile, method="linear"))
+
+
+def row_changes(base_dir: str | Path, experts: dict[str, str | Path], rows: str = "input") -> dict:
+    """{expert: {(layer, matrix): float32 tensor of row changes}}: per row (see module doc for `rows`) the mean
+    |W_ft - W_pre|, read in one pass over the checkpoints, one tensor at a time."""
     import torch
 
     if rows not in ("input", "output"):
         raise UserError(f"--rows must be 'input' or 'output', not {rows!r}")
     # a row of the [out, in] tensor is a mean over dim 1; an input feature (column) is a mean over dim 0
     reduce_dim = 0 if rows == "input" else 1
-    records: list[dict] = []
+    changes: dict[str, dict[tuple[int, str], object]] = {name: {} for name in experts}
     with ExitStack() as stack:
         base = stack.enter_context(Checkpoint(base_dir))
         cks = {name: stack.enter_context(Checkpoint(path)) for name, path in experts.items()}
@@ -140,26 +165,53 @@ def change_shares(base_dir: str | Path, experts: dict[str, str | Path], threshol
                         raise UserError(
                             f"{ck.dir}: {tname} has shape {tuple(ft.shape)}, the base has {tuple(pre.shape)}"
                         )
-                    mav = (ft - pre).abs().mean(dim=reduce_dim)
-                    above = int((mav > thresholds[name]).sum().item())
-                    records.append({
-                        "expert": name, "layer": layer, "matrix": short,
-                        "share": above / mav.numel(), "n_above": above, "n_rows": mav.numel(),
-                        "threshold": thresholds[name],
-                    })
-                    del ft, mav
+                    changes[name][(layer, short)] = (ft - pre).abs().mean(dim=reduce_dim)
+                    del ft
                 del pre
-    return records
+    return changes
+
+
+def change_records(base_dir: str | Path, experts: dict[str, str | Path], thresholds: dict[str, ThresholdSpec],
+                   rows: str = "input") -> tuple[list[dict], list[dict]]:
+    """(share records, mean records) from one pass over the weights.
+
+    Share records {expert, layer, matrix, share, n_above, n_rows, threshold, threshold_quantile}: per layer and
+    matrix, the share of rows whose change is above the expert's threshold (threshold_quantile: the q it was set
+    from, None for a fixed value). Mean records {expert, layer, matrix, mean_abs_change, n_rows}: the mean
+    |W_ft - W_pre| over the whole matrix (= the mean of its row changes: every row has as many entries)."""
+    import torch
+
+    changes = row_changes(base_dir, experts, rows)
+    shares: list[dict] = []
+    means: list[dict] = []
+    for name, per_matrix in changes.items():
+        spec = thresholds[name]
+        threshold = spec.resolve(torch.cat(list(per_matrix.values())).numpy())
+        for (layer, short), mav in per_matrix.items():
+            above = int((mav.double() > threshold).sum().item())
+            shares.append({
+                "expert": name, "layer": layer, "matrix": short,
+                "share": above / mav.numel(), "n_above": above, "n_rows": mav.numel(),
+                "threshold": threshold, "threshold_quantile": spec.quantile,
+            })
+            means.append({"expert": name, "layer": layer, "matrix": short,
+                          "mean_abs_change": float(mav.double().mean().item()), "n_rows": mav.numel()})
+    return shares, means
 
 
 def heatmap_chart(frame, experts: list[str]):
-    """One panel per expert: x = projection matrix, y = layer (0 at the bottom), colour = share of rows."""
+    """One panel per expert: x = projection matrix, y = layer (0 at the bottom), colour = share of rows; the panel
+    header names the expert, its threshold and, for a quantile threshold, the quantile."""
     import altair as alt
+    import pandas as pd
 
     frame = frame.copy()
-    frame["panel"] = [f"{e}|threshold {t:.1e}" for e, t in zip(frame["expert"], frame["threshold"])]
+    frame["panel"] = [
+        f"{e}|threshold {t:.1e}" + ("" if pd.isna(q) else f"|(quantile {q:g} of its rows)")
+        for e, t, q in zip(frame["expert"], frame["threshold"], frame["threshold_quantile"])
+    ]
     order = {e: i for i, e in enumerate(experts)}
-    panels = sorted(dict.fromkeys(frame["panel"]), key=lambda p: order.get(p.rsplit("|", 1)[0], len(order)))
+    panels = sorted(dict.fromkeys(frame["panel"]), key=lambda p: order.get(p.split("|", 1)[0], len(order)))
     num_layers = int(frame["layer"].max()) + 1
     base = alt.Chart(frame).mark_rect(stroke="#dddddd", strokeWidth=0.5).encode(
         x=alt.X("matrix:N", sort=MATRIX_NAMES, title=None, axis=alt.Axis(labelAngle=-45)),
@@ -174,13 +226,37 @@ def heatmap_chart(frame, experts: list[str]):
     )
 
 
-def save_chart(chart, prefix: Path) -> list[Path]:
+def mean_chart(frame, experts: list[str]):
+    """One panel per expert (own y scale): x = layer, y = mean |W_ft - W_pre| of the matrix, one line per matrix."""
+    import altair as alt
+
+    num_layers = int(frame["layer"].max()) + 1
+    base = alt.Chart(frame).mark_line(point=True, strokeWidth=1.5).encode(
+        x=alt.X("layer:Q", title="layer", scale=alt.Scale(domain=[0, num_layers - 1], nice=False),
+                axis=alt.Axis(format="d", tickMinStep=1)),
+        y=alt.Y("mean_abs_change:Q", title="mean |W_ft - W_pre|", scale=alt.Scale(zero=True),
+                axis=alt.Axis(format=".1e")),
+        color=alt.Color("matrix:N", sort=MATRIX_NAMES, title="matrix"),
+        tooltip=["expert:N", "layer:O", "matrix:N", alt.Tooltip("mean_abs_change:Q", format=".3e")],
+    ).properties(width=max(200, 16 * num_layers), height=180)
+    return base.facet(column=alt.Column("expert:N", sort=experts, title=None,
+                                        header=alt.Header(labelFontSize=11))).resolve_scale(y="independent") \
+        .properties(title="Mean |W_ft - W_pre| per layer and matrix")
+
+
+def render_chart(chart) -> tuple[str, bytes]:
+    """(SVG text, PNG bytes at scale 2) of an altair chart, rendered by vl-convert."""
     import vl_convert as vlc
 
     spec = chart.to_json()
+    return vlc.vegalite_to_svg(spec), vlc.vegalite_to_png(spec, scale=2)
+
+
+def save_chart(chart, prefix: Path) -> list[Path]:
+    svg_text, png_bytes = render_chart(chart)
     svg, png = prefix.with_name(prefix.name + ".svg"), prefix.with_name(prefix.name + ".png")
-    svg.write_text(vlc.vegalite_to_svg(spec))
-    png.write_bytes(vlc.vegalite_to_png(spec, scale=2))
+    svg.write_text(svg_text)
+    png.write_bytes(png_bytes)
     return [svg, png]
 
 
@@ -212,17 +288,35 @@ def experts_from_selections(items: list[str]) -> dict[str, str]:
     return experts
 
 
-def parse_thresholds(text: str, experts: dict[str, str]) -> dict[str, float]:
+def parse_thresholds(text: str, experts: dict[str, str]) -> dict[str, ThresholdSpec]:
+    """--threshold-json: {expert name or '*': a fixed threshold (number >= 0) or {"quantile": q} (0 <= q <= 1)}."""
     raw = json_object(text, "--threshold-json", "an object {expert name: threshold}")
     out = {}
     for name in experts:
-        value = raw.get(name, raw.get("*"))
+        key = name if name in raw else "*"
+        value = raw.get(key)
         if value is None:
             raise UserError(f"--threshold-json: no threshold for expert '{name}' (nor a '*' default)")
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
-            raise UserError(f"--threshold-json: threshold of '{name}' must be a non-negative number")
-        out[name] = float(value)
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - {"quantile"})
+            if unknown or "quantile" not in value:
+                what = f"unknown key '{unknown[0]}'" if unknown else "no key 'quantile'"
+                raise UserError(f"--threshold-json: threshold of '{key}': {what}; allowed: a number or "
+                                "{\"quantile\": q}")
+            q = value["quantile"]
+            if not _is_number(q) or not 0 <= q <= 1:
+                raise UserError(f"--threshold-json: quantile of '{key}' must be a number in [0, 1], not {q!r}")
+            out[name] = ThresholdSpec(quantile=float(q))
+        elif _is_number(value) and value >= 0:
+            out[name] = ThresholdSpec(value=float(value))
+        else:
+            raise UserError(f"--threshold-json: threshold of '{key}' must be a non-negative number or "
+                            f"{{\"quantile\": q}}, not {value!r}")
     return out
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -232,8 +326,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--expert-from-selection", action="append", default=[], metavar="NAME=SELECTION_JSON",
                         help="the rank-1 checkpoint of a selection file, one panel each (repeatable)")
     parser.add_argument("--threshold-json", required=True,
-                        help="JSON object {expert name: threshold}; key '*' is a default for the others")
-    parser.add_argument("--out-prefix", required=True, help="writes <prefix>.svg, <prefix>.png and <prefix>.csv")
+                        help='JSON object {expert name: threshold}, a threshold being a number (fixed) or '
+                             '{"quantile": q} (the q-quantile of that expert\'s row changes over all rows of all '
+                             "matrices of all layers); key '*' is a default for the others")
+    parser.add_argument("--out-prefix", required=True,
+                        help="writes the heatmap as <prefix>.{svg,png,csv} and the mean change per layer and "
+                             "matrix as <prefix>_mean.{svg,png,csv}")
     parser.add_argument("--rows", choices=["input", "output"], default="input",
                         help="rows = input features, as in the paper's figures (default), or rows of the stored "
                              "[out, in] tensor")
@@ -245,9 +343,15 @@ def run(args: argparse.Namespace) -> None:
     experts = experts_from_selections(args.expert_from_selection)
     experts.update(parse_experts(args.expert) if args.expert or not experts else {})
     thresholds = parse_thresholds(args.threshold_json, experts)
-    records = change_shares(args.base, experts, thresholds, rows=args.rows)
-    frame = pd.DataFrame.from_records(records)
+    shares, means = change_records(args.base, experts, thresholds, rows=args.rows)
+    share_frame, mean_frame = pd.DataFrame.from_records(shares), pd.DataFrame.from_records(means)
     prefix = Path(args.out_prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
-    save_chart(heatmap_chart(frame, list(experts)), prefix)
+    outputs = {}  # everything rendered before the first file is written
+    for stem, frame, chart in [(prefix.name, share_frame, heatmap_chart(share_frame, list(experts))),
+                               (prefix.name + "_mean", mean_frame, mean_chart(mean_frame, list(experts)))]:
+        svg, png = render_chart(chart)
+        outputs[stem] = (frame.to_csv(index=False), svg, png)
+    for stem, (csv, svg, png) in outputs.items():
+        write_text_atomic(prefix.with_name(stem + ".csv"), csv)
+        write_text_atomic(prefix.with_name(stem + ".svg"), svg)
+        write_bytes_atomic(prefix.with_name(stem + ".png"), png)

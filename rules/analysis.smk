@@ -14,6 +14,7 @@ if PAPER_WORLD:
 TABLE_HTML = [f"{R}/tables/{t}.html" for t in TABLE_PAGES]
 FIGURES = {
     "param_change": ("Parameter change", "../report/heatmap.rst"),
+    "param_change_mean": ("Parameter change", "../report/param_change_mean.rst"),
     "swap_grid": ("Layer-swap grid", "../report/swap_grid.rst"),
     "table1_bars": ("Table 1 bars", "../report/table1_bars.rst"),
 }
@@ -53,6 +54,7 @@ rule heatmap:
         svg=figure_report("param_change", "svg"),
         png=figure_report("param_change", "png"),
         csv=figure_report("param_change", "csv"),
+        mean=[figure_report("param_change_mean", ext) for ext in ("svg", "png", "csv")],
     params:
         experts=" ".join(f"--expert-from-selection {e}={R}/selection/{e}.json" for e in ["math"] + LANGS),
         thresholds=as_json({e: config["analysis"]["heatmap_thresholds"][expert_kind(e)] for e in ["math"] + LANGS}),

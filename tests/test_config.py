@@ -85,6 +85,18 @@ def test_snakemake_validate_accepts_schema(default):
     assert default["merges"]["configs"]["soup_uniform"]["allow_different_base"] is False
 
 
+def test_heatmap_thresholds(default):
+    """The toy default sets thresholds by quantile; the paper config keeps Fig. 2's fixed values; a type left out
+    gets the schema's quantile default."""
+    cfg.validate_config(default, SCHEMA)
+    toy = default["analysis"]["heatmap_thresholds"]
+    assert set(toy["language"]) == set(toy["math"]) == {"quantile"}
+    assert set(toy["joint"]) == {"quantile"} and 0 <= toy["joint"]["quantile"] <= 1
+    paper = load("paper.yaml")
+    cfg.validate_config(paper, SCHEMA)
+    assert paper["analysis"]["heatmap_thresholds"] == {"language": 1.9e-5, "math": 1.0e-5, "joint": 1.0e-5}
+
+
 def test_effective_runs_and_checkpoints(default):
     cfg.validate_config(default, SCHEMA)
     runs = cfg.effective_runs(default)
@@ -261,6 +273,17 @@ BAD = [
      ["config key 'selection.constraints.math.mgsm_target': math experts have no target language"]),
     ("mbpp constraint without execution", "selection.constraints", {"language": {"mbpp": 0.0}},
      ["config key 'selection.constraints.language.mbpp'", "execute_code"]),
+    ("heatmap quantile above 1", "analysis.heatmap_thresholds.math", {"quantile": 1.5},
+     ["config key 'analysis.heatmap_thresholds.math.quantile': 1.5 is greater than the maximum of 1"]),
+    ("heatmap quantile below 0", "analysis.heatmap_thresholds.language", {"quantile": -0.1},
+     ["config key 'analysis.heatmap_thresholds.language.quantile': -0.1 is less than the minimum of 0"]),
+    ("heatmap threshold unknown key", "analysis.heatmap_thresholds.language", {"quantlie": 0.5},
+     ["config key 'analysis.heatmap_thresholds.language': {'quantlie': 0.5} is not valid",
+      "expected a fixed threshold (a number > 0) or {quantile: q} with 0 <= q <= 1"]),
+    ("heatmap fixed threshold not positive", "analysis.heatmap_thresholds.math", 0,
+     ["config key 'analysis.heatmap_thresholds.math': 0 is not valid", "{quantile: q}"]),
+    ("heatmap threshold of an unknown expert type", "analysis.heatmap_thresholds.lang", {"quantile": 0.5},
+     ["config key 'analysis.heatmap_thresholds': unknown key 'lang'; allowed: language, math, joint"]),
 ]
 
 

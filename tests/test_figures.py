@@ -75,9 +75,13 @@ def shares(records, expert):
     return {(r["layer"], r["matrix"]): r["share"] for r in records if r["expert"] == expert}
 
 
+def fixed(**values):
+    return {name: figures.ThresholdSpec(value=v) for name, v in values.items()}
+
+
 def test_shares_input_rows(checkpoints):
     base, lang, math = checkpoints
-    rec = figures.change_shares(base, {"lang": lang, "math": math}, {"lang": 0.1, "math": 0.15})
+    rec, _ = figures.change_records(base, {"lang": lang, "math": math}, fixed(lang=0.1, math=0.15))
     assert len(rec) == 2 * LAYERS * 7
     s = shares(rec, "lang")
     assert s[(0, "q_proj")] == 0.25
@@ -88,16 +92,88 @@ def test_shares_input_rows(checkpoints):
     assert m[(1, "gate_proj")] == 1.0 and m[(0, "up_proj")] == 0.0 and sum(m.values()) == 1.0
     row = next(r for r in rec if r["expert"] == "lang" and r["layer"] == 1 and r["matrix"] == "down_proj")
     assert row["n_rows"] == INTER and row["n_above"] == 0 and row["threshold"] == 0.1
+    assert row["threshold_quantile"] is None
 
 
 def test_shares_output_rows(checkpoints):
     base, lang, math = checkpoints
-    rec = figures.change_shares(base, {"lang": lang}, {"lang": 0.1}, rows="output")
+    rec, _ = figures.change_records(base, {"lang": lang}, fixed(lang=0.1), rows="output")
     s = shares(rec, "lang")
     assert s[(0, "q_proj")] == 1.0
     assert s[(1, "k_proj")] == 0.5
     assert s[(1, "down_proj")] == 0.25
     assert sum(s.values()) == 1.75
+
+
+LAYERS_L = 6
+
+
+def layered_checkpoints(tmp_path, scale_of_layer):
+    """A base of LAYERS_L layers (small integers) and an expert whose entry j of matrix k in layer l changed by
+    scale_of_layer(l) * (1 + l/128) * (1 + k/16) * (1 + j/16): dyadic numbers, so every difference and row sum is
+    exact in float32 (numpy and torch agree to the bit), and (these factors checked) no two rows change alike."""
+    rng = np.random.default_rng(1)
+    base, expert = {}, {}
+    for layer in range(LAYERS_L):
+        for k, (suffix, shape) in enumerate(SHAPES.items()):
+            name = f"model.layers.{layer}.{suffix}"
+            base[name] = rng.integers(-3, 4, size=shape).astype(np.float32)
+            ramp = 1 + np.arange(np.prod(shape), dtype=np.float32).reshape(shape) / 16
+            expert[name] = base[name] + np.float32(scale_of_layer(layer) * (1 + layer / 128) * (1 + k / 16)) * ramp
+    return save(tmp_path / "base_l", base), save(tmp_path / "expert_l", expert), base, expert
+
+
+def test_quantile_threshold_is_quantile_of_all_row_changes(tmp_path):
+    base_dir, expert_dir, base, expert = layered_checkpoints(tmp_path, lambda layer: 2.0 ** -6)
+    # the row changes, computed here from the tensors: one per input feature (column) of every matrix of every layer
+    changes = np.concatenate([np.abs(expert[n] - base[n]).mean(axis=0) for n in base])
+    assert changes.size == LAYERS_L * (6 * HIDDEN + INTER) and np.unique(changes).size == changes.size
+    for q in (0.0, 0.37, 0.5, 0.9, 1.0):
+        rec, _ = figures.change_records(base_dir, {"x": expert_dir}, {"x": figures.ThresholdSpec(quantile=q)})
+        threshold = rec[0]["threshold"]
+        assert {r["threshold"] for r in rec} == {threshold} and {r["threshold_quantile"] for r in rec} == {q}
+        assert threshold == np.quantile(changes.astype(np.float64), q)
+        assert sum(r["n_above"] for r in rec) == int((changes > threshold).sum())
+    # the median of an even number of distinct values: exactly half of all rows count as changed
+    rec, _ = figures.change_records(base_dir, {"x": expert_dir}, {"x": figures.ThresholdSpec(quantile=0.5)})
+    assert sum(r["n_above"] for r in rec) == changes.size // 2
+    rec, _ = figures.change_records(base_dir, {"x": expert_dir}, {"x": figures.ThresholdSpec(quantile=0.0)})
+    assert sum(r["n_above"] for r in rec) == changes.size - 1  # all but the smallest
+
+
+def test_quantile_threshold_separates_layers(tmp_path):
+    """An expert that changed layers 2 and 3 five times as much as the others: at its 0.5 quantile every row of
+    those layers counts as changed (shares 1) and only some of the others', where a fixed threshold below every
+    change paints every cell 1."""
+    base_dir, expert_dir, *_ = layered_checkpoints(tmp_path, lambda layer: 5 * 2.0 ** -6 if layer in (2, 3) else 2.0 ** -6)
+    rec, _ = figures.change_records(base_dir, {"x": expert_dir}, {"x": figures.ThresholdSpec(quantile=0.5)})
+    by_layer = {}
+    for r in rec:
+        by_layer.setdefault(r["layer"], []).append(r["share"])
+    values = {s for v in by_layer.values() for s in v}
+    assert values != {1.0} and values != {0.0}
+    # 2 of 6 layers hold a third of the rows; the median falls among the unchanged layers' rows
+    assert all(s == 1.0 for layer in (2, 3) for s in by_layer[layer])
+    assert all(s < 1.0 for layer in (0, 1, 4, 5) for s in by_layer[layer])
+    flat, _ = figures.change_records(base_dir, {"x": expert_dir}, {"x": figures.ThresholdSpec(value=1e-3)})
+    assert {r["share"] for r in flat} == {1.0}
+
+
+def test_mean_change_records(checkpoints):
+    base, lang, math = checkpoints
+    _, means = figures.change_records(base, {"lang": lang, "math": math}, fixed(lang=0.1, math=0.15))
+    assert len(means) == 2 * LAYERS * 7
+    assert len({(r["expert"], r["layer"], r["matrix"]) for r in means}) == len(means)
+    got = {(r["expert"], r["layer"], r["matrix"]): r["mean_abs_change"] for r in means}
+    # lang layer 0 q_proj [4, 4]: +1.0 on a column -> 4 of 16 entries changed by 1.0
+    assert got[("lang", 0, "q_proj")] == pytest.approx(4 / 16)
+    assert got[("lang", 1, "k_proj")] == pytest.approx(0.5 / (KV * HIDDEN))
+    assert got[("lang", 1, "down_proj")] == pytest.approx(0.3 * INTER / (HIDDEN * INTER))
+    assert got[("math", 1, "gate_proj")] == pytest.approx(0.2, rel=1e-5)
+    assert got[("math", 0, "up_proj")] == pytest.approx(0.1, rel=1e-5)
+    assert got[("math", 0, "q_proj")] == 0.0 and got[("lang", 0, "up_proj")] == 0.0
+    row = next(r for r in means if r["expert"] == "lang" and r["matrix"] == "down_proj")
+    assert row["n_rows"] == INTER
 
 
 def test_cli_writes_svg_png_csv(checkpoints, tmp_path):
@@ -106,46 +182,83 @@ def test_cli_writes_svg_png_csv(checkpoints, tmp_path):
     parser = argparse.ArgumentParser()
     figures.add_arguments(parser)
     figures.run(parser.parse_args(["--base", str(base), "--expert", f"lang={lang}", "--expert", f"math={math}",
-                                   "--threshold-json", json.dumps({"lang": 0.1, "*": 0.15}),
+                                   "--threshold-json", json.dumps({"lang": 0.1, "*": {"quantile": 0.75}}),
                                    "--out-prefix", str(prefix)]))
     svg = (tmp_path / "figs" / "param_change.svg").read_text()
-    assert svg.lstrip().startswith("<svg") and "threshold 1.0e-01" in svg and "threshold 1.5e-01" in svg
+    assert svg.lstrip().startswith("<svg") and "threshold 1.0e-01" in svg and "(quantile 0.75 of its rows)" in svg
     assert (tmp_path / "figs" / "param_change.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     frame = pd.read_csv(tmp_path / "figs" / "param_change.csv")
-    assert list(frame.columns) == ["expert", "layer", "matrix", "share", "n_above", "n_rows", "threshold"]
+    assert list(frame.columns) == ["expert", "layer", "matrix", "share", "n_above", "n_rows", "threshold",
+                                   "threshold_quantile"]
     got = frame.set_index(["expert", "layer", "matrix"])["share"]
     assert got[("lang", 0, "q_proj")] == 0.25 and got[("math", 1, "gate_proj")] == 1.0
-    assert set(frame.loc[frame["expert"] == "math", "threshold"]) == {0.15}
+    m = frame[frame["expert"] == "math"]
+    assert set(m["threshold_quantile"]) == {0.75} and frame.loc[frame["expert"] == "lang", "threshold_quantile"].isna().all()
+    assert len(set(m["threshold"])) == 1 and f"threshold {m['threshold'].iloc[0]:.1e}" in svg
+    mean = pd.read_csv(tmp_path / "figs" / "param_change_mean.csv")
+    assert list(mean.columns) == ["expert", "layer", "matrix", "mean_abs_change", "n_rows"]
+    assert len(mean) == 2 * LAYERS * 7
+    assert mean.set_index(["expert", "layer", "matrix"])["mean_abs_change"][("lang", 0, "q_proj")] == pytest.approx(0.25)
+    mean_svg = (tmp_path / "figs" / "param_change_mean.svg").read_text()
+    assert mean_svg.lstrip().startswith("<svg") and "Mean |W_ft - W_pre| per layer and matrix" in mean_svg
+    assert (tmp_path / "figs" / "param_change_mean.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == sorted(
+        f"param_change{s}.{e}" for s in ("", "_mean") for e in ("csv", "png", "svg"))  # no temporary files left
 
 
 def test_chart_layer0_at_bottom_and_matrix_order(checkpoints):
     base, lang, _ = checkpoints
-    frame = pd.DataFrame.from_records(figures.change_shares(base, {"lang": lang}, {"lang": 0.1}))
-    spec = figures.heatmap_chart(frame, ["lang"]).to_dict()
+    shares_, means = figures.change_records(base, {"lang": lang}, fixed(lang=0.1))
+    spec = figures.heatmap_chart(pd.DataFrame.from_records(shares_), ["lang"]).to_dict()
     enc = spec["spec"]["encoding"]
     assert enc["y"]["sort"] == "descending" and enc["y"]["field"] == "layer"
     assert enc["x"]["sort"] == figures.MATRIX_NAMES
     assert spec["facet"]["column"]["field"] == "panel"
+    spec = figures.mean_chart(pd.DataFrame.from_records(means), ["lang"]).to_dict()
+    enc = spec["spec"]["encoding"]
+    assert enc["x"]["field"] == "layer" and enc["y"]["field"] == "mean_abs_change"
+    assert enc["color"]["field"] == "matrix" and enc["color"]["sort"] == figures.MATRIX_NAMES
+    assert spec["facet"]["column"]["field"] == "expert" and spec["resolve"]["scale"]["y"] == "independent"
+
+
+@pytest.mark.parametrize("spec,message", [
+    ('{"math": 0.1}', "no threshold for expert 'lang' (nor a '*' default)"),
+    ('{"lang": {"quantile": 1.5}}', "--threshold-json: quantile of 'lang' must be a number in [0, 1], not 1.5"),
+    ('{"*": {"quantile": -0.1}}', "--threshold-json: quantile of '*' must be a number in [0, 1], not -0.1"),
+    ('{"lang": {"quantile": "0.5"}}', "quantile of 'lang' must be a number in [0, 1], not '0.5'"),
+    ('{"lang": {"quantlie": 0.5}}', "--threshold-json: threshold of 'lang': unknown key 'quantlie'; allowed: a "
+                                    'number or {"quantile": q}'),
+    ('{"lang": {}}', "threshold of 'lang': no key 'quantile'"),
+    ('{"lang": -1}', "threshold of 'lang' must be a non-negative number or {\"quantile\": q}, not -1"),
+    ('{"lang": true}', "threshold of 'lang' must be a non-negative number"),
+])
+def test_bad_threshold_spec_one_line(spec, message):
+    with pytest.raises(UserError) as info:
+        figures.parse_thresholds(spec, {"lang": "dir"})
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_threshold_specs_parsed(checkpoints):
+    got = figures.parse_thresholds('{"lang": 1.9e-5, "*": {"quantile": 0.9}}', {"lang": "a", "math": "b"})
+    assert got == {"lang": figures.ThresholdSpec(value=1.9e-5), "math": figures.ThresholdSpec(quantile=0.9)}
 
 
 def test_errors(checkpoints, tmp_path):
     base, lang, math = checkpoints
-    with pytest.raises(UserError, match="no threshold for expert 'lang'"):
-        figures.parse_thresholds('{"math": 0.1}', {"lang": str(lang)})
     with pytest.raises(UserError, match="NAME=DIR"):
         figures.parse_experts(["lang"])
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(UserError, match="no model.safetensors"):
-        figures.change_shares(base, {"x": empty}, {"x": 0.1})
+        figures.change_records(base, {"x": empty}, fixed(x=0.1))
     partial = base_tensors()
     del partial["model.layers.1.mlp.up_proj.weight"]
     broken = save(tmp_path / "broken", partial)
     with pytest.raises(UserError, match="no tensor model.layers.1.mlp.up_proj.weight"):
-        figures.change_shares(base, {"x": broken}, {"x": 0.1})
+        figures.change_records(base, {"x": broken}, fixed(x=0.1))
     (math / "model-00002-of-00003.safetensors").unlink()
     with pytest.raises(UserError, match="missing checkpoint shard .*model-00002-of-00003"):
-        figures.change_shares(base, {"math": math}, {"math": 0.1})
+        figures.change_records(base, {"math": math}, fixed(math=0.1))
 
 
 def test_expert_from_selection_takes_rank_one(checkpoints, tmp_path):

@@ -22,7 +22,7 @@ from conftest import snakemake
 pytestmark = pytest.mark.workflow
 
 TABLES = ["table1", "table2", "table5", "table6", "table1_best_configs", "table2_best_configs"]
-FIGURES = ["param_change", "swap_grid", "table1_bars"]
+FIGURES = ["param_change", "param_change_mean", "swap_grid", "table1_bars"]
 
 
 class Scripts(HTMLParser):
