@@ -4,12 +4,12 @@
     On a machine with internet (a login node): download every hub artefact the config needs into the HF cache
     (``storage.hf_home`` or the environment's ``HF_HOME``): the base model snapshot (safetensors, JSON and
     tokenizer files only), each (data source, language) dataset the mixes read, the FLORES dev/devtest sentences
-    used to remove evaluation overlap, and the evaluation datasets if ``layerswap.evaluate.hub_artefacts`` lists
-    them, and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
+    used to remove evaluation overlap, the evaluation datasets of the paper task set (``evaluation_artefacts``),
+    and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
     ``different_base``). ``--dry-run`` prints the list and touches no network. The pre-flight check
     (`layerswap.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify`` runs only
-    the check. A token comes from the environment
-    (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or written anywhere.
+    the check. A token comes from the environment (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or
+    written anywhere.
 """
 
 from __future__ import annotations
@@ -76,10 +76,36 @@ def ablation_artefacts(config: dict, ablations_dir: str | Path) -> list[dict]:
 
 
 def evaluation_artefacts(config: dict) -> list[dict]:
-    """The hub datasets the evaluation tasks of this config read."""
-    from layerswap.evaluate import hub_artefacts
+    """Every evaluation dataset (kind, hub_id, subset, split, columns, purpose) the paper task set can read for
+    `config`; none for the toy world. Languages: each task's own list, else English + the targets; MGSM also
+    `mgsm_languages`. Languages a benchmark lacks are left out (the evaluation reports them unavailable). Which
+    splits a task reads is the benchmark table's (`layerswap.evaluation.paper_tasks.paper_artefacts`)."""
+    from layerswap.evaluation.paper_tasks import PAPER_BENCHMARKS, lm_eval_task_root, paper_artefacts, paper_task
 
-    return [{"kind": "dataset", **a} for a in hub_artefacts(config)]
+    if config.get("world") == "toy":
+        return []
+    tasks = (config.get("evaluation") or {}).get("tasks") or {}
+    targets = ["en"] + [lang for lang in config.get("languages") or [] if lang != "en"]
+    root = lm_eval_task_root()
+    out, seen = [], set()
+    for name, cfg in tasks.items():
+        if name not in PAPER_BENCHMARKS:
+            continue
+        langs = list((cfg or {}).get("languages") or targets)
+        langs += [lang for lang in targets + (config.get("mgsm_languages") or [] if name == "mgsm" else [])
+                  if lang not in langs]
+        for lang in langs:
+            keys = ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_BENCHMARKS[name].directions \
+                else [lang]
+            for key in keys:
+                if paper_task(name, key, root)[2]:
+                    continue
+                for item in paper_artefacts(name, key):
+                    ident = (item["hub_id"], item["subset"], item["split"])
+                    if ident not in seen:
+                        seen.add(ident)
+                        out.append({"kind": "dataset", **item, "purpose": f"evaluation: {name}"})
+    return out
 
 
 def prestage(config: dict, dry_run: bool = False, out=None,

@@ -17,7 +17,6 @@ import yaml
 from conftest import REPO, read_jsonl
 from layerswap import cost as cost_mod
 from layerswap import hub, prestage
-from layerswap.evaluate import hub_artefacts
 from layerswap.config import load_config
 from layerswap.data import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
@@ -280,7 +279,7 @@ def test_prestage_dry_run_lists_every_artefact_without_network(paper, monkeypatc
             expected.add(("dataset", src["hub_id"], subset, src["split"], files, value))
     expected |= {("dataset", "openlanguagedata/flores_plus", c, s, None, None) for c in ("eng_Latn", "swh_Latn")
                  for s in ("dev", "devtest")}
-    expected |= {("dataset", a["hub_id"], a.get("subset"), a.get("split"), None, None) for a in hub_artefacts(paper)}
+    expected |= {("dataset", a["hub_id"], a.get("subset"), a.get("split"), None, None) for a in prestage.evaluation_artefacts(paper)}
     assert got == expected and len(items) == len(expected)
     model = next(i for i in items if i["kind"] == "model")
     assert model["allow_patterns"] == ["*.safetensors", "*.json", "tokenizer*"]

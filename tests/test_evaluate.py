@@ -12,6 +12,7 @@ pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
 
 from layerswap import evaluate as ev  # noqa: E402
+from layerswap.evaluation import tasks as et  # noqa: E402
 from layerswap import merge  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 
@@ -158,7 +159,7 @@ def test_output_fields_and_ranges(main_run):
         assert set(doc["scores"]) == set(doc["n"]) == set(doc["lm_eval_tasks"])
     mgsm = _load(out, "ckpt/a", "mgsm")
     assert mgsm["metric"] == "exact_match" and mgsm["shots"] == 2 and "last-integer" in mgsm["filter"]
-    assert mgsm["n"] == {"en": N_ITEMS - ev.FEWSHOT_POOL, "toy_swh": N_ITEMS - ev.FEWSHOT_POOL}
+    assert mgsm["n"] == {"en": N_ITEMS - et.FEWSHOT_POOL, "toy_swh": N_ITEMS - et.FEWSHOT_POOL}
     assert mgsm["lm_eval_tasks"] == {"en": "toy_mgsm_en", "toy_swh": "toy_mgsm_toy_swh"}
     assert set(_load(out, "ckpt/a", "flores")["scores"]) == {"en-toy_swh", "toy_swh-en"}
     assert _load(out, "ckpt/a", "flores")["n"]["en-toy_swh"] == N_ITEMS
@@ -170,7 +171,7 @@ def test_output_fields_and_ranges(main_run):
 def test_samples_log(main_run):
     out, _ = main_run
     rows = [json.loads(x) for x in (out / "ckpt/a" / "mgsm.samples.jsonl").read_text().splitlines()]
-    assert len(rows) == 2 * (N_ITEMS - ev.FEWSHOT_POOL)
+    assert len(rows) == 2 * (N_ITEMS - et.FEWSHOT_POOL)
     r = rows[0]
     assert r["prompt"].endswith("\nA:") and r["prompt"].count("Q: ") == 3  # 2 shots + the question
     assert {"generation", "extracted", "target", "correct"} <= set(r)
@@ -216,11 +217,11 @@ def test_deterministic_bytes(main_run):
 def test_last_integer_filter():
     from lm_eval.filters.extraction import RegexFilter
 
-    f = RegexFilter(regex_pattern=ev.LAST_INTEGER, group_select=-1)
+    f = RegexFilter(regex_pattern=et.LAST_INTEGER, group_select=-1)
     gens = [["3 + 4 = 7 , 7 - 2 = 5 . the answer is 5 \n"], ["no number here"], ["12 apples , answer -3"]]
     assert [x[0] for x in f.apply(gens, [{}, {}, {}])] == ["5", "[invalid]", "-3"]
     # and the template really uses that regex
-    assert ev.LAST_INTEGER in (ev.TASK_DIR / "mgsm.yaml").read_text()
+    assert et.LAST_INTEGER in (et.TASK_DIR / "mgsm.yaml").read_text()
 
 
 def test_bad_input(world, tmp_path):
@@ -296,7 +297,7 @@ def test_too_few_items_for_the_fewshot_pool(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
     _write_jsonl(data / "mgsm_en.jsonl", [{"question": "q", "answer": "a 1", "answer_number": 1,
-                                           "equation_solution": ""}] * ev.FEWSHOT_POOL)
+                                           "equation_solution": ""}] * et.FEWSHOT_POOL)
     with pytest.raises(UserError, match="mgsm_en.jsonl: 8 items"):
         ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"shots": 3}}'))
     assert ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"shots": 0}}'))[0].tasks[0].pool == 0

@@ -1,6 +1,6 @@
 """The paper task set of `layerswap evaluate` without network: lm-eval's task index restricted to the needed folders
 (task configs, not data: `TaskManager.load` would download), the mapping of every benchmark x language of
-config/paper.yaml, hub_artefacts consistency, clear errors, and the vLLM backend (monkeypatched)."""
+config/paper.yaml, prestage's evaluation artefacts, clear errors, and the vLLM backend (monkeypatched)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,9 @@ import yaml
 pytest.importorskip("lm_eval")
 
 from layerswap import evaluate as ev  # noqa: E402
+from layerswap import prestage  # noqa: E402
+from layerswap.evaluation import paper_tasks as pt  # noqa: E402
+from layerswap.evaluation import tasks as et  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +69,7 @@ def test_every_paper_benchmark_and_language_maps_to_an_indexed_task(plans, index
         langs = cfg[plan.name]["languages"]
         keys = [k for lang in langs for k in ((f"en-{lang}", f"{lang}-en") if plan.name == "flores" else (lang,))]
         assert [t.key for t in plan.tasks] == keys
-        assert plan.shots == cfg[plan.name]["shots"] == ev.PAPER_BENCHMARKS[plan.name].paper_shots
+        assert plan.shots == cfg[plan.name]["shots"] == et.PAPER_BENCHMARKS[plan.name].paper_shots
         for t in plan.tasks:
             assert t.unavailable is None, (plan.name, t.key, t.unavailable)
             assert t.name in index, t.name
@@ -80,7 +83,7 @@ def test_every_paper_benchmark_and_language_maps_to_an_indexed_task(plans, index
 
 def test_task_settings_shots_filters_metrics(plans, index):
     for plan in plans:
-        bench = ev.PAPER_BENCHMARKS[plan.name]
+        bench = et.PAPER_BENCHMARKS[plan.name]
         for t in plan.tasks:
             for e in _leaf_entries(index, t.name):
                 cfg = e.cfg
@@ -97,27 +100,27 @@ def test_task_settings_shots_filters_metrics(plans, index):
                 if plan.name == "mbpp":
                     assert cfg.get("unsafe_code") is True
     groups = [e for e in (index[t.name] for p in plans for t in p.tasks) if e.kind.name == "GROUP"]
-    assert groups and all(ev.PAPER_BENCHMARKS["mmlu"].group for _ in groups)
+    assert groups and all(et.PAPER_BENCHMARKS["mmlu"].group for _ in groups)
     assert all(g.cfg["aggregate_metric_list"][0]["metric"] == "acc" for g in groups)
 
 
 def test_include_paths_are_only_the_needed_folders(plans):
     paths = ev.paper_include_paths([p for p in plans])
-    root = ev.lm_eval_task_root()
+    root = pt.lm_eval_task_root()
     rel = sorted(str(Path(p).relative_to(root)) for p in paths[:-1])
     # mbpp is skipped (no opt-in): its task is ours anyway
     assert rel == ["belebele", "global_mmlu/full/bn", "global_mmlu/full/ja", "global_mmlu/full/sw",
                    "global_mmlu/full/te", "mgsm/native_cot"]
-    assert paths[-1] == str(ev.PAPER_TASK_DIR)
+    assert paths[-1] == str(pt.PAPER_TASK_DIR)
 
 
 def test_paper_yamls_parse_and_name_their_data():
     from lm_eval.tasks import TaskManager
 
-    tm = TaskManager(include_path=str(ev.PAPER_TASK_DIR), include_defaults=False)
+    tm = TaskManager(include_path=str(pt.PAPER_TASK_DIR), include_defaults=False)
     names = sorted(tm.all_tasks)
     assert "layerswap_mbpp" in names and len([n for n in names if n.startswith("layerswap_flores_")]) == 8
-    for f in ev.PAPER_TASK_DIR.glob("*.yaml"):
+    for f in pt.PAPER_TASK_DIR.glob("*.yaml"):
         assert "Data:" in f.read_text(encoding="utf-8") or "openlanguagedata/flores_plus" in f.read_text("utf-8")
     flores = tm.task_index["layerswap_flores_en-tel"].cfg
     assert flores["dataset_path"] == "openlanguagedata/flores_plus"
@@ -128,7 +131,7 @@ def test_paper_yamls_parse_and_name_their_data():
 
 
 def test_hub_artefacts_cover_every_task_dataset(plans, index):
-    arts = ev.hub_artefacts(PAPER)
+    arts = prestage.evaluation_artefacts(PAPER)
     have = {(a["hub_id"], a["subset"], a["split"]) for a in arts}
     assert len(have) == len(arts)
     for plan in plans:
@@ -141,12 +144,10 @@ def test_hub_artefacts_cover_every_task_dataset(plans, index):
                 for subset in subsets:
                     for split in splits:
                         assert (cfg["dataset_path"], subset, split) in have, (e.name, subset, split)
-    assert ev.hub_artefacts({"world": "toy"}) == []
+    assert prestage.evaluation_artefacts({"world": "toy"}) == []
 
 
 def test_hub_artefacts_reach_prestage(monkeypatch):
-    from layerswap import prestage
-
     items = prestage.evaluation_artefacts(PAPER)
     assert items and all(i["kind"] == "dataset" for i in items)
     assert any(i["hub_id"] == "CohereForAI/Global-MMLU" and i["subset"] == "te" for i in items)
@@ -272,7 +273,7 @@ def test_max_new_tokens_is_accepted_hashed_and_recorded(tmp_path):
 def _paper_utils():
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("paper_task_utils", ev.PAPER_TASK_DIR / "utils.py")
+    spec = importlib.util.spec_from_file_location("paper_task_utils", pt.PAPER_TASK_DIR / "utils.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -287,9 +288,9 @@ def test_flores_bleu_segments_japanese():
     one_wrong = utils.bleu_ja_mecab([(ref, ref.replace("四", "三"))])
     assert 50.0 < one_wrong < 100.0
     assert utils.bleu_13a([(ref, ref.replace("四", "三"))]) == 0.0  # what the default tokenizer gave
-    assert "utils.bleu_ja_mecab" in (ev.PAPER_TASK_DIR / "flores_en-jpn.yaml").read_text()
-    assert "utils.bleu_13a" in (ev.PAPER_TASK_DIR / "_flores_template_yaml").read_text()
-    for path in ev.PAPER_TASK_DIR.glob("flores_*.yaml"):  # only the Japanese target overrides the template
+    assert "utils.bleu_ja_mecab" in (pt.PAPER_TASK_DIR / "flores_en-jpn.yaml").read_text()
+    assert "utils.bleu_13a" in (pt.PAPER_TASK_DIR / "_flores_template_yaml").read_text()
+    for path in pt.PAPER_TASK_DIR.glob("flores_*.yaml"):  # only the Japanese target overrides the template
         assert ("bleu_ja_mecab" in path.read_text()) == path.name.endswith("-jpn.yaml"), path.name
 
 
@@ -297,7 +298,7 @@ def test_mgsm_is_8_shot_native_chain_of_thought_with_a_full_budget(plans):
     (mgsm,) = [p for p in plans if p.name == "mgsm"]
     assert mgsm.shots == 8 and mgsm.max_new_tokens == 512
     assert all(t.name.startswith("mgsm_native_cot_") for t in mgsm.tasks)
-    assert ev.PAPER_BENCHMARKS["mgsm"].filter == "flexible-extract"
+    assert et.PAPER_BENCHMARKS["mgsm"].filter == "flexible-extract"
 
 
 def test_dtype_auto_is_bfloat16_on_a_gpu_and_float32_on_a_cpu():
@@ -317,8 +318,8 @@ def test_flores_records_its_bleu_tokenizer_and_generation(direction, tokenize):
     from lm_eval.config.task import TaskConfig
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    cfg = load_yaml(ev.PAPER_TASK_DIR / f"flores_{direction}.yaml", resolve_func=True)
-    settings = ev.task_settings(types.SimpleNamespace(config=TaskConfig(**cfg)))
+    cfg = load_yaml(pt.PAPER_TASK_DIR / f"flores_{direction}.yaml", resolve_func=True)
+    settings = et.task_settings(types.SimpleNamespace(config=TaskConfig(**cfg)))
     assert settings["bleu_tokenize"] == tokenize
     assert settings["num_fewshot"] == 0 and settings["output_type"] == "generate_until"
     assert settings["generation"] == {"max_gen_toks": 256, "do_sample": False, "until": ["\n"]}
@@ -330,13 +331,13 @@ def test_mgsm_records_shots_and_budget_after_the_config_sets_them():
     from lm_eval.config.task import TaskConfig
     from lm_eval.tasks._yaml_loader import load_yaml
 
-    (path,) = ev.lm_eval_task_root().glob("mgsm/native_cot/mgsm_native_cot_sw.yaml")
+    (path,) = pt.lm_eval_task_root().glob("mgsm/native_cot/mgsm_native_cot_sw.yaml")
     cfg = load_yaml(path, resolve_func=True)
     cfg.pop("tag", None)
     task = types.SimpleNamespace(config=TaskConfig(**cfg))
     task.set_config = lambda key, value: setattr(task.config, key, value)
     (mgsm,) = ev.plan_paper(_spec({"evaluation": {"tasks": {"mgsm": PAPER["evaluation"]["tasks"]["mgsm"]}}}))
-    ev._set_task_settings({"tasks": {t.name: task for t in mgsm.tasks}}, [mgsm])
+    et.set_task_settings({"tasks": {t.name: task for t in mgsm.tasks}}, [mgsm])
     recorded = mgsm.settings["swh"]
     assert recorded["num_fewshot"] == 8 and recorded["generation"]["max_gen_toks"] == 512
     assert recorded["generation"]["do_sample"] is False and "bleu_tokenize" not in recorded

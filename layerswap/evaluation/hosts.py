@@ -1,0 +1,263 @@
+"""Model hosts of an evaluation job: `ModelHost` (one HF model + HFLM, weights swapped per model; merges built in
+memory) and `VLLMHost` (one vLLM engine per model), with the checks every evaluated model passes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+from layerswap.errors import UserError
+from layerswap.evaluation.results import result_leaves
+from layerswap.evaluation.tasks import BenchmarkPlan
+
+log = logging.getLogger("layerswap.evaluate")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def check_model_dir(src: Path) -> None:
+    """Refuse, before anything is evaluated or written, a checkpoint dir that would not load cleanly: truncated or
+    corrupt safetensors headers, pickle-only weights (never loaded), no tokenizer. One UserError naming the file."""
+    from layerswap.checkpoints import Checkpoint
+
+    Checkpoint(str(src)).close()
+    if not any((src / f).is_file() for f in TOKENIZER_FILES):
+        raise UserError(f"{src}: no tokenizer ({', '.join(TOKENIZER_FILES)}) in checkpoint directory")
+
+
+def check_finite(model, source: Path) -> None:
+    """A NaN/Inf weight makes every score meaningless: refuse it, naming the checkpoint and tensor."""
+    import math
+
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.state_dict().items():
+            if param.is_floating_point() and param.numel():
+                lo, hi = torch.aminmax(param.detach().float())
+                if not (math.isfinite(float(lo)) and math.isfinite(float(hi))):
+                    raise UserError(f"{source}: tensor {name} contains NaN or Inf")
+
+
+
+def resolve_dtype(dtype: str, device: str, torch) -> str:
+    """`auto`: bfloat16 where the model runs on a GPU (the precision SFT trains in), float32 on a CPU."""
+    if dtype != "auto":
+        return dtype
+    on_gpu = device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    return "bfloat16" if on_gpu else "float32"
+
+
+
+def _arch_key(model_dir: Path) -> str:
+    """Models with equal keys can share one instance: config (minus bookkeeping) and tokenizer files."""
+    cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    for k in ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "architectures_version"):
+        cfg.pop(k, None)
+    h = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode())
+    for fname in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                  "tokenizer.model"):
+        p = model_dir / fname
+        if p.is_file():
+            h.update(fname.encode() + p.read_bytes())
+    return h.hexdigest()
+
+
+def _read_checkpoint(model_dir: Path) -> dict:
+    from safetensors.torch import load_file
+
+    files = sorted(model_dir.glob("*.safetensors"))
+    if not files:
+        raise UserError(f"{model_dir}: no *.safetensors weights")
+    state = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    return state
+
+
+class ModelHost:
+    """Holds one model instance + HFLM; swaps weights in for each model of the job."""
+
+    def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True, merges=None):
+        self.batch_size, self.device, self.dtype, self.quiet = batch_size, device, dtype, quiet
+        self.merges = merges  # the layerswap.merge.engine module (evaluate-merges), or None: checkpoints only
+        self.key: str | None = None
+        self.model = None
+        self.lm = None
+        self.merge_cache = None  # layerswap.merge.engine.ExpertCache: experts opened once, shared by the job's recipes
+        self.phase: dict[str, float] = {}  # seconds of the last load: state_dict, build, load_state_dict
+
+    def _build(self, model_dir: Path) -> None:
+        import torch
+        from lm_eval.models.huggingface import HFLM
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        dtype = getattr(torch, self.dtype, None)
+        if not isinstance(dtype, torch.dtype):
+            raise UserError(f"--dtype {self.dtype}: not a torch dtype")
+        device = self.device
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = self.lm = None
+        model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
+        model.to(device).eval()
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.model = model
+        self.lm = (_quiet_hflm() if self.quiet else HFLM)(pretrained=model, tokenizer=tokenizer,
+                                                          batch_size=self.batch_size)
+
+    def load(self, source: Path):
+        """Make `source` (checkpoint dir or recipe file) the weights of the held model; returns the HFLM."""
+        t0 = time.perf_counter()
+        self.phase = {}
+        state = None
+        if source.is_dir():
+            model_dir = source
+        else:
+            merge = self.merges
+            recipe = merge.load_recipe(str(source))
+            if self.merge_cache is None:
+                self.merge_cache = merge.ExpertCache()
+            model_dir = Path(merge.model_dir_of(recipe))
+            check_model_dir(model_dir)
+            state = merge.build_state_dict(recipe, self.merge_cache)
+            self.phase["state_dict"] = time.perf_counter() - t0
+        key = _arch_key(model_dir)
+        if key != self.key:
+            t1 = time.perf_counter()
+            self._build(model_dir)
+            self.key = key
+            self.phase["build"] = time.perf_counter() - t1
+            if state is None:
+                check_finite(self.model, source)
+                return self.lm  # from_pretrained already loaded this checkpoint
+        t2 = time.perf_counter()
+        checked = state is not None  # a merge's inputs were checked for NaN/Inf as they were read
+        if state is None:
+            state = _read_checkpoint(model_dir)
+        self._load_state(state, source)
+        if not checked:
+            check_finite(self.model, source)
+        self.phase["load_state_dict"] = time.perf_counter() - t2
+        return self.lm
+
+    def _load_state(self, state: dict, source: Path) -> None:
+        import torch
+
+        with torch.no_grad():
+            result = self.model.load_state_dict(state, strict=False)
+        if result.unexpected_keys:
+            raise UserError(f"{source}: weights not in the model: {sorted(result.unexpected_keys)[:5]}")
+        # a missing key is fine only when it is tied to a loaded one (lm_head.weight tied to embed_tokens.weight)
+        params = dict(self.model.named_parameters(remove_duplicate=False))
+        loaded = {params[k].data_ptr() for k in state if k in params}
+        missing = [k for k in result.missing_keys if k not in params or params[k].data_ptr() not in loaded]
+        if missing:
+            raise UserError(f"{source}: weights missing for {sorted(missing)[:5]}")
+
+    def release(self) -> None:
+        """After a model's evaluation: nothing (the HF host keeps its instance for the next model's weights)."""
+
+    def close(self) -> None:
+        if self.merge_cache is not None:
+            self.merge_cache.close()
+
+
+def require_vllm() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise UserError("--backend vllm: the vllm package is not installed (pip install vllm, on a GPU machine); "
+                        "or use --backend hf")
+
+
+class VLLMHost:
+    """One vLLM engine per model (`lm_eval.models.vllm_causallms.VLLM`). vLLM loads from disk only, so a merge recipe
+    is first written with `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's
+    evaluation)."""
+
+    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None):
+        self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
+        self.merges = merges
+        self.lm = None
+        self.written: Path | None = None
+        self.phase: dict[str, float] = {}
+
+    def load(self, source: Path):
+        require_vllm()
+        from lm_eval.models.vllm_causallms import VLLM
+
+        t0 = time.perf_counter()
+        self.phase = {}
+        model_dir = source
+        if not source.is_dir():
+            merge = self.merges
+            recipe = merge.load_recipe(str(source))
+            self.tmp_dir.mkdir(parents=True, exist_ok=True)
+            model_dir = Path(tempfile.mkdtemp(prefix="merged-", dir=self.tmp_dir)) / "model"
+            merge.write_merged(recipe, str(model_dir))
+            self.written = model_dir
+            self.phase["write_merged"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        kwargs = {"pretrained": str(model_dir), "dtype": self.dtype, "batch_size": self.batch_size, "seed": self.seed}
+        if self.device not in ("auto", "cuda"):
+            kwargs["device"] = self.device
+        self.lm = VLLM(**kwargs)
+        self.phase["build"] = time.perf_counter() - t1
+        return self.lm
+
+    def release(self) -> None:
+        """Free the engine (and the merged checkpoint on disk) before the next model."""
+        import gc
+        import shutil
+
+        self.lm = None
+        gc.collect()
+        if self.written is not None:
+            shutil.rmtree(self.written.parent, ignore_errors=True)
+            self.written = None
+
+    def close(self) -> None:
+        self.release()
+
+
+
+def _quiet_hflm():
+    """HFLM without its per-request-type progress bars (lm-eval passes disable_tqdm=False explicitly)."""
+    from lm_eval.models.huggingface import HFLM
+
+    class QuietHFLM(HFLM):
+        def loglikelihood(self, requests, disable_tqdm: bool = True):
+            return super().loglikelihood(requests, disable_tqdm=True)
+
+        def generate_until(self, requests, disable_tqdm: bool = True):
+            return super().generate_until(requests, disable_tqdm=True)
+
+    return QuietHFLM
+
+
+def check_truncation(lm, plans: list[BenchmarkPlan], results: dict) -> None:
+    """HFLM cuts prompts longer than the model's context from the LEFT without a word; say so (once per model
+    architecture: prompts are the same for every model)."""
+    tok, max_len = lm.tokenizer, lm.max_length
+    for plan in plans:
+        if plan.skipped:
+            continue
+        for t in plan.run_tasks:
+            over = 0
+            for s in (s for leaf in result_leaves(results, t.name) for s in results["samples"][leaf]):
+                args = s["arguments"]
+                if isinstance(args[0][1], str):
+                    n = max(len(tok(a[0] + a[1]).input_ids) for a in args)
+                else:
+                    n = len(tok(args[0][0]).input_ids) + int(args[0][1].get("max_gen_toks", 256))
+                over += n > max_len
+            if over:
+                log.warning("evaluate: WARNING %s: %d prompts (+ generation budget) exceed the model's %d tokens; "
+                            "lm-eval cuts them from the left", t.name, over, max_len)
+

@@ -1,0 +1,145 @@
+"""The paper task set: each paper benchmark and language as an lm-eval task over pre-staged hub datasets
+(`plan_paper`; lm-eval indexes only the task folders these need plus `layerswap/tasks/paper/`), and the hub datasets
+those tasks read (`paper_artefacts`; `layerswap.prestage` lists them for a config)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+from layerswap.errors import UserError
+from layerswap.evaluation.tasks import MBPP_VARIANT, PAPER_BENCHMARKS, BenchmarkPlan, PaperBenchmark, TaskPlan
+
+log = logging.getLogger("layerswap.evaluate")
+
+RESOURCES = ("tasks/paper",)  # read at run time (layerswap.fingerprint hashes them with this module)
+PAPER_TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "paper"
+
+
+def lm_eval_task_root() -> Path:
+    """lm_eval/tasks inside site-packages, found without importing lm_eval (its import costs seconds)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("lm_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise UserError("lm-eval is not installed (pip install lm-eval)")
+    return Path(list(spec.submodule_search_locations)[0]) / "tasks"
+
+
+def _hf_language(lang: str) -> dict:
+    from layerswap.languages import HF_LANGUAGES
+
+    if lang not in HF_LANGUAGES:
+        raise UserError(f"paper task set: unknown language {lang!r} (known: {', '.join(HF_LANGUAGES)})")
+    return HF_LANGUAGES[lang]
+
+
+def _benchmark(benchmark: str) -> PaperBenchmark:
+    if benchmark not in PAPER_BENCHMARKS:
+        raise UserError(f"paper task set: unknown benchmark {benchmark!r} (known: {', '.join(PAPER_BENCHMARKS)})")
+    return PAPER_BENCHMARKS[benchmark]
+
+
+def _codes(bench: PaperBenchmark, key: str) -> list[str]:
+    """The language codes of a task key (two for a FLORES direction); an unknown language is a one-line error."""
+    return [_hf_language(lang)[bench.code] for lang in (key.split("-") if bench.directions else [key])]
+
+
+def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str, str | None, str | None]:
+    """(lm-eval task name, task folder relative to lm_eval/tasks or None for ours, reason it is unavailable or None)
+    for one benchmark and task key (a language; FLORES: direction "en-<lang>" / "<lang>-en")."""
+    bench = _benchmark(benchmark)
+    root = root or lm_eval_task_root()
+    fields = {"key": key, "code": _codes(bench, key)[0]}
+    name = bench.task.format(**fields)
+    folder = bench.folder.format(**fields) if bench.folder else None
+    if bench.marker is None:
+        return name, folder, None
+    ok = ((root / folder) if folder else PAPER_TASK_DIR).joinpath(bench.marker.format(task=name, **fields)).is_file()
+    return name, folder, None if ok else bench.missing.format(task=name, **fields)
+
+
+def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
+    """The paper benchmarks of `spec` as lm-eval tasks. An unknown language code is an error (one line); a known
+    language that a benchmark lacks is kept as `unavailable` (its score null, the reason in the JSON and the log)."""
+    root = lm_eval_task_root()
+    plans = []
+    for name, cfg in spec.items():
+        bench = PAPER_BENCHMARKS[name]
+        langs = cfg["languages"] if cfg["languages"] is not None else (default_languages or ["en"])
+        if len(set(langs)) != len(langs):
+            raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
+        shots, limit = cfg["shots"], cfg["limit"]
+        if shots and not bench.own_fewshot:
+            raise UserError(f"--benchmarks-json: {name}: the paper task set runs {name} 0-shot only (no few-shot "
+                            f"split), got shots {shots}")
+        if shots != bench.paper_shots:
+            log.warning("evaluate: WARNING %s: %d-shot, the paper uses %d-shot", name, shots, bench.paper_shots)
+        keys = []
+        for lang in langs:
+            if bench.directions:
+                if lang != "en":
+                    keys += [f"en-{lang}", f"{lang}-en"]
+            else:
+                keys.append(lang)
+        if not keys:
+            raise UserError(f"--benchmarks-json: {name}: no language besides en to translate from/to")
+        tasks = []
+        for key in keys:
+            task, _, why = paper_task(name, key, root)
+            tasks.append(TaskPlan(name, key, task, "", None, shots, 0, limit, why))
+        skipped = None
+        if bench.unsafe and not cfg["execute_code"]:
+            skipped = (f"{name} not run: it executes model-written code, which is off "
+                       f"(set execute_code: true for {name} to run it in the sandbox)")
+        elif not any(not t.unavailable for t in tasks):
+            skipped = f"{name} not run: no requested language is available (" + "; ".join(
+                t.unavailable for t in tasks) + ")"
+        plan = BenchmarkPlan(name, shots, limit, tasks, skipped, task_set="paper",
+                             max_new_tokens=cfg.get("max_new_tokens"),
+                             variant=MBPP_VARIANT if name == "mbpp" else None)
+        plan.config_hash = _paper_config_hash(plan, root)
+        plans.append(plan)
+    return plans
+
+
+def paper_include_paths(plans: list[BenchmarkPlan], root: Path | None = None) -> list[str]:
+    """Only the lm-eval task folders the plans need, plus layerswap/tasks/paper (never all ~14,700 tasks)."""
+    root = root or lm_eval_task_root()
+    folders = {paper_task(p.name, t.key, root)[1] for p in plans if not p.skipped for t in p.run_tasks}
+    paths = [str(root / f) for f in sorted(f for f in folders if f)]
+    return paths + [str(PAPER_TASK_DIR)]
+
+
+def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
+    """sha256 of the YAMLs (and helper modules) defining the plan's tasks, and the per-task settings."""
+    h = hashlib.sha256()
+    files: set[Path] = set()
+    for t in plan.run_tasks:
+        _, folder, _ = paper_task(plan.name, t.key, root)
+        base = root / folder if folder else PAPER_TASK_DIR
+        if plan.name == "mmlu":
+            files |= set(base.glob("*yaml")) | set(base.glob("*.py"))
+        elif folder:
+            files |= {p for p in base.iterdir() if p.is_file() and (p.suffix in {".yaml", ".py"} or "yaml" in p.name)
+                      and (p.stem == t.name or "template" in p.name or p.name in {"cot_yaml", "utils.py"})}
+        else:
+            files |= {base / ("mbpp.yaml" if plan.name == "mbpp" else f"flores_{t.key}.yaml"),
+                      base / "_flores_template_yaml", base / "utils.py"}
+    for f in sorted(files):
+        h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    for t in plan.tasks:
+        h.update(json.dumps([t.key, t.name, t.shots, t.limit, t.unavailable]).encode() + b"\0")
+    if plan.max_new_tokens is not None:
+        h.update(f"max_new_tokens={plan.max_new_tokens}".encode())
+    return h.hexdigest()
+
+
+def paper_artefacts(benchmark: str, key: str) -> list[dict]:
+    """The hub datasets (one dict per split) that one paper task reads; from the benchmark table, as the task YAMLs."""
+    bench = _benchmark(benchmark)
+    hub = bench.hub
+    return [{"hub_id": hub.hub_id, "subset": hub.subset.format(code=code), "split": split, "columns": list(hub.columns)}
+            for code in _codes(bench, key) for split in hub.splits]

@@ -1,0 +1,341 @@
+"""Evaluation task plans: the benchmarks as one table (toy and paper settings side by side), the plan types, the
+`--benchmarks-json` spec, the toy task set (task YAMLs over the toy world's files), and the settings of loaded lm-eval
+tasks. The paper task set's plan lives in `paper_tasks`."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+from layerswap.errors import UserError
+from layerswap.jsonl import json_object
+
+RESOURCES = ("tasks/toy",)  # read at run time (layerswap.fingerprint hashes them with this module)
+TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
+TASK_SETS = ("toy", "paper")
+FEWSHOT_POOL = 8
+LAST_INTEGER = "(-?[0-9]+)"  # the regex of mgsm.yaml's last-integer filter (group_select: -1)
+BENCHMARK_KEYS = {"shots", "languages", "limit", "execute_code", "max_new_tokens"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+    file: str  # data file prefix: <file>_<lang>.jsonl
+    metric: str
+    filter: str  # lm-eval filter name of the reported metric
+    filter_doc: str  # what the filter does, for the JSON
+    directions: bool = False  # FLORES: en->lang and lang->en per non-English language
+    unsafe: bool = False  # runs model-written code
+
+
+BENCHMARKS: dict[str, Benchmark] = {
+    "mgsm": Benchmark("mgsm", "exact_match", "last-integer",
+                      f"last-integer: regex {LAST_INTEGER} group_select -1, take_first"),
+    "belebele": Benchmark("belebele", "acc", "none", "none (argmax loglikelihood over the 4 answer texts)"),
+    "flores": Benchmark("flores", "bleu", "none", "none (generation up to newline; sacrebleu corpus BLEU)",
+                        directions=True),
+    "mmlu": Benchmark("mmlu", "acc", "none", "none (argmax loglikelihood over the 4 choice texts)"),
+    "mbpp": Benchmark("mbpp", "pass_at_1", "execute",
+                      "execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
+                      unsafe=True),
+}
+
+
+
+@dataclasses.dataclass(frozen=True)
+class HubSplits:
+    """Hub dataset splits a paper task reads (for `layerswap prestage`); `subset` "{code}" is the language's code."""
+    hub_id: str
+    subset: str
+    splits: tuple[str, ...]
+    columns: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperBenchmark:
+    """A paper benchmark as lm-eval tasks, scored by `metric,filter`: per task key (a language, or a FLORES direction
+    "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to lm_eval/tasks;
+    None: layerswap/tasks/paper), present when the file `marker` exists there (None: always), else unavailable
+    with the reason `missing`. Templates: {key}, {code} (the language's `code` in layerswap.languages), {task}."""
+    metric: str
+    filter: str  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
+    filter_doc: str
+    paper_shots: int  # the paper's setting (Table 5); config shots are used, a difference is logged
+    task: str
+    folder: str | None
+    marker: str | None
+    missing: str
+    code: str  # "mgsm" (ISO 639-1 split names) or "flores" (FLORES-200 codes)
+    hub: HubSplits
+    directions: bool = False
+    unsafe: bool = False
+    group: bool = False  # the task name is an lm-eval group (metric aggregated over its subtasks)
+    own_fewshot: bool = True  # the task has a few-shot split (ours for FLORES/MBPP have none: 0-shot only)
+
+
+PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {
+    # 8-shot chain of thought with MGSM's own exemplars in the target language (lm-eval mgsm_native_cot_*: the
+    # train split's 8 worked answers, the MGSM paper's main setting); greedy; the final number is the answer.
+    "mgsm": PaperBenchmark(
+        "exact_match", "flexible-extract",
+        "8-shot native chain of thought (MGSM train exemplars in the target language); greedy (em@maj1); "
+        "flexible-extract: the last number of the generation, regex (-?[$0-9.,]{2,})|(-?[0-9]+) group_select -1, "
+        "take_first; exact_match ignore_case+ignore_punctuation", 8,
+        task="mgsm_native_cot_{code}", folder="mgsm/native_cot", marker="{task}.yaml",
+        missing="MGSM has no {key} split ({task} not in lm-eval)", code="mgsm",
+        hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number"))),
+    "belebele": PaperBenchmark(
+        "acc", "none", "none (argmax loglikelihood over the letters A-D; lm-eval's first_n few-shot sampler over the "
+        "test split)", 5,
+        task="belebele_{code}", folder="belebele", marker="{task}.yaml",
+        missing="Belebele has no {code} ({task} not in lm-eval)", code="flores",
+        hub=HubSplits("facebook/belebele", "{code}", ("test",),
+                      ("flores_passage", "question", "mc_answer1", "mc_answer4", "correct_answer_num"))),
+    "flores": PaperBenchmark(
+        "bleu", "none", "none (greedy generation up to newline; sacreBLEU corpus BLEU, tokenize ja-mecab for Japanese "
+        "targets, 13a for the others)", 0,
+        task="layerswap_flores_{key}", folder=None, marker="flores_{key}.yaml",
+        missing="no FLORES task YAML for {key} in layerswap/tasks/paper", code="flores",
+        hub=HubSplits("openlanguagedata/flores_plus", "{code}", ("devtest",), ("id", "text")),
+        directions=True, own_fewshot=False),
+    "mmlu": PaperBenchmark(
+        "acc", "none", "none (argmax loglikelihood over A-D; group acc weighted by subtask size)", 5,
+        task="global_mmlu_full_{code}", folder="global_mmlu/full/{code}", marker="_{task}.yaml",
+        missing="Global-MMLU has no {code} ({task} not in lm-eval)", code="mgsm",  # ISO 639-1 codes, as MGSM
+        hub=HubSplits("CohereForAI/Global-MMLU", "{code}", ("test", "dev"),
+                      ("question", "option_a", "option_d", "answer", "subject")),
+        group=True),
+    "mbpp": PaperBenchmark(
+        "pass_at_1", "execute", "execute: greedy generation run against test_list in the sandbox -> "
+        "passed|failed|timeout", 0,
+        task="layerswap_mbpp", folder=None, marker=None, missing="", code="mgsm",
+        hub=HubSplits("google-research-datasets/mbpp", "full", ("test",),
+                      ("task_id", "text", "test_list", "test_setup_code")),
+        unsafe=True, own_fewshot=False),
+}
+MBPP_VARIANT = ("English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
+                "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language")
+
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPlan:
+    benchmark: str
+    key: str  # language code or "<src>-<tgt>"
+    name: str  # lm-eval task name
+    template: str  # template file name in TASK_DIR ("" for the paper set)
+    data_file: Path | None
+    shots: int
+    pool: int
+    limit: int | None
+    unavailable: str | None = None  # paper set: why this language has no task (then it is not run; score null)
+
+    def overrides(self, data_path: str) -> dict:
+        return {
+            "task": self.name,
+            "num_fewshot": self.shots,
+            "dataset_kwargs": {"path": data_path, "fewshot_pool": self.pool, "limit": self.limit, "lang": self.key},
+        }
+
+
+@dataclasses.dataclass
+class BenchmarkPlan:
+    name: str
+    shots: int
+    limit: int | None
+    tasks: list[TaskPlan]
+    skipped: str | None
+    config_hash: str = ""
+    task_set: str = "toy"
+    variant: str | None = None  # paper set: how the task differs from the paper's (MBPP: English prompts)
+    max_new_tokens: int | None = None  # generation budget of generate_until tasks (None: the task YAML's own)
+    # what lm-eval runs per task key, read back from the loaded task (shots, generation, BLEU tokenizer)
+    settings: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def bench(self):
+        return PAPER_BENCHMARKS[self.name] if self.task_set == "paper" else BENCHMARKS[self.name]
+
+    @property
+    def run_tasks(self) -> list[TaskPlan]:
+        return [t for t in self.tasks if not t.unavailable]
+
+
+
+def parse_benchmarks(text: str) -> dict[str, dict]:
+    expected = "a non-empty object {benchmark: {shots, ...}}"
+    spec = json_object(text, "--benchmarks-json", expected)
+    if not spec:
+        raise UserError(f"--benchmarks-json: expected {expected}")
+    out = {}
+    for name, cfg in spec.items():
+        if name not in BENCHMARKS:
+            raise UserError(f"--benchmarks-json: unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
+        cfg = {} if cfg is None else cfg
+        if not isinstance(cfg, dict):
+            raise UserError(f"--benchmarks-json: {name}: expected an object")
+        unknown = set(cfg) - BENCHMARK_KEYS
+        if unknown:
+            raise UserError(f"--benchmarks-json: {name}: unknown key(s) {sorted(unknown)} "
+                            f"(known: {sorted(BENCHMARK_KEYS)})")
+        shots = cfg.get("shots", 0)
+        if not isinstance(shots, int) or isinstance(shots, bool) or shots < 0:
+            raise UserError(f"--benchmarks-json: {name}.shots must be an integer >= 0, got {shots!r}")
+        limit = cfg.get("limit")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            raise UserError(f"--benchmarks-json: {name}.limit must be null or an integer >= 1, got {limit!r}")
+        langs = cfg.get("languages")
+        if langs is not None and (not isinstance(langs, list) or not all(isinstance(x, str) and x for x in langs)):
+            raise UserError(f"--benchmarks-json: {name}.languages must be a list of language codes")
+        execute = cfg.get("execute_code", False)
+        if not isinstance(execute, bool):
+            raise UserError(f"--benchmarks-json: {name}.execute_code must be true or false")
+        budget = cfg.get("max_new_tokens")
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise UserError(f"--benchmarks-json: {name}.max_new_tokens must be null or an integer >= 1, got {budget!r}")
+        out[name] = {"shots": shots, "limit": limit, "languages": langs, "execute_code": execute,
+                     "max_new_tokens": budget}
+    return out
+
+
+
+def _languages_on_disk(data_dir: Path, prefix: str) -> list[str]:
+    return sorted(p.name[len(prefix) + 1: -len(".jsonl")] for p in data_dir.glob(f"{prefix}_*.jsonl"))
+
+
+def plan_benchmarks(data_dir: Path, spec: dict[str, dict]) -> list[BenchmarkPlan]:
+    if not data_dir.is_dir():
+        raise UserError(f"--data-dir {data_dir}: not a directory")
+    plans = []
+    for name, cfg in spec.items():
+        bench = BENCHMARKS[name]
+        langs = cfg["languages"] if cfg["languages"] is not None else _languages_on_disk(data_dir, bench.file)
+        if not langs:
+            raise UserError(f"{data_dir}: no {bench.file}_<lang>.jsonl files for benchmark {name}")
+        if len(set(langs)) != len(langs):
+            raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
+        shots, limit = cfg["shots"], cfg["limit"]
+        pool = max(FEWSHOT_POOL, shots) if shots > 0 else 0
+        tasks = []
+        for lang in langs:
+            if bench.directions and lang == "en":
+                continue  # FLORES: English is the other side of every direction
+            path = data_dir / f"{bench.file}_{lang}.jsonl"
+            if not path.is_file():
+                raise UserError(f"--benchmarks-json: {name}: language {lang!r} has no data file {path}")
+            if pool:
+                with path.open(encoding="utf-8") as fh:
+                    n_lines = sum(1 for line in fh if line.strip())
+                if n_lines <= pool:
+                    raise UserError(f"{path}: {n_lines} items, but {shots}-shot {name} keeps the first {pool} as the "
+                                    "few-shot pool: nothing left to score")
+            if bench.directions:
+                for key, template in ((f"en-{lang}", "flores_from_en.yaml"), (f"{lang}-en", "flores_to_en.yaml")):
+                    tasks.append(TaskPlan(name, key, f"toy_{name}_{key}", template, path, shots, pool, limit))
+            else:
+                tasks.append(TaskPlan(name, lang, f"toy_{name}_{lang}", f"{name}.yaml", path, shots, pool, limit))
+        if not tasks:
+            raise UserError(f"--benchmarks-json: {name}: no language besides en to translate from/to")
+        skipped = None
+        if bench.unsafe and not cfg["execute_code"]:
+            skipped = (f"{name} not run: it executes model-written code, which is off "
+                       f"(set execute_code: true for {name} to run it in the sandbox)")
+        plan = BenchmarkPlan(name, shots, limit, tasks, skipped, max_new_tokens=cfg.get("max_new_tokens"))
+        plan.config_hash = _config_hash(plan)
+        plans.append(plan)
+    return plans
+
+
+def _config_hash(plan: BenchmarkPlan) -> str:
+    """sha256 of what defines the tasks: template YAMLs, the helper module, the per-task overrides (paths by name)."""
+    h = hashlib.sha256()
+    files = sorted({t.template for t in plan.tasks}) + ["utils.py"]
+    for fname in files:
+        h.update(fname.encode() + b"\0" + (TASK_DIR / fname).read_bytes() + b"\0")
+    for t in plan.tasks:
+        h.update(json.dumps(t.overrides(t.data_file.name), sort_keys=True).encode() + b"\0")
+    if plan.max_new_tokens is not None:
+        h.update(f"max_new_tokens={plan.max_new_tokens}".encode())
+    return h.hexdigest()
+
+
+def write_task_yamls(plans: list[BenchmarkPlan], include_dir: Path) -> list[str]:
+    import yaml
+
+    include_dir.mkdir(parents=True, exist_ok=True)
+    names = []
+    for plan in plans:
+        if plan.skipped:
+            continue
+        for t in plan.tasks:
+            cfg = {"include": str(TASK_DIR / t.template), **t.overrides(str(t.data_file.resolve()))}
+            (include_dir / f"{t.name}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=True), encoding="utf-8")
+            names.append(t.name)
+    return names
+
+
+
+def group_leaves(name: str, leaves, groups: dict) -> list[str]:
+    """The leaf tasks of `name`: itself if it is among `leaves`, else the leaves of its subtasks in `groups`
+    (lm-eval groups such as global_mmlu_full_<xx>), recursively."""
+    if name in leaves:
+        return [name]
+    return [leaf for child in groups.get(name, []) for leaf in group_leaves(child, leaves, groups)]
+
+
+def task_leaves(task_dict: dict, name: str) -> list[str]:
+    """The loaded leaf tasks of `name` in an lm-eval task dict."""
+    return group_leaves(name, task_dict["tasks"], task_dict.get("group_map") or {})
+
+
+def set_task_settings(task_dict: dict, plans: list[BenchmarkPlan]) -> None:
+    """Set each loaded leaf task's num_fewshot to its benchmark's shots (paper set; groups: every subtask) and, where
+    the benchmark sets max_new_tokens, the generation budget (max_gen_toks) of its generate_until tasks."""
+    for plan in plans:
+        if plan.skipped:
+            continue
+        for t in plan.run_tasks:
+            leaves = task_leaves(task_dict, t.name)
+            for leaf in leaves:
+                task = task_dict["tasks"][leaf]
+                if plan.task_set == "paper":
+                    task.set_config(key="num_fewshot", value=t.shots)
+                if plan.max_new_tokens is not None and task.config.output_type == "generate_until":
+                    kwargs = dict(task.config.generation_kwargs or {}, max_gen_toks=plan.max_new_tokens)
+                    task.set_config(key="generation_kwargs", value=kwargs)
+            plan.settings[t.key] = task_settings(task_dict["tasks"][leaves[0]])
+
+
+def task_settings(task) -> dict:
+    """The settings a loaded lm-eval task runs with, as recorded in each evaluation file: shots, the generation
+    (budget, sampling, stop strings) of generate_until tasks, and the sacreBLEU tokenizer of a BLEU aggregation."""
+    cfg = task.config
+    out = {"num_fewshot": cfg.num_fewshot, "output_type": cfg.output_type}
+    if cfg.output_type == "generate_until":
+        gen = cfg.generation_kwargs or {}
+        out["generation"] = {"max_gen_toks": gen.get("max_gen_toks", 256),  # lm-eval's HFLM/vLLM default
+                             "do_sample": bool(gen.get("do_sample", False)), "until": gen.get("until")}
+    for metric in cfg.metric_list or []:
+        tokenize = getattr(metric.get("aggregation"), "sacrebleu_tokenize", None)
+        if tokenize:
+            out["bleu_tokenize"] = tokenize
+    return out
+
+
+def paper_samples(task_dict, plans: list[BenchmarkPlan]) -> dict[str, list[int]] | None:
+    """Per-task `limit` of the paper set as lm-eval `samples` (the first `limit` items of every leaf task)."""
+    if task_dict is None or not any(p.task_set == "paper" and p.limit for p in plans):
+        return None
+    out = {}
+    for plan in plans:
+        if plan.skipped or not plan.limit:
+            continue
+        for t in plan.run_tasks:
+            for leaf in task_leaves(task_dict, t.name):
+                task = task_dict["tasks"][leaf]
+                out[leaf] = list(range(min(plan.limit, len(task.eval_docs))))
+    return out or None
+
+
