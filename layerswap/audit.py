@@ -361,11 +361,14 @@ def hardware_diff(recorded: dict, here: dict) -> list[str]:
             if not isinstance(was, list) or not isinstance(now, list):
                 continue  # a machine without /proc/cpuinfo records none: nothing to compare
             gone, new = set(was) - set(now), set(now) - set(was)
+            if not gone and not new:
+                continue
             parts = ([f"{_flag_summary(gone)} only in manifest"] if gone else []) + \
                     ([f"{_flag_summary(new)} only here"] if new else [])
             lines.append(f"hardware: {label}: " + "; ".join(parts))
         elif key == "gpus":
-            lines.append(f"hardware: {label}: manifest {', '.join(was) or 'none'}; here {', '.join(now) or 'none'}")
+            names = [", ".join(map(str, v)) if isinstance(v, list) else str(v) for v in (was, now)]
+            lines.append(f"hardware: {label}: manifest {names[0] or 'none'}; here {names[1] or 'none'}")
         else:
             lines.append(f"hardware: {label}: manifest {was}; here {now}")
     if lines:
