@@ -10,16 +10,19 @@ Manifest (one per run, the last job of the DAG):
   params, shell command, and its inputs with their sha256. Files inside a job's output directory that are not
   declared outputs (checkpoint weights, sample logs) point to the job of the nearest declared output in the same or
   an ancestor directory. A file no Snakemake record covers has `"job": null`.
-- `workflow` (git commit + dirty flag, null without git), `software` (Python, packages), `hardware`, `seeds`, the
+- `workflow` (git commit + dirty flag, null without git), `software` (Python, packages), `hardware` (CPU model and
+  instruction-set flags from /proc/cpuinfo, torch's CPU kernel level, CPU count, GPU names), `seeds`, the
   run's `config` and a few reproducibility-relevant environment variables.
 - Secrets never go in: any config key, environment variable or param whose name contains TOKEN, KEY, SECRET or
   PASSWORD is dropped, and the values of such environment variables are redacted wherever they would appear.
 
-Audit: `layerswap audit --manifest M` re-hashes what is on disk and prints one line per drift (changed, missing,
-extra); exit status 1 on drift. `layerswap audit --manifest M --trace TABLE ROW COLUMN` recomputes the table with
-`layerswap.tables` itself, with scores that carry the evaluation file they came from, and prints the cell's
-evaluation files, sample logs, merge recipes and checkpoints with their manifest hashes. A min/max/best-of cell
-traces to the model that attains it; an average to all its models.
+Audit: `layerswap audit --manifest M` first prints one `hardware:` line per difference between the manifest's
+machine and this one (machine, CPU model, instruction-set flags, torch's CPU kernel level, GPUs, cpu_count), which
+is informational and never fails the audit; then it re-hashes what is on disk and prints one line per drift
+(changed, missing, extra); exit status 1 on drift. `layerswap audit --manifest M --trace TABLE ROW COLUMN`
+recomputes the table with `layerswap.tables` itself, with scores that carry the evaluation file they came from, and
+prints the cell's evaluation files, sample logs, merge recipes and checkpoints with their manifest hashes. A
+min/max/best-of cell traces to the model that attains it; an average to all its models.
 """
 
 from __future__ import annotations
@@ -224,12 +227,40 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
+    """CPU model and instruction-set flags of the first processor in /proc/cpuinfo (Linux; `Features` on ARM).
+    Elsewhere, or when the file cannot be read: the model from `platform` and no flags, `cpu_source` saying so."""
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:
+        text = ""
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough: every core of a machine reports the same
+            continue
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip().lower(), value.strip())
+    flags = fields.get("flags", fields.get("features"))
+    model = fields.get("model name") or fields.get("hardware") or fields.get("cpu model")
+    if model is None and flags is None:
+        return {"cpu_model": platform.processor() or platform.machine() or None, "cpu_flags": None,
+                "cpu_source": f"platform (no readable {cpuinfo}: instruction-set flags not recorded)"}
+    return {"cpu_model": model, "cpu_flags": sorted(set(flags.split())) if flags is not None else None,
+            "cpu_source": str(cpuinfo)}
+
+
 def hardware() -> dict:
+    """What float results can depend on: CPU model and instruction-set flags, the SIMD level torch's CPU kernels
+    dispatch to, CPU count, GPU names. Best effort: an error leaves its entry out and is recorded."""
     info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
-            "cpu_count": os.cpu_count(), "gpus": []}
+            "cpu_count": os.cpu_count(), **cpu_info(), "gpus": []}
     try:
         import torch
 
+        info["torch_cpu_capability"] = torch.backends.cpu.get_cpu_capability()
         if torch.cuda.is_available():
             info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
         info["cuda"] = torch.version.cuda
@@ -302,6 +333,47 @@ def drift(manifest: dict, manifest_path: Path) -> list[str]:
                 lines.append(f"extra: {path}")
     else:
         lines.append(f"missing: {root}/ (results root)")
+    return lines
+
+
+HARDWARE_COMPARED = (("machine", "machine"), ("cpu_model", "cpu model"), ("cpu_flags", "cpu flags"),
+                     ("torch_cpu_capability", "torch CPU kernels"), ("gpus", "gpus"), ("cpu_count", "cpu_count"))
+ISA_FLAG = re.compile(r"^(avx|amx|fma|f16c|sse|ssse|vnni|vpclmul|gfni|asimd|sve|sme|bf16|i8mm|fp16|neon)")
+FLAGS_SHOWN = 5
+
+
+def _flag_summary(flags: set[str]) -> str:
+    """`N (a, b, ... +k)`: instruction-set extensions named first, base ones (avx512f) before their variants."""
+    names = sorted(flags, key=lambda f: (not ISA_FLAG.match(f), len(f), f))
+    more = f", ... +{len(names) - FLAGS_SHOWN}" if len(names) > FLAGS_SHOWN else ""
+    return f"{len(names)} ({', '.join(names[:FLAGS_SHOWN])}{more})"
+
+
+def hardware_diff(recorded: dict, here: dict) -> list[str]:
+    """One line per hardware property that differs between the manifest's machine and this one, then a line saying
+    the difference is informational. Properties the manifest does not record (older manifests) are not compared."""
+    lines = []
+    for key, label in HARDWARE_COMPARED:
+        if key not in recorded or key not in here or recorded[key] == here[key]:
+            continue
+        was, now = recorded[key], here[key]
+        if key == "cpu_flags":
+            if not isinstance(was, list) or not isinstance(now, list):
+                continue  # a machine without /proc/cpuinfo records none: nothing to compare
+            gone, new = set(was) - set(now), set(now) - set(was)
+            if not gone and not new:
+                continue
+            parts = ([f"{_flag_summary(gone)} only in manifest"] if gone else []) + \
+                    ([f"{_flag_summary(new)} only here"] if new else [])
+            lines.append(f"hardware: {label}: " + "; ".join(parts))
+        elif key == "gpus":
+            names = [", ".join(map(str, v)) if isinstance(v, list) else str(v) for v in (was, now)]
+            lines.append(f"hardware: {label}: manifest {names[0] or 'none'}; here {names[1] or 'none'}")
+        else:
+            lines.append(f"hardware: {label}: manifest {was}; here {now}")
+    if lines:
+        lines.append("hardware: the lines above are informational, not drift: trained weights, evaluations and scores "
+                     "can differ across CPU/GPU types (README, Reproducibility), so changed files may come from it")
     return lines
 
 
@@ -489,6 +561,9 @@ def run(args: argparse.Namespace) -> None:
         t = trace(manifest, *args.trace)
         print(json.dumps(t, indent=1)) if args.json else print_trace(t)
         return
+    recorded = manifest.get("hardware")
+    for line in hardware_diff(recorded, hardware()) if isinstance(recorded, dict) else []:
+        print(line)
     lines = drift(manifest, Path(args.manifest))
     for line in lines:
         print(line)

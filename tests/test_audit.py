@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from layerswap.audit import sha256_file
+from layerswap.audit import cpu_info, hardware, sha256_file
 from layerswap.cli import main
 
 try:
@@ -59,6 +59,8 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     assert m["software"]["packages"]["torch"] and m["software"]["packages"]["snakemake"].startswith("9.")
     assert {"lm-eval", "transformers", "accelerate", "safetensors", "peft"} <= set(m["software"]["packages"])
     assert m["hardware"]["cpu_count"] >= 1 and isinstance(m["hardware"]["gpus"], list)
+    assert m["hardware"] == {**m["hardware"], **hardware()}  # cpu model, flags and torch's kernel level recorded
+    assert {"cpu_model", "cpu_flags", "cpu_source", "torch_cpu_capability"} <= set(m["hardware"])
     assert m["seeds"]["seed"] == 0 and m["seeds"]["toy_world_seed"] == 1234
     assert set(m["workflow"]) >= {"commit", "dirty"}
 
@@ -78,6 +80,51 @@ def test_audit_clean_then_every_drift(run_copy, capsys):
     assert "extra: results/tables/extra.csv" in lines
     assert len(lines) == 3, lines
     assert captured.err.strip() == "layerswap audit: error: 3 drift(s) against results/manifest.json"
+
+
+def test_audit_reports_another_machine_first_and_informational(run_copy, capsys, monkeypatch):
+    """A manifest written on another machine: one `hardware:` line per difference, before any drift line; the
+    hardware difference alone does not fail the audit, and only file drift counts in the error."""
+    assert main(["audit", "--manifest", "results/manifest.json"]) == 0
+    assert "hardware" not in capsys.readouterr().out  # same machine: no hardware line
+    path = run_copy / "results/manifest.json"
+    m = json.loads(path.read_text())
+    m["hardware"] |= {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "torch_cpu_capability": "AVX512",
+                      "cpu_flags": ["amx_tile", "avx", "avx2", "avx512bw", "avx512f", "fma", "hypervisor", "sse2"],
+                      "gpus": ["NVIDIA H100 80GB HBM3"], "cpu_count": 64}
+    path.write_text(json.dumps(m))
+    here = {**m["hardware"], "cpu_model": "AMD EPYC", "torch_cpu_capability": "AVX2", "gpus": [], "cpu_count": 2,
+            "cpu_flags": ["avx", "avx2", "fma", "sse2", "sse4a"]}  # this machine, made explicit
+    monkeypatch.setattr("layerswap.audit.hardware", lambda: here)
+    expected = ["hardware: cpu model: manifest Intel(R) Xeon(R) Platinum 8480+; here AMD EPYC",
+                "hardware: cpu flags: 4 (avx512f, amx_tile, avx512bw, hypervisor) only in manifest; "
+                "1 (sse4a) only here",
+                "hardware: torch CPU kernels: manifest AVX512; here AVX2",
+                "hardware: gpus: manifest NVIDIA H100 80GB HBM3; here none",
+                "hardware: cpu_count: manifest 64; here 2"]
+    assert main(["audit", "--manifest", "results/manifest.json"]) == 0  # informational: a clean audit stays clean
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[:5] == expected
+    assert lines[5].startswith("hardware: the lines above are informational, not drift")
+    assert lines[6].startswith("audit:") and len(lines) == 7
+    (run_copy / "results/tables/table1.csv").write_text("tampered\n")
+    assert main(["audit", "--manifest", "results/manifest.json"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert lines[:5] == expected and lines[6].startswith("changed: results/tables/table1.csv") and len(lines) == 7
+    assert captured.err.strip() == "layerswap audit: error: 1 drift(s) against results/manifest.json"
+
+
+def test_cpu_info_from_proc_cpuinfo_or_platform(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: sse2 avx2 fma avx2\n\n"
+                    "processor\t: 1\nmodel name\t: Other\nflags\t\t: avx512f\n")
+    assert cpu_info(info) == {"cpu_model": "Some CPU 9000", "cpu_flags": ["avx2", "fma", "sse2"],
+                              "cpu_source": str(info)}
+    info.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve\nCPU part\t: 0xd40\n")
+    assert cpu_info(info)["cpu_flags"] == ["asimd", "fp", "sve"]  # ARM Linux
+    missing = cpu_info(tmp_path / "none")
+    assert missing["cpu_flags"] is None and missing["cpu_source"].startswith("platform (no readable")
 
 
 def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys):
