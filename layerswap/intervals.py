@@ -69,6 +69,23 @@ def bootstrap(units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws
     return float(lo) * scale, float(hi) * scale
 
 
+def cell_interval(items, models: list[str], langs: list[str], stat: str, *, bench: str, seed: int, draws: int,
+                  scale: float = 100.0) -> tuple[float, float] | None:
+    """The interval of a table cell: `stat` over `models` of their score on `bench`, averaged over `langs`;
+    `items(model, bench, lang)` gives the per-item correctness (layerswap.tables.Evals.items) or None for a corpus
+    metric, which gives None here."""
+    units = []
+    for model in models:
+        unit = {}
+        for lang in langs:
+            values = items(model, bench, lang)
+            if values is None:
+                return None
+            unit[lang] = values
+        units.append(unit)
+    return bootstrap(units, stat, seed=seed, draws=draws, scale=scale, name=cell_name(stat, bench, langs, models))
+
+
 def cell_name(stat: str, bench: str, langs: list[str], models: list[str]) -> str:
     """The name that seeds a cell's stream: the same statistic of the same scores gives the same interval."""
     return f"{stat}|{bench}|{','.join(langs)}|{','.join(models)}"

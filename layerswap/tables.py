@@ -641,17 +641,8 @@ class Builder:
     def interval(self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm",
                  scale: float = 100.0) -> tuple[float, float] | None:
         """95% bootstrap interval of a cell (layerswap.intervals); None for a corpus metric (no per-item scores)."""
-        units = []
-        for model in models:
-            unit = {}
-            for lang in langs:
-                items = self.ws.evals.items(model, bench, lang)
-                if items is None:
-                    return None
-                unit[lang] = items
-            units.append(unit)
-        return intervals.bootstrap(units, stat, seed=self.p.seed, draws=self.p.bootstrap_draws, scale=scale,
-                                   name=intervals.cell_name(stat, bench, langs, models))
+        return intervals.cell_interval(self.ws.evals.items, models, langs, stat, bench=bench, seed=self.p.seed,
+                                       draws=self.p.bootstrap_draws, scale=scale)
 
     def count(self, models: list[str], langs: list[str], bench: str = "mgsm") -> int | None:
         """Items per model and language behind a cell (the smallest, should they differ); None if not recorded."""
