@@ -7,7 +7,8 @@ Inputs (all through arguments, never the workflow config):
                          "default_swap", "table2_language", "world": "toy"|"hf" ("paper" is an alias of
                          "hf": real models, the paper's numbers shown beside ours), "language_names" (optional),
                          "benchmarks" (optional, Table 5; default mgsm belebele flores mbpp mmlu)}
-  --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md};
+  --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md}, summary.md
+                        (layerswap.summary: what the tables show, claims only where 95% intervals separate);
                         world "hf"/"paper" also: table{1,2,5,6}_paper_vs_ours.{csv,md}
 
 Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from layerswap import intervals
+from layerswap import intervals, summary
 from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
 from layerswap.intervals import DEFAULT_DRAWS
@@ -950,3 +951,5 @@ def run(args: argparse.Namespace) -> None:
             (out_dir / f"{name}.md").write_text(table.markdown())
         else:
             table.write(out_dir, params.world)
+    text = summary.summary(tables, params.languages, params.language_names)
+    (out_dir / "summary.md").write_text(summary.markdown(text, params.world))
