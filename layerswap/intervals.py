@@ -32,6 +32,7 @@ from layerswap.errors import UserError
 
 LEVEL = 0.95
 DEFAULT_DRAWS = 2000
+CHUNK = 4_000_000  # item counts held at once (draws x items)
 STATS = ("avg", "min", "max")
 
 
@@ -51,10 +52,14 @@ def bootstrap(units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws
             raise UserError(f"interval of {name}: the models were scored on different or no items in {lang!r} "
                             f"({sorted(sizes)} items); a paired bootstrap needs the same items for every model")
         n = sizes.pop()
-        pick = rng.integers(0, n, size=(draws, n))
-        for i, unit in enumerate(units):
-            if lang in unit:
-                per_unit[:, i] += np.asarray(unit[lang], dtype=float)[pick].mean(axis=1)
+        cols = [i for i, unit in enumerate(units) if lang in unit]
+        scores = np.stack([np.asarray(units[i][lang], dtype=float) for i in cols], axis=1)  # items x units
+        chunk = max(1, CHUNK // n)  # bounded memory: a draw is n counts
+        for start in range(0, draws, chunk):
+            stop = min(draws, start + chunk)
+            pick = rng.integers(0, n, size=(stop - start, n)) + n * np.arange(stop - start)[:, None]
+            counts = np.bincount(pick.ravel(), minlength=(stop - start) * n).reshape(stop - start, n)  # per item
+            per_unit[start:stop, cols] += counts @ scores / n
     per_unit /= np.array([len(unit) for unit in units], dtype=float)
     if stat == "avg":
         if len(units) > 1:
