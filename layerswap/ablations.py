@@ -113,6 +113,9 @@ LAYER_SWAP_DEFAULTS = config_defaults("layer_swap")  # what config validation fi
 COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
            "mgsm_avg", "mgsm_max", "belebele_avg", "belebele_max", "flores_avg", "flores_max", "mmlu_avg",
            "mmlu_max", "mbpp_avg", "mbpp_max", "note"]
+# per metric: 95% interval of avg and max (layerswap.intervals; none for FLORES BLEU) and items per model
+COLUMNS += [f"{m}_{c}" for m in ("mgsm", "belebele", "flores", "mmlu", "mbpp")
+            for c in (("n",) if m == "flores" else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
 
 
 def _fail(where: str, message: str) -> UserError:
@@ -534,7 +537,9 @@ def _metric_scores(evals, model_ids: list[str], bench: str, lang: str) -> list[f
 
 def records(evals_dir: str | Path, params: dict) -> list[dict]:
     """One row per (variant, language): avg and max over the expert pairs of each metric (percent; FLORES BLEU,
-    mean of en->lang and lang->en)."""
+    mean of en->lang and lang->en), with their 95% intervals (params seed, bootstrap_draws; none for BLEU) and the
+    items per model (FLORES: sentences per direction)."""
+    from layerswap import intervals
     from layerswap.tables import Evals, mean
 
     for key in ("name", "variants", "languages", "top_k", "metrics"):
@@ -561,6 +566,15 @@ def records(evals_dir: str | Path, params: dict) -> list[dict]:
                         notes.append(f"{bench} {scores}")
                         continue
                     row[f"{bench}_avg"], row[f"{bench}_max"] = round(mean(scores), 4), round(max(scores), 4)
+                    keys = [f"en-{lang}", f"{lang}-en"] if bench == "flores" else [lang]
+                    counts = [evals.count(m, bench, key) for m in ids for key in keys]
+                    row[f"{bench}_n"] = None if None in counts else min(counts)
+                    for stat in ("avg", "max") if bench != "flores" else ():  # BLEU: a corpus metric
+                        bounds = intervals.cell_interval(
+                            evals.items, ids, [lang], stat, bench=bench, seed=int(params.get("seed") or 0),
+                            draws=int(params.get("bootstrap_draws") or intervals.DEFAULT_DRAWS))
+                        if bounds is not None:
+                            row[f"{bench}_{stat}_lo"], row[f"{bench}_{stat}_hi"] = (round(b, 4) for b in bounds)
                 row["note"] = "; ".join(notes)
             rows.append(row)
     return rows
@@ -576,14 +590,31 @@ def markdown(frame, params: dict) -> str:
     if params.get("plan"):
         lines += [f"Plan: {params['plan']}", ""]
     lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); MGSM, "
-              "Belebele, MMLU, MBPP in %, FLORES in BLEU (mean of en->x and x->en), all in the target language.", ""]
+              "Belebele, MMLU, MBPP in %, FLORES in BLEU (mean of en->x and x->en), all in the target language.",
+              "", "[lo, hi]: 95% interval, seeded bootstrap (layerswap/intervals.py): avg resamples the items (the "
+              "same draw for every pair) and the pairs, max the items only; FLORES BLEU has none (corpus metric).", ""]
+    counts = []
+    for m in metrics:
+        found = sorted({int(v) for v in frame[f"{m}_n"] if v is not None and v == v})
+        if found:
+            unit = "sentences per direction" if m == "flores" else "items"
+            counts.append(f"{m} {found[0]}" + (f"-{found[-1]}" if len(found) > 1 else "") + f" {unit}")
+    if counts:
+        lines += ["n per model and language: " + ", ".join(counts) + ".", ""]
+
+    def number(r, c: str) -> str:
+        if r[c] is None or r[c] != r[c]:
+            return "-"
+        lo, hi = r.get(f"{c}_lo"), r.get(f"{c}_hi")
+        bounds = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and lo == lo and hi is not None and hi == hi else ""
+        return f"{r[c]:.1f}{bounds}"
+
     for lang in params["languages"]:
         part = frame[frame["language"] == lang]
         lines += [f"### {(params.get('language_names') or {}).get(lang, lang)}", "",
                   "| " + " | ".join(cols + ["note"]) + " |", "|" + "---|" * (len(cols) + 1)]
         for _, r in part.iterrows():
-            cells = [str(r[c]) if c in ("variant", "layers") else
-                     ("-" if r[c] is None or r[c] != r[c] else f"{r[c]:.1f}") for c in cols]
+            cells = [str(r[c]) if c in ("variant", "layers") else number(r, c) for c in cols]
             cells.append(str(r["note"] or ""))
             lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
         lines.append("")
@@ -604,11 +635,16 @@ def chart(frame, params: dict):
         tooltip=["variant:N", "layers:N", alt.Tooltip("mgsm_avg:Q", format=".2f"),
                  alt.Tooltip("mgsm_max:Q", format=".2f")])
     ticks = base.mark_tick(color="#e45756", thickness=2, size=18).encode(y="mgsm_max:Q")
+    interval = base.transform_filter(alt.expr.isValid(alt.datum.mgsm_avg_lo))
+    whisker = interval.mark_rule(color="#222222", strokeWidth=1.5).encode(y="mgsm_avg_lo:Q", y2="mgsm_avg_hi:Q")
+    caps = [interval.mark_tick(color="#222222", thickness=1.5, size=10).encode(y=f"mgsm_avg_{end}:Q")
+            for end in ("lo", "hi")]
     world = "TOY WORLD (synthetic): " if params.get("world") == "toy" else ""
-    return alt.layer(bars, ticks).properties(width=max(160, 34 * len(order)), height=180).facet(
+    return alt.layer(bars, ticks, whisker, *caps).properties(width=max(160, 34 * len(order)), height=180).facet(
         row=alt.Row("language_name:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left"))
     ).properties(title=alt.Title(f"{world}ablation: {params.get('title', params['name'])}",
-                                 subtitle="bar: MGSM mean over the expert pairs; red tick: best pair"))
+                                 subtitle="bar: MGSM mean over the expert pairs, with its 95% interval; red "
+                                          "tick: best pair"))
 
 
 def build(evals_dir: str | Path, params: dict, out_dir: str | Path) -> list[Path]:

@@ -405,7 +405,7 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
     setattr(Traced, _name, _traced_op(_name))
 
 
-def _tables_params(manifest: dict) -> str:
+def tables_params(manifest: dict) -> str:
     for job in (manifest.get("jobs") or {}).values():
         if job.get("rule") == "tables" and job.get("shellcmd"):
             words = shlex.split(job["shellcmd"])
@@ -455,7 +455,7 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
 
     root = Path(manifest["root"])
     stem = Path(table_file).name.split(".", 1)[0]
-    params = tables.Params.from_json(_tables_params(manifest))
+    params = tables.Params.from_json(tables_params(manifest))
 
     class TracingEvals(tables.Evals):
         def score(self, model_id, bench, key):

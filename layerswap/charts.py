@@ -12,8 +12,9 @@ Subcommands (every value through arguments, never the workflow config):
                 params: {"configs", "languages", "top_k", "default_swap", "world", "language_names" (optional)}
   table1-bars   Table 1 as bars with the individual values as points: per language, bars for the base model, the
                 language experts, the math experts, model soup (best config), layer swap (default config) and
-                layer swap (best config) at the mean over experts / pairs (= Table 1 "avg"), and a point per expert
-                or pair. Models and "best config" are resolved exactly as in Table 1 (layerswap.tables).
+                layer swap (best config) at the mean over experts / pairs (= Table 1 "avg") with its 95% interval
+                as an error bar (= Table 1's), and a point per expert or pair. Models and "best config" are resolved
+                exactly as in Table 1 (layerswap.tables).
                 params: the Table params of `layerswap tables`.
   table-html    Self-contained HTML pages of tables from their Markdown files (title, table, notes), so that the
                 Snakemake report shows them inline (Snakemake 9's report shows HTML, images and PDF inline; CSV,
@@ -38,7 +39,7 @@ SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
 GRID_COLUMNS = ["language", "language_name", "config", "bottom", "top", "transition_bottom", "transition_top",
                 "lang_layers", "in_grid", "is_default", "n_pairs", "mgsm_mean", "mgsm_min", "mgsm_max", "note"]
 BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", "member", "model_id", "config",
-               "mgsm"]
+               "mgsm", "mgsm_lo", "mgsm_hi", "n_items"]
 
 
 def _title(text: str, world: str) -> str:
@@ -175,7 +176,8 @@ def run_swap_grid(args: argparse.Namespace) -> None:
 
 
 def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params) -> list[dict]:
-    """Per language and Table 1 column: one 'avg' record (the bar, = Table 1 avg) and one 'point' per member."""
+    """Per language and Table 1 column: one 'avg' record (the bar, = Table 1 avg, with its 95% interval and item
+    count as in Table 1) and one 'point' per member."""
     from layerswap.tables import Builder, Evals, Workspace, mean, pct
 
     builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
@@ -202,9 +204,11 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                 assert all(p["model_id"] in best[group] for p in points)
             common = {"language": lang, "language_name": builder.name(lang), "setting": col,
                       "setting_label": label}
+            lo, hi = builder.interval(models, [lang], "avg") or (None, None)
             records.append({**common, "kind": "avg", "member": "", "model_id": "", "config": "",
-                            "mgsm": mean([p["mgsm"] for p in points])})
-            records += [{**common, **p} for p in points]
+                            "mgsm": mean([p["mgsm"] for p in points]), "mgsm_lo": lo, "mgsm_hi": hi,
+                            "n_items": builder.count(models, [lang])})
+            records += [{**common, **p, "mgsm_lo": None, "mgsm_hi": None, "n_items": None} for p in points]
     return records
 
 
@@ -220,7 +224,8 @@ def table1_bars_chart(frame, world: str = "toy"):
     for _, group in points.groupby(["language", "setting"], sort=False):
         n = len(group)
         frame.loc[group.index, "spread"] = [(i / (n - 1) - 0.5) * 0.6 if n > 1 else 0.0 for i in range(n)]
-    ymax = min(100.0, max(5.0, float(frame["mgsm"].max()) * 1.08))  # an all-zero run still gets an axis
+    top = max(float(frame["mgsm"].max()), float(frame["mgsm_hi"].max()) if frame["mgsm_hi"].notna().any() else 0.0)
+    ymax = min(100.0, max(5.0, top * 1.08))  # an all-zero run still gets an axis
     x = alt.X("setting_label:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35, labelLimit=260))
     bar = alt.Chart().transform_filter(alt.datum.kind == "avg").mark_bar(color="#9ecae1").encode(
         x=x, y=alt.Y("mgsm:Q", title="MGSM target language (%)", scale=alt.Scale(domain=[0, ymax])),
@@ -233,9 +238,19 @@ def table1_bars_chart(frame, world: str = "toy"):
         tooltip=["language_name:N", "setting_label:N", "member:N", "config:N", "model_id:N",
                  alt.Tooltip("mgsm:Q", format=".2f")],
     )
-    layered = alt.layer(bar, dots, data=frame).properties(width=max(220, 48 * len(order)), height=220)
+    interval = alt.Chart().transform_filter((alt.datum.kind == "avg") & alt.expr.isValid(alt.datum.mgsm_lo))
+    whisker = interval.mark_rule(color="#d62728", strokeWidth=2).encode(
+        x=x, y="mgsm_lo:Q", y2="mgsm_hi:Q",
+        tooltip=["language_name:N", "setting_label:N", alt.Tooltip("mgsm_lo:Q", title="95% lo", format=".2f"),
+                 alt.Tooltip("mgsm_hi:Q", title="95% hi", format=".2f"), alt.Tooltip("n_items:Q", title="items")],
+    )
+    caps = [interval.mark_tick(color="#d62728", thickness=2, size=14).encode(x=x, y=f"{end}:Q")
+            for end in ("mgsm_lo", "mgsm_hi")]
+    layered = alt.layer(bar, dots, whisker, *caps, data=frame).properties(width=max(220, 48 * len(order)), height=220)
     return layered.facet(column=alt.Column("language_name:N", sort=langs, title=None)).properties(
-        title=_title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world)
+        title=alt.Title(_title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world),
+                        subtitle="red: 95% bootstrap interval of the mean (items and experts / pairs resampled, "
+                                 "seeded; layerswap/intervals.py)")
     )
 
 
@@ -251,7 +266,9 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     out = frame.copy()
-    out["mgsm"] = out["mgsm"].round(6)
+    for col in ("mgsm", "mgsm_lo", "mgsm_hi"):
+        out[col] = out[col].round(6)
+    out["n_items"] = out["n_items"].astype("Int64")
     out.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
     save_chart(table1_bars_chart(frame, params.world), prefix)
 

@@ -7,7 +7,8 @@ Inputs (all through arguments, never the workflow config):
                          "default_swap", "table2_language", "world": "toy"|"hf" ("paper" is an alias of
                          "hf": real models, the paper's numbers shown beside ours), "language_names" (optional),
                          "benchmarks" (optional, Table 5; default mgsm belebele flores mbpp mmlu)}
-  --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md};
+  --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md}, summary.md
+                        (layerswap.summary: what the tables show, claims only where 95% intervals separate);
                         world "hf"/"paper" also: table{1,2,5,6}_paper_vs_ours.{csv,md}
 
 Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
@@ -32,8 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from layerswap import intervals, summary
 from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
+from layerswap.intervals import DEFAULT_DRAWS
 from layerswap.jsonl import json_object
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
@@ -61,6 +64,10 @@ BENCH_LABELS = {
 GROUP_LABELS = {"soup": "model soup", "swap": "layer swap", "ties": "TIES-merging"}
 MISSING = "n/a"
 SKIPPED = "skipped"
+INTERVAL_NOTE = ("[lo, hi]: 95% interval, seeded bootstrap (layerswap/intervals.py): an avg resamples the items "
+                 "(the same draw for every model) and the experts / pairs; a min, max or single model resamples the "
+                 "items only; a best-config winner is kept as chosen. Where every item is wrong the interval is "
+                 "[0, 0]: the bootstrap sees only the observed items (0 of n still allows a rate up to about 3/n).")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -78,6 +85,8 @@ class Params:
     world: str
     language_names: dict[str, str] = field(default_factory=dict)
     benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
+    seed: int = 0  # of the bootstrap intervals (layerswap.intervals)
+    bootstrap_draws: int = DEFAULT_DRAWS
 
     @classmethod
     def from_json(cls, text: str, table2: bool = True) -> "Params":
@@ -110,6 +119,10 @@ class Params:
         unknown = [b for b in benchmarks if b not in BENCHMARKS] if isinstance(benchmarks, list) else [benchmarks]
         if unknown:
             raise UserError(f"--params-json: 'benchmarks' has unknown entries {unknown}; known: {list(BENCHMARKS)}")
+        for key, low in (("seed", 0), ("bootstrap_draws", 100)):
+            value = raw.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
+                raise UserError(f"--params-json: '{key}' must be an integer >= {low}")
         return cls(
             languages=list(raw["languages"]),
             mgsm_languages=list(raw["mgsm_languages"]),
@@ -120,6 +133,8 @@ class Params:
             world="toy" if raw["world"] == "toy" else "paper",
             language_names={str(k): str(v) for k, v in names.items()},
             benchmarks=list(benchmarks),
+            seed=raw.get("seed") or 0,
+            bootstrap_draws=raw.get("bootstrap_draws") or DEFAULT_DRAWS,
         )
 
 
@@ -143,6 +158,7 @@ class Evals:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self._cache: dict[Path, dict] = {}
+        self._samples: dict[Path, list[dict]] = {}
 
     def path(self, model_id: str, bench: str) -> Path:
         return self.root / model_id / f"{bench}.json"
@@ -184,6 +200,58 @@ class Evals:
         if value == MISSING:
             raise UserError(f"{path}: no numeric score for '{key}' in 'scores'")
         return value
+
+    def samples_path(self, model_id: str, bench: str, key: str) -> Path:
+        """The per-item log beside the file that holds this score (layerswap.evaluate.write_outputs)."""
+        path = self.source(model_id, bench, key)
+        return path.with_name(f"{path.name[:-len('.json')]}.samples.jsonl")
+
+    def _records(self, path: Path) -> list[dict]:
+        if path not in self._samples:
+            if not path.is_file():
+                raise UserError(f"missing per-item file {path} (the tables' 95% intervals read it; the evaluation "
+                                "job writes it beside its JSON)")
+            records = []
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise UserError(f"{path}:{number}: not a JSON line ({err})") from None
+                if not isinstance(rec, dict) or "key" not in rec or "doc_id" not in rec:
+                    raise UserError(f"{path}:{number}: a sample record needs 'key' and 'doc_id'")
+                records.append(rec)
+            self._samples[path] = records
+        return self._samples[path]
+
+    def count(self, model_id: str, bench: str, key: str) -> int | None:
+        """Items behind a score: the evaluation file's 'n' for the key (None where the file gives none)."""
+        data = self._load(self.source(model_id, bench, key))
+        value = (data.get("n") or {}).get(key)
+        return int(value) if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+    def items(self, model_id: str, bench: str, key: str):
+        """Per-item correctness (numpy 0/1, ordered by doc_id) behind a score, or None for a corpus metric (BLEU:
+        the records carry no 'correct'). Records are those of the key, else of the same lm-eval task (paper MBPP:
+        one English task recorded under every language key)."""
+        import numpy as np
+
+        path = self.samples_path(model_id, bench, key)
+        records = self._records(path)
+        mine = [r for r in records if r["key"] == key]
+        if not mine:
+            task = (self._load(self.source(model_id, bench, key)).get("lm_eval_tasks") or {}).get(key)
+            mine = [r for r in records if task is not None and r.get("task") == task]
+        if not mine:
+            raise UserError(f"{path}: no per-item records for '{key}'")
+        if any(r.get("correct") is None for r in mine):
+            return None
+        n = self.count(model_id, bench, key)
+        if n is not None and n != len(mine):
+            raise UserError(f"{path}: {len(mine)} per-item records for '{key}', the evaluation file says n = {n}")
+        mine.sort(key=lambda r: (str(r.get("task", "")), r["doc_id"]))
+        return np.array([bool(r["correct"]) for r in mine], dtype=float)
 
     def maybe_score(self, model_id: str, bench: str, key: str) -> float | str:
         """Like score(), but a skipped benchmark gives SKIPPED and a missing key MISSING (Table 5)."""
@@ -321,6 +389,8 @@ class Table:
     fmt: Callable[[Any, float], str]
     notes: list[str] = field(default_factory=list)
     paper: dict[tuple[Any, str], float] = field(default_factory=dict)
+    intervals: dict[tuple[Any, str], tuple[float, float]] = field(default_factory=dict)  # 95%, cell units
+    counts: dict[tuple[Any, str], int] = field(default_factory=dict)  # items per model (and language)
 
     def display(self, row: Any, col: str) -> str:
         value = self.cells.get((row, col))
@@ -328,11 +398,50 @@ class Table:
             return ""
         if isinstance(value, str):
             return value
-        return self.fmt(row, value)
+        text = self.fmt(row, value)
+        if (row, col) in self.intervals:
+            lo, hi = self.intervals[(row, col)]
+            text += f" [{self.fmt(row, lo)}, {self.fmt(row, hi)}]"
+        if self.count_mode() == "cell" and (row, col) in self.counts:
+            text += f" (n={self.counts[(row, col)]})"
+        return text
+
+    def count_mode(self) -> str | None:
+        """How the Markdown/LaTeX show item counts: 'table' (one number: a note), 'row' (an n column), 'cell'."""
+        if not self.counts:
+            return None
+        if len(set(self.counts.values())) == 1:
+            return "table"
+        by_row: dict[Any, set[int]] = {}
+        for (row, _), n in self.counts.items():
+            by_row.setdefault(row, set()).add(n)
+        return "row" if all(len(v) == 1 for v in by_row.values()) else "cell"
+
+    def count_note(self) -> str | None:
+        if self.count_mode() != "table":
+            return None
+        return f"n = {next(iter(self.counts.values()))} items per model and language behind every number."
+
+    def extra_notes(self) -> list[str]:
+        """What the intervals and the item counts are (Markdown notes, LaTeX comments)."""
+        notes = [INTERVAL_NOTE] if self.intervals else []
+        if self.intervals and any(isinstance(v, float) and k not in self.intervals for k, v in self.cells.items()):
+            notes.append("Numbers without [lo, hi] are corpus BLEU: an item count, no interval.")
+        return notes + ([self.count_note()] if self.count_note() else [])
 
     def frame(self, numeric: bool = True):
+        """numeric: the CSV (values, then per column <label>_lo/_hi (95% interval) and <label>_n (items) where the
+        table has them); else the displayed text, with an 'n' column where the counts differ between rows."""
         import pandas as pd
 
+        extra = []
+        if numeric:
+            for col, label in self.columns:
+                if any(c == col for _, c in self.intervals):
+                    extra += [(col, f"{label}_lo", 0), (col, f"{label}_hi", 1)]
+                if any(c == col for _, c in self.counts):
+                    extra.append((col, f"{label}_n", None))
+        by_row = numeric is False and self.count_mode() == "row"
         records = []
         for row, labels in self.rows:
             record = dict(zip(self.index, labels))
@@ -344,8 +453,17 @@ class Table:
                     record[label] = value if value is not None else ""
                 else:
                     record[label] = self.display(row, col)
+            for col, label, end in extra:
+                if end is None:
+                    record[label] = self.counts.get((row, col), "")
+                else:
+                    bounds = self.intervals.get((row, col))
+                    record[label] = round(bounds[end], 6) if bounds else ""
+            if by_row:
+                record["n"] = next((n for (r, _), n in self.counts.items() if r == row), "")
             records.append(record)
-        return pd.DataFrame.from_records(records, columns=self.index + [label for _, label in self.columns])
+        names = self.index + [label for _, label in self.columns] + [label for _, label, _ in extra]
+        return pd.DataFrame.from_records(records, columns=names + (["n"] if by_row else []))
 
     def markdown(self, paper: bool = False) -> str:
         import pandas as pd
@@ -359,15 +477,19 @@ class Table:
                     ours = self.display(row, col)
                     ref = self.paper.get((row, col))
                     record[label] = f"{ours} ({self.fmt(row, ref)})" if ref is not None else ours
+                if self.count_mode() == "row":
+                    record["n"] = next((n for (r, _), n in self.counts.items() if r == row), "")
                 records.append(record)
-            frame = pd.DataFrame.from_records(records, columns=self.index + [lab for _, lab in self.columns])
-            lines += ["Cells: ours (paper). The paper's numbers are Llama 3.1 8B, from "
+            names = self.index + [lab for _, lab in self.columns] + (["n"] if self.count_mode() == "row" else [])
+            frame = pd.DataFrame.from_records(records, columns=names)
+            lines += ["Cells: ours [95% interval] (paper). The paper's numbers are Llama 3.1 8B, from "
                       "layerswap/data/paper_results.yaml.", ""]
         else:
             frame = self.frame(numeric=False)
         lines.append(self._md(frame))
-        if self.notes:
-            lines += [""] + [f"- {note}" for note in self.notes]
+        notes = self.notes + self.extra_notes()
+        if notes:
+            lines += [""] + [f"- {note}" for note in notes]
         return "\n".join(lines) + "\n"
 
     def latex(self) -> str:
@@ -384,6 +506,7 @@ class Table:
         for _, rec in frame.iterrows():
             out.append(" & ".join(_latex_escape(str(rec[c])) for c in cols) + " \\\\")
         out += ["\\bottomrule", "\\end{tabular}"]
+        out += [f"% {_latex_escape(note)}" for note in self.extra_notes()]
         return "\n".join(out) + "\n"
 
     def paper_frame(self, formatted: bool = False):
@@ -400,22 +523,29 @@ class Table:
                 record = dict(zip(self.index, labels))
                 ours_num = ours if isinstance(ours, float) else None
                 diff = ours_num - ref if ours_num is not None and ref is not None else None
+                bounds = self.intervals.get((row, col))
                 if formatted:
                     record.update(
                         column=label,
                         ours=self.display(row, col),
                         paper=self.fmt(row, ref) if ref is not None else "",
                         diff=f"{diff:+.{self._decimals(row)}f}" if diff is not None else "",
+                        n=self.counts.get((row, col), ""),
                     )
                 else:
                     record.update(
                         column=label,
                         ours=round(ours_num, 6) if ours_num is not None else (ours or ""),
+                        ours_lo=round(bounds[0], 6) if bounds else "",
+                        ours_hi=round(bounds[1], 6) if bounds else "",
+                        n=self.counts.get((row, col), ""),
                         paper=ref if ref is not None else "",
                         diff=round(diff, 6) if diff is not None else "",
                     )
                 records.append(record)
-        return pd.DataFrame.from_records(records, columns=self.index + ["column", "ours", "paper", "diff"])
+        names = ["column", "ours", "paper", "diff", "n"] if formatted else \
+            ["column", "ours", "ours_lo", "ours_hi", "n", "paper", "diff"]
+        return pd.DataFrame.from_records(records, columns=self.index + names)
 
     def _md(self, frame, labels: int | None = None) -> str:
         labels = len(self.index) if labels is None else labels
@@ -437,7 +567,7 @@ class Table:
             frame = self.paper_frame(formatted=True)
             # the settings that differ from the paper's, under the numbers they qualify
             settings = PAPER_TASK_NOTES if self.name == "table5" else PAPER_TASK_NOTES[:1]  # others: MGSM only
-            notes = self.notes + [n for n in settings if n not in self.notes]
+            notes = self.notes + self.extra_notes() + [n for n in settings if n not in self.notes]
             extra[1].write_text(
                 f"# {self.title}: paper vs ours\n\n" + self._md(frame, labels=len(self.index) + 1) + "\n\n"
                 + "".join(f"- {n}\n" for n in notes)
@@ -509,6 +639,28 @@ class Builder:
         k = self.p.top_k
         return [(key, label.format(k=k, n=k * k, **extra)) for key, label in spec]
 
+    def interval(self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm",
+                 scale: float = 100.0) -> tuple[float, float] | None:
+        """95% bootstrap interval of a cell (layerswap.intervals); None for a corpus metric (no per-item scores)."""
+        return intervals.cell_interval(self.ws.evals.items, models, langs, stat, bench=bench, seed=self.p.seed,
+                                       draws=self.p.bootstrap_draws, scale=scale)
+
+    def count(self, models: list[str], langs: list[str], bench: str = "mgsm") -> int | None:
+        """Items per model and language behind a cell (the smallest, should they differ); None if not recorded."""
+        counts = [self.ws.evals.count(m, bench, lang) for m in models for lang in langs]
+        return None if None in counts else min(counts)
+
+    def fill(self, cells: dict, bounds: dict, counts: dict, key: tuple, value: float, models: list[str],
+             langs: list[str], stat: str, bench: str = "mgsm", scale: float = 100.0) -> None:
+        """One numeric cell with its interval and item count."""
+        cells[key] = value
+        interval = self.interval(models, langs, stat, bench, scale)
+        if interval is not None:
+            bounds[key] = interval
+        n = self.count(models, langs, bench)
+        if n is not None:
+            counts[key] = n
+
     def mgsm_stats(self, models: list[str], lang: str) -> Stats:
         return Stats.of([pct(self.ws.mgsm(m, lang)) for m in models])
 
@@ -529,14 +681,15 @@ class Builder:
 
     def table1(self) -> Table:
         cols = self.columns(self.T1_COLUMNS)
-        rows, cells, paper = [], {}, {}
+        rows, cells, paper, bounds, counts = [], {}, {}, {}, {}
         for lang in self.p.languages:
-            stats = {col: self.mgsm_stats(self.column_models(col, lang), lang) for col, _ in cols}
+            models = {col: self.column_models(col, lang) for col, _ in cols}
+            stats = {col: self.mgsm_stats(models[col], lang) for col, _ in cols}
             for stat in ("avg", "max"):
                 key = (lang, stat)
                 rows.append((key, (f"{self.name(lang)} {stat}",)))
                 for col, _ in cols:
-                    cells[(key, col)] = getattr(stats[col], stat)
+                    self.fill(cells, bounds, counts, (key, col), getattr(stats[col], stat), models[col], [lang], stat)
                     ref = self._paper_get("table1", self.paper_code(lang), stat, col)
                     if ref is not None:
                         paper[(key, col)] = ref
@@ -549,7 +702,7 @@ class Builder:
             "table1_best_configs.csv.",
         ]
         return Table("table1", self.title("Table 1: MGSM results of layer swapping"), ["Setting"], rows, cols,
-                     cells, fmt_pct, notes, paper)
+                     cells, fmt_pct, notes, paper, bounds, counts)
 
     # Table 2 --------------------------------------------------------------------------------------------------
     def table2(self) -> Table:
@@ -570,7 +723,7 @@ class Builder:
                     ("en_avg", "English avg"), ("all_avg", "All langs avg")]
         paper_lang = (self.paper.get("table2") or {}).get("language")
         use_paper = paper_lang is not None and self.paper_code(lang) == paper_lang
-        cells, paper = {}, {}
+        cells, paper, bounds, counts = {}, {}, {}, {}
         for col, _ in cols:
             models = self.column_models(col, lang)
             target = self.mgsm_stats(models, lang)
@@ -579,8 +732,10 @@ class Builder:
                 "en_avg": mean([pct(self.ws.mgsm(m, "en")) for m in models]),
                 "all_avg": mean([pct(self.ws.mgsm_all(m)) for m in models]),
             }
+            langs = {"en_avg": ["en"], "all_avg": list(self.p.mgsm_languages)}
             for row, _ in row_spec:
-                cells[(row, col)] = values[row]
+                self.fill(cells, bounds, counts, (row, col), values[row], models, langs.get(row, [lang]),
+                          row if row in ("min", "max") else "avg")
                 if use_paper:
                     ref = self._paper_get("table2", "rows", row, col)
                     if ref is not None:
@@ -597,7 +752,7 @@ class Builder:
             notes.append("The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "
                          "('all 9 languages', Table 2 caption).")
         return Table("table2", self.title(f"Table 2: MGSM results of layer swapping for {name}"), ["Setting"],
-                     rows, cols, cells, fmt_pct, notes, paper)
+                     rows, cols, cells, fmt_pct, notes, paper, bounds, counts)
 
     # Table 5 --------------------------------------------------------------------------------------------------
     def table5_rows(self) -> list[tuple[str, str]]:
@@ -617,7 +772,7 @@ class Builder:
         cols += [(lang, f"{self.name(lang)} experts") for lang in self.p.languages]
         models = {"base": ["base"], "math": ws.experts("math")}
         models.update({lang: ws.experts(lang) for lang in self.p.languages})
-        cells, paper, rows = {}, {}, []
+        cells, paper, rows, bounds, counts = {}, {}, [], {}, {}
         for bench, key in self.table5_rows():
             if bench not in self.p.benchmarks:
                 continue
@@ -640,7 +795,9 @@ class Builder:
                 elif MISSING in per_model:
                     cells[(row, col)] = MISSING
                 else:
-                    cells[(row, col)] = mean(per_model)
+                    langs = list(self.p.mgsm_languages) if key == "avg" else [key]
+                    self.fill(cells, bounds, counts, (row, col), mean(per_model), models[col], langs, "avg", bench,
+                              scale=1.0)
                 ref = self._paper_table5(bench, key, col)
                 if ref is not None:
                     paper[(row, col)] = ref
@@ -648,6 +805,8 @@ class Builder:
                 for col, _ in cols:
                     del cells[(row, col)]
                     paper.pop((row, col), None)
+                    bounds.pop((row, col), None)
+                    counts.pop((row, col), None)
                 continue
             if key == "avg":
                 label = f"{len(self.p.mgsm_languages)}-lang avg"
@@ -675,7 +834,7 @@ class Builder:
             return f"{value:.1f}" if row[0] == "flores" else f"{value:.3f}"
 
         return Table("table5", self.title("Table 5: results of each set of experts"), ["Task", "Language"], rows,
-                     cols, cells, fmt, notes, paper)
+                     cols, cells, fmt, notes, paper, bounds, counts)
 
     def _paper_table5(self, bench: str, key: str, col: str) -> float | None:
         if key == "avg":
@@ -700,17 +859,18 @@ class Builder:
             ("swap_langsoup", "layer swap, language soup w/ math soup (1 version)"),
             ("swap_multisoup", "layer swap, multilingual soup w/ math soup (1 version)"),
         ]
-        cells, paper, rows = {}, {}, []
+        cells, paper, rows, bounds, counts = {}, {}, [], {}, {}
         for lang in self.p.languages:
-            values = {
-                "soup_pairwise": self.mgsm_stats(self.column_models("soup_best", lang), lang).avg,
-                "swap_pairwise": self.mgsm_stats(self.column_models("swap_default", lang), lang).avg,
-                "swap_langsoup": pct(self.ws.mgsm(f"merge/soupswap/{lang}/langsoup", lang)),
-                "swap_multisoup": pct(self.ws.mgsm(f"merge/soupswap/{lang}/multisoup", lang)),
+            models = {
+                "soup_pairwise": self.column_models("soup_best", lang),
+                "swap_pairwise": self.column_models("swap_default", lang),
+                "swap_langsoup": [f"merge/soupswap/{lang}/langsoup"],
+                "swap_multisoup": [f"merge/soupswap/{lang}/multisoup"],
             }
             rows.append((lang, (self.name(lang),)))
             for col, _ in cols:
-                cells[(lang, col)] = values[col]
+                self.fill(cells, bounds, counts, (lang, col), self.mgsm_stats(models[col], lang).avg, models[col],
+                          [lang], "avg")
                 ref = self._paper_get("table6", self.paper_code(lang), col)
                 if ref is not None:
                     paper[(lang, col)] = ref
@@ -719,7 +879,7 @@ class Builder:
             f"{k} experts; multilingual soup: uniform soup of all language experts; each swapped with the math soup.",
         ]
         return Table("table6", self.title("Table 6: layer swapping combined with model souping"), ["Setting"],
-                     rows, cols, cells, fmt_pct, notes, paper)
+                     rows, cols, cells, fmt_pct, notes, paper, bounds, counts)
 
     # helpers --------------------------------------------------------------------------------------------------
     def _paper_get(self, *keys: Any) -> float | None:
@@ -791,3 +951,5 @@ def run(args: argparse.Namespace) -> None:
             (out_dir / f"{name}.md").write_text(table.markdown())
         else:
             table.write(out_dir, params.world)
+    text = summary.summary(tables, params.languages, params.language_names)
+    (out_dir / "summary.md").write_text(summary.markdown(text, params.world))

@@ -24,6 +24,9 @@ REPORT_FILES += [f"{R}/config_used.yaml", f"{R}/config_used.html"]
 SWAP_CONFIGS = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == "layer_swap"}
 
 
+# The tables' 95% intervals also read the per-item logs (<benchmark>.samples.jsonl) beside each evaluation file:
+# the job that writes an input below writes its log too (like the checkpoint files behind each index), so no rule
+# lists them.
 rule tables:
     input:
         table_inputs(),
@@ -34,6 +37,7 @@ rule tables:
         + [f"{R}/tables/table{n}_best_configs.md" for n in [1, 2]],
         paper=[table_report(f"table{n}_paper_vs_ours", "csv") for n in [1, 2, 5, 6]]
         + [f"{R}/tables/table{n}_paper_vs_ours.md" for n in [1, 2, 5, 6]] if PAPER_WORLD else [],
+        summary=f"{R}/tables/summary.md",
     params:
         tables=table_params(),
         code=command_hash("tables"),

@@ -372,7 +372,7 @@ def table_params(table2=True):
     params = {
         "languages": LANGS, "mgsm_languages": config["mgsm_languages"], "top_k": config["selection"]["top_k"],
         "best_of": m["best_of"], "default_swap": m["default_swap"], "world": config["world"],
-        "language_names": names,
+        "language_names": names, "seed": config["seed"], "bootstrap_draws": config["analysis"]["bootstrap_draws"],
     }
     return as_json(params | ({"table2_language": config["analysis"]["table2_language"]} if table2 else {}))
 
@@ -463,6 +463,7 @@ def ablation_params(name):
         "name": name, "title": spec["title"], "plan": spec["plan"], "metrics": spec["metrics"],
         "variants": spec["variants"], "languages": LANGS, "top_k": config["selection"]["top_k"],
         "world": config["world"], "language_names": config.get("language_names", {}),
+        "seed": config["seed"], "bootstrap_draws": config["analysis"]["bootstrap_draws"],
     })
 
 

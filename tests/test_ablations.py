@@ -132,12 +132,12 @@ def test_each_ablation_is_a_target_by_its_name_alone(tmp_path):
 
 
 def test_table_from_eval_files(tmp_path):
+    from test_tables import ITEMS, write_eval
+
     evals = tmp_path / "evals"
     for cfg, score in (("c1", 0.25), ("c2", 0.5)):
         for i, pair in enumerate(("l1m1", "l1m2", "l2m1", "l2m2")):
-            f = evals / "merge" / cfg / "toy_swh" / pair / "mgsm.json"
-            f.parent.mkdir(parents=True)
-            f.write_text(json.dumps({"scores": {"toy_swh": score + 0.1 * i}}))
+            write_eval(evals, f"merge/{cfg}/toy_swh/{pair}", "mgsm", {"toy_swh": score + 0.1 * i})
     variants = [{"label": "one", "config": "c1", "layers": "b=1", "n_lang_layers": 1, "skipped": ""},
                 {"label": "two", "config": "c2", "layers": "lang 1", "n_lang_layers": 1, "skipped": ""},
                 {"label": "too big", "config": "", "layers": "", "n_lang_layers": None, "skipped": "no fit"}]
@@ -146,8 +146,17 @@ def test_table_from_eval_files(tmp_path):
     rows = abl.records(evals, params)
     assert [r["mgsm_avg"] for r in rows[:2]] == [40.0, 65.0] and [r["mgsm_max"] for r in rows[:2]] == [55.0, 80.0]
     assert rows[2]["mgsm_avg"] is None and "no fit" in rows[2]["note"]
+    # intervals: around the value; avg (pairs 25..55% apart, pairs and items resampled) wider than max (items only)
+    one = rows[0]
+    assert one["mgsm_n"] == ITEMS and rows[2]["mgsm_n"] is None
+    assert one["mgsm_avg_lo"] < 40.0 < one["mgsm_avg_hi"] and one["mgsm_max_lo"] < 55.0 < one["mgsm_max_hi"]
+    assert one["mgsm_avg_hi"] - one["mgsm_avg_lo"] > one["mgsm_max_hi"] - one["mgsm_max_lo"]
+    assert abl.records(evals, params) == rows  # seeded
+    assert abl.records(evals, {**params, "seed": 1})[0]["mgsm_avg_lo"] != one["mgsm_avg_lo"]
     md = abl.markdown(pd.DataFrame.from_records(rows, columns=abl.COLUMNS), params)
-    assert "TOY WORLD" in md and "| one | b=1 | 40.0 | 55.0 |" in md
+    assert "TOY WORLD" in md and f"n per model and language: mgsm {ITEMS} items." in md
+    assert (f"| one | b=1 | 40.0 [{one['mgsm_avg_lo']:.1f}, {one['mgsm_avg_hi']:.1f}] | "
+            f"55.0 [{one['mgsm_max_lo']:.1f}, {one['mgsm_max_hi']:.1f}] |") in md
 
 
 def _enabled_config(tmp_path: Path, names) -> Path:

@@ -382,7 +382,7 @@ def test_swap_grid_errors(grid_evals):
 
 
 def test_table1_bars_csv_numbers(tmp_path):
-    from test_tables import PARAMS, make_world
+    from test_tables import ITEMS, PARAMS, make_world
 
     sel, ev = make_world(tmp_path)
     prefix = tmp_path / "figs" / "table1_bars"
@@ -418,7 +418,13 @@ def test_table1_bars_csv_numbers(tmp_path):
 
     t1 = tables.build_tables(sel, ev, tables.Params.from_json(json.dumps(PARAMS)))["table1"]
     for r in frame[frame["kind"] == "avg"].to_dict("records"):
-        assert r["mgsm"] == pytest.approx(t1.cells[((r["language"], "avg"), r["setting"])], abs=1e-6)
+        key = ((r["language"], "avg"), r["setting"])
+        assert r["mgsm"] == pytest.approx(t1.cells[key], abs=1e-6)
+        # the error bar is Table 1's interval, with its item count
+        lo, hi = float(r["mgsm_lo"]), float(r["mgsm_hi"])  # strings: the points' cells are empty
+        assert (lo, hi) == pytest.approx(t1.intervals[key], abs=1e-6)
+        assert lo <= r["mgsm"] <= hi and int(r["n_items"]) == ITEMS
+    assert set(frame[frame["kind"] == "point"]["mgsm_lo"]) == {""}
     assert len(frame) == 2 * (6 + 1 + 2 + 2 + 4 * 3)  # per language: 6 bars, 1 + 2 + 2 + 3 x 4 points
     svg = (tmp_path / "figs" / "table1_bars.svg").read_text()
     assert svg.lstrip().startswith("<svg") and "toy-Telugu (synthetic)" in svg and "TOY WORLD" in svg

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -61,11 +62,24 @@ PARAMS = {
 }
 
 
-def write_eval(root: Path, model_id: str, bench: str, scores: dict, skipped: str | None = None) -> None:
+ITEMS = 200  # per-item records per language of every synthetic evaluation
+
+
+def write_eval(root: Path, model_id: str, bench: str, scores: dict, skipped: str | None = None,
+               items: int = ITEMS) -> None:
+    """An evaluation file and its per-item log beside it, as layerswap.evaluate writes them: `items` records per key,
+    the first round(score * items) of them correct (FLORES: BLEU, no per-item correctness)."""
     path = root / model_id / f"{bench}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"model_id": model_id, "benchmark": bench, "metric": "m",
-                                "scores": {} if skipped else scores, "skipped": skipped}))
+    scores = {} if skipped else scores
+    records = []
+    for key, score in scores.items():
+        for doc in range(items):
+            correct = None if bench == "flores" else doc < round(score * items)
+            records.append({"key": key, "task": f"toy_{bench}_{key}", "doc_id": doc, "correct": correct})
+    path.with_name(f"{bench}.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    path.write_text(json.dumps({"model_id": model_id, "benchmark": bench, "metric": "m", "scores": scores,
+                                "n": {key: items for key in scores}, "skipped": skipped}))
 
 
 def other_benchmarks(root: Path, model_id: str, offset: float, swh: str = SWH, tel: str = TEL) -> None:
@@ -117,7 +131,8 @@ def build(tmp_path, **overrides):
 
 
 def cell(table: tables.Table, row, col) -> str:
-    return table.display(row, col)
+    """The number as displayed, without its interval."""
+    return table.display(row, col).split(" [", 1)[0]
 
 
 def test_table1_cells(tmp_path):
@@ -323,11 +338,12 @@ def test_paper_world_shows_paper_numbers(tmp_path):
                                   out_dir=str(out), paper_results=None))
     md = (out / "table1.md").read_text()
     assert "TOY WORLD" not in md
-    assert "| Swahili avg " in md and "20.0 (24.8)" in md  # ours (paper), base column
+    assert "| Swahili avg " in md and re.search(r"\| 20\.0 \[1\d\.\d, 2\d\.\d\] \(24\.8\) \|", md)  # ours [95%] (paper)
     vs = pd.read_csv(out / "table1_paper_vs_ours.csv")
     row = vs[(vs["Setting"] == "Swahili avg") & (vs["column"].str.startswith("layer swap (best"))].iloc[0]
     assert row["paper"] == pytest.approx(32.8) and row["ours"] == pytest.approx(33.5)
     assert row["diff"] == pytest.approx(0.7)
+    assert row["ours_lo"] < row["ours"] < row["ours_hi"] and row["n"] == ITEMS
     vs2 = pd.read_csv(out / "table2_paper_vs_ours.csv")
     assert vs2[(vs2["Setting"] == "English avg") & (vs2["column"].str.contains("joint"))]["paper"].iloc[0] == 64.3
     vs5 = pd.read_csv(out / "table5_paper_vs_ours.csv")
