@@ -308,5 +308,8 @@ def test_figure_option_reruns_only_that_figure(plans):
 
 
 def test_merge_code_edit_reruns_merges_and_aggregates(plans):
-    expected = {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
+    # the merge arithmetic (merge/methods.py) runs in merge evaluations, not in writing recipes: those stay
+    evaluations = {f"evaluate_merges[cfg={cfg},lang=toy_swh]" for cfg in CONFIGS} | {
+        "evaluate_soup_then_swap[lang=toy_swh]"}
+    expected = evaluations | TABLE2
     assert plans["merge_code"] == expected | REPORT_PAGES | {"swap_grid", "table1_bars"}
