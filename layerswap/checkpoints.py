@@ -26,6 +26,8 @@ SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 BASE_FINGERPRINT_FILE = "layerswap_base.json"
 MAX_HEADER_BYTES = 100 * 2**20
+#: The output head that `tie_word_embeddings` ties to the input embedding (Llama-family name).
+TIED_HEAD = "lm_head.weight"
 
 Fill = Callable[[str, int, int, torch.Tensor], None]
 
@@ -101,6 +103,12 @@ def _json(path: Path) -> dict:
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
+
+
+def ties_head(config: dict) -> bool:
+    """Whether a model config ties its output head to the input embedding (`tie_word_embeddings: true`): then the head
+    IS the embedding, and a checkpoint holds (and a merge writes) the embedding tensor only."""
+    return config.get("tie_word_embeddings") is True
 
 
 class Checkpoint:

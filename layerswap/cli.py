@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prestage": ("layerswap.prestage", "download every hub artefact a config needs into the HF cache"),
     "hub-data": ("layerswap.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
     "prepare-base": ("layerswap.hub", "link a local or pre-staged base model into results/base"),
+    "gguf-base": ("layerswap.gguf_base", "dequantise a GGUF base model into a safetensors HF directory"),
     "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
     "audit": ("layerswap.audit", "re-hash results against the manifest (drift), or trace a table cell"),
     "ablation-table": ("layerswap.ablations", "an ablation's table (CSV + Markdown) and figure from evaluation files"),

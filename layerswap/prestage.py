@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap import hub
+from layerswap.gguf_base import is_gguf_source
 from layerswap.hub import MODEL_PATTERNS, describe, needed_sources, source_spec, use_hf_home
 
 
 def base_is_local(config: dict) -> bool:
+    """A local directory, or a GGUF file (a path or a package's file, `layerswap.gguf_base`): nothing to stage."""
     source = config["base"]["source"]
-    return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir()
+    return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir() or is_gguf_source(source)
 
 
 def artefacts(config: dict, ablations_dir: str | Path | None = None) -> list[dict]:

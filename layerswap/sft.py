@@ -303,7 +303,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
 
     torch.set_num_threads(int(params.get("threads", 1)))
     tokenizer = AutoTokenizer.from_pretrained(base)
-    dataset = sft_examples(rows, tokenizer, template, params["seq_len"])
+    dataset = sft_examples(rows, tokenizer, template, params["seq_len"], params.get("chat_template", True))
     meta = {"base": str(base), "base_sha256": base_fingerprint(base), "data_sha256": file_sha256(data),
             "params": params}
     # Resumable Trainer state is keyed by everything that defines the run, so a changed run never resumes

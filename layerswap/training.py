@@ -26,14 +26,16 @@ class TokenDataset(torch.utils.data.Dataset):
         return self.examples[i]
 
 
-def sft_examples(rows: list[dict], tokenizer: PreTrainedTokenizerBase, template: str, seq_len: int) -> TokenDataset:
+def sft_examples(rows: list[dict], tokenizer: PreTrainedTokenizerBase, template: str, seq_len: int,
+                 chat_template: bool = True) -> TokenDataset:
     """Prompt/response pairs with the loss on the response only (prompt labels are -100).
 
-    Uses the tokenizer's chat template when it has one, else `template` (e.g. "Q: {prompt}\\nA:").
+    Uses the tokenizer's chat template when it has one and `chat_template` is true, else `template` (e.g.
+    "Q: {prompt}\\nA:"): the format the evaluation prompts in (the toy tasks prompt raw "Q: ...\\nA:").
     """
     examples = []
     for row in rows:
-        if tokenizer.chat_template:
+        if chat_template and tokenizer.chat_template:
             messages = [{"role": "user", "content": row["prompt"]}]
             prompt_ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
             if isinstance(prompt_ids, dict) or hasattr(prompt_ids, "keys"):

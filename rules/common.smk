@@ -10,6 +10,7 @@ from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs,
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
+from layerswap.gguf_base import is_gguf_source
 from layerswap.sft import checkpoint_name
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the

@@ -117,3 +117,29 @@ if config["world"] == "hf":
             "{params.hf_home} > {log} 2>&1"
 
     ruleorder: prepare_base > toy_base
+
+
+if is_gguf_source(config["base"]["source"]):
+
+    rule gguf_base:
+        """The base model from a GGUF file (a path, or pkg:<package>/<file> inside an installed package), dequantised
+        into a safetensors HF directory with its tokenizer and chat template (either world)."""
+        output:
+            f"{R}/base/config.json",
+        params:
+            source=shlex.quote(config["base"]["source"]),
+            layers=config["base"]["num_layers"],
+            code=command_hash("gguf-base"),
+        log:
+            f"{R}/logs/gguf_base.log",
+        conda:
+            "../envs/layerswap.yaml"
+        shell:
+            "layerswap gguf-base --source {params.source} --num-layers {params.layers} --out results/base "
+            "> {log} 2>&1"
+
+    ruleorder: gguf_base > toy_base
+
+    if config["world"] == "hf":
+
+        ruleorder: gguf_base > prepare_base

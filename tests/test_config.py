@@ -51,7 +51,7 @@ def error_of(config: dict) -> str:
 # good configs
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "micro.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "micro.yaml", "smollm2.yaml"])
 def test_shipped_configs_pass(name):
     config = load(name)
     cfg.validate_config(config, SCHEMA)

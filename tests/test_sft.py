@@ -326,3 +326,44 @@ def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
     (run / "s0000016" / "model-00001-of-00002.safetensors").unlink()
     with pytest.raises(UserError, match="shard model-00001-of-00002.safetensors is missing"):
         write_manifest(run, PARAMS)
+
+
+def test_config_chat_template_default_is_not_a_param(toy_config):
+    """chat_template: true (the default) is how runs trained before the key existed: left out of a run's params, so
+    they do not rerun; false reaches the run (config/smollm2.yaml)."""
+    toy_config["sft"]["runs"]["math_2"]["chat_template"] = False
+    toy_config["sft"]["runs"]["toy_swh_1"]["chat_template"] = True
+    validate_config(toy_config, SCHEMA_PATH)
+    check(toy_config)
+    runs = effective_runs(toy_config)
+    assert toy_config["sft"]["defaults"]["chat_template"] is True
+    assert "chat_template" not in runs["math_1"] and "chat_template" not in runs["toy_swh_1"]
+    assert runs["math_2"]["chat_template"] is False
+
+
+def test_sft_examples_chat_template_or_raw_template():
+    """A tokenizer with a chat template: SFT prompts through it by default, with the raw template (the toy tasks'
+    evaluation format) when chat_template is false; the loss is on the response (+ EOS) either way."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from layerswap.training import sft_examples
+
+    words = ["<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "Q:", "A:", "two", "plus", "is", "4"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
+                                   eos_token="</s>")
+    fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+                          "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+    rows = [{"prompt": "two plus two", "response": "is 4"}]
+
+    def prompt_and_response(example):
+        n = sum(1 for label in example["labels"] if label == -100)
+        ids = example["input_ids"]
+        return fast.decode(ids[:n]), fast.decode(ids[n:])
+
+    chat = sft_examples(rows, fast, TEMPLATE, 32)[0]
+    raw = sft_examples(rows, fast, TEMPLATE, 32, chat_template=False)[0]
+    assert prompt_and_response(chat) == ("<|user|> two plus two <|assistant|>", "is 4 </s>")
+    assert prompt_and_response(raw) == ("Q: two plus two A:", "is 4 </s>")

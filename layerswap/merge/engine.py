@@ -16,7 +16,8 @@ import torch
 
 from layerswap.errors import UserError
 from layerswap.merge import methods
-from layerswap.checkpoints import BASE_FINGERPRINT_FILE, INDEX_FILE, Checkpoint, chunk_ranges, write_shard
+from layerswap.checkpoints import (BASE_FINGERPRINT_FILE, INDEX_FILE, TIED_HEAD, Checkpoint, chunk_ranges, ties_head,
+                                   write_shard)
 from layerswap.merge.recipes import canonical_json, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
 
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
@@ -86,11 +87,15 @@ class Node:
 
 
 class Leaf(Node):
+    """A checkpoint's tensors; with a tied head (`tie_word_embeddings: true`) a separate copy of the head that some
+    writers keep (a state dict saved with untied tensors) is left out: the head is the embedding, merged once."""
+
     def __init__(self, ckpt: Checkpoint) -> None:
         self.ckpt, self.label, self.config, self.experts = ckpt, ckpt.path, ckpt.config, [ckpt]
-        self.names = sorted(ckpt.tensors, key=_natural)
-        self.shapes = {n: i.shape for n, i in ckpt.tensors.items()}
-        self.dtypes = {n: i.dtype for n, i in ckpt.tensors.items()}
+        tied = {TIED_HEAD} if ties_head(ckpt.config) else set()
+        self.names = sorted((n for n in ckpt.tensors if n not in tied), key=_natural)
+        self.shapes = {n: ckpt.tensors[n].shape for n in self.names}
+        self.dtypes = {n: ckpt.tensors[n].dtype for n in self.names}
 
     def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
         self.ckpt.read_into(name, start, stop, dest)
@@ -128,6 +133,11 @@ def check_compatible(where: str, nodes: list[Node]) -> None:
                     f"{where}: config {key} {other.config.get(key)!r} in {other.label} differs from "
                     f"{first.config.get(key)!r} in {first.label}"
                 )
+        if ties_head(first.config) != ties_head(other.config):
+            raise UserError(
+                f"{where}: config tie_word_embeddings {ties_head(other.config)} in {other.label} differs from "
+                f"{ties_head(first.config)} in {first.label}"
+            )
         missing = sorted(set(first.shapes) ^ set(other.shapes), key=_natural)
         if missing:
             holder = first.label if missing[0] in first.shapes else other.label
