@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 from layerswap.errors import UserError
@@ -64,3 +66,16 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def replace_dir(tmp: Path, out: Path) -> None:
+    """Put the finished directory `tmp` (made beside `out`) in place of `out`, an old `out` moved aside first and then
+    removed: a reader finds the old directory or the new one, never a mix or a partial one."""
+    os.chmod(tmp, 0o755)
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        os.replace(out, old / "x")
+        os.replace(tmp, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(tmp, out)

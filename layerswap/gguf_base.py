@@ -17,11 +17,11 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from layerswap.contracts import replace_dir
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 
@@ -87,14 +87,7 @@ def convert(source: str, out: Path, num_layers: int | None = None) -> dict:
         model.save_pretrained(tmp, safe_serialization=True)
         tokenizer.save_pretrained(tmp)
         (tmp / "layerswap_source.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "x")
-            os.replace(tmp, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -41,13 +41,13 @@ def test_write_text_atomic_leaves_no_partial_file(tmp_path, monkeypatch):
     target = tmp_path / "out" / "a.json"
     write_text_atomic(target, "one\n")
     assert target.read_text() == "one\n"
-    real = Path.write_text
+    real = Path.write_bytes
 
-    def dying(self, text, *a, **k):
-        real(self, text[:2], *a, **k)
+    def dying(self, data, *a, **k):
+        real(self, data[:2], *a, **k)
         raise KeyboardInterrupt("killed mid-write")
 
-    monkeypatch.setattr(Path, "write_text", dying)
+    monkeypatch.setattr(Path, "write_bytes", dying)
     with pytest.raises(KeyboardInterrupt):
         write_text_atomic(target, "two\n")
     monkeypatch.undo()

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import torch
 
+from layerswap.contracts import replace_dir
 from layerswap.errors import UserError
 from layerswap.merge import methods
 from layerswap.checkpoints import (BASE_FINGERPRINT_FILE, INDEX_FILE, TIED_HEAD, Checkpoint, chunk_ranges, ties_head,
@@ -455,14 +456,7 @@ def write_merged(recipe: dict, out_dir: str, max_shard_bytes: int = 2**30) -> No
         (tmp / "layerswap_recipe.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
         if fingerprint is not None:
             (tmp / BASE_FINGERPRINT_FILE).write_text(json.dumps({"base_sha256": fingerprint}) + "\n")
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-            os.replace(out, old / "x")
-            os.replace(tmp, out)
-            shutil.rmtree(old)
-        else:
-            os.replace(tmp, out)
+        replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
