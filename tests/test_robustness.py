@@ -154,17 +154,15 @@ def test_merge_killed_mid_write_leaves_no_model_dir(tiny_base, tmp_path):
 def test_evaluation_killed_mid_write_leaves_no_result(tiny_base, toy_world, tmp_path, monkeypatch):
     """The evaluation JSON (the declared output) is written last through a temp name: a crash while writing it
     leaves its sample log at most, never a JSON the workflow or `tables` would read."""
-    import layerswap.evaluate as ev
+    real = Path.write_bytes
 
-    real = Path.write_text
-
-    def dying(self, text, *a, **k):
+    def dying(self, data, *a, **k):
         if self.name.startswith(".mgsm.json.tmp"):
-            real(self, text[: len(text) // 2], *a, **k)
+            real(self, data[: len(data) // 2], *a, **k)
             raise KeyboardInterrupt("killed mid-write")
-        return real(self, text, *a, **k)
+        return real(self, data, *a, **k)
 
-    monkeypatch.setattr(Path, "write_text", dying)
+    monkeypatch.setattr(Path, "write_bytes", dying)
     bench = json.dumps({"mgsm": {"languages": ["en"], "limit": 2, "shots": 0}})
     with pytest.raises(KeyboardInterrupt):
         main(["evaluate", "--data-dir", str(toy_world / "eval"), "--benchmarks-json", bench, "--model",
@@ -172,8 +170,7 @@ def test_evaluation_killed_mid_write_leaves_no_result(tiny_base, toy_world, tmp_
               "--threads", "1", "--index", str(tmp_path / "index.json")])
     assert not (tmp_path / "evals" / "m" / "mgsm.json").exists()
     assert not (tmp_path / "index.json").exists()
-    monkeypatch.setattr(Path, "write_text", real)
-    assert ev is not None
+    monkeypatch.setattr(Path, "write_bytes", real)
 
 
 # ----------------------------------------------------------------------------------------------------- security
