@@ -30,6 +30,8 @@ def read_rows(path: Path, required: Iterable[str]) -> Iterator[tuple[int, dict]]
                 row = json.loads(line)
             except json.JSONDecodeError as err:
                 raise UserError(f"{path}:{i}: not valid JSON ({err.msg})") from None
+            if not isinstance(row, dict):
+                raise UserError(f"{path}:{i}: not a JSON object")
             for name in required:
                 if name not in row:
                     raise UserError(f"{path}:{i}: missing field '{name}'")
