@@ -37,7 +37,7 @@ from layerswap import intervals, summary
 from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
 from layerswap.intervals import DEFAULT_DRAWS
-from layerswap.jsonl import json_object
+from layerswap.jsonl import json_object, read_rows
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
 RESOURCES = ("data/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
@@ -211,18 +211,7 @@ class Evals:
             if not path.is_file():
                 raise UserError(f"missing per-item file {path} (the tables' 95% intervals read it; the evaluation "
                                 "job writes it beside its JSON)")
-            records = []
-            for number, line in enumerate(path.read_text().splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise UserError(f"{path}:{number}: not a JSON line ({err})") from None
-                if not isinstance(rec, dict) or "key" not in rec or "doc_id" not in rec:
-                    raise UserError(f"{path}:{number}: a sample record needs 'key' and 'doc_id'")
-                records.append(rec)
-            self._samples[path] = records
+            self._samples[path] = [row for _, row in read_rows(path, ("key", "doc_id"))]
         return self._samples[path]
 
     def count(self, model_id: str, bench: str, key: str) -> int | None:
@@ -417,6 +406,10 @@ class Table:
             by_row.setdefault(row, set()).add(n)
         return "row" if all(len(v) == 1 for v in by_row.values()) else "cell"
 
+    def row_count(self, row: Any) -> int | str:
+        """The item count of a row (the 'n' column where counts differ between rows only), "" if it has none."""
+        return next((n for (r, _), n in self.counts.items() if r == row), "")
+
     def count_note(self) -> str | None:
         if self.count_mode() != "table":
             return None
@@ -460,7 +453,7 @@ class Table:
                     bounds = self.intervals.get((row, col))
                     record[label] = round(bounds[end], 6) if bounds else ""
             if by_row:
-                record["n"] = next((n for (r, _), n in self.counts.items() if r == row), "")
+                record["n"] = self.row_count(row)
             records.append(record)
         names = self.index + [label for _, label in self.columns] + [label for _, label, _ in extra]
         return pd.DataFrame.from_records(records, columns=names + (["n"] if by_row else []))
@@ -478,7 +471,7 @@ class Table:
                     ref = self.paper.get((row, col))
                     record[label] = f"{ours} ({self.fmt(row, ref)})" if ref is not None else ours
                 if self.count_mode() == "row":
-                    record["n"] = next((n for (r, _), n in self.counts.items() if r == row), "")
+                    record["n"] = self.row_count(row)
                 records.append(record)
             names = self.index + [lab for _, lab in self.columns] + (["n"] if self.count_mode() == "row" else [])
             frame = pd.DataFrame.from_records(records, columns=names)
