@@ -255,8 +255,8 @@ def render_chart(chart) -> tuple[str, bytes]:
 def save_chart(chart, prefix: Path) -> list[Path]:
     svg_text, png_bytes = render_chart(chart)
     svg, png = prefix.with_name(prefix.name + ".svg"), prefix.with_name(prefix.name + ".png")
-    svg.write_text(svg_text)
-    png.write_bytes(png_bytes)
+    write_text_atomic(svg, svg_text)
+    write_bytes_atomic(png, png_bytes)
     return [svg, png]
 
 
