@@ -15,8 +15,8 @@ from layerswap.errors import UserError
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "check-config": ("layerswap.config", "validate a workflow config file"),
-    "toy-data": ("layerswap.toyworld", "write the synthetic toy-world datasets"),
-    "mix": ("layerswap.data", "normalise source datasets into one SFT mix"),
+    "toy-data": ("layerswap.data.toyworld", "write the synthetic toy-world datasets"),
+    "mix": ("layerswap.data.mixes", "normalise source datasets into one SFT mix"),
     "toy-base": ("layerswap.pretrain", "build the toy tokenizer and pretrain the toy base model"),
     "sft": ("layerswap.sft", "fine-tune an expert, saving a checkpoint every N samples"),
     "select": ("layerswap.select", "pick the top-k checkpoints of an expert type"),
@@ -29,9 +29,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "heatmap": ("layerswap.figures", "plot parameter-change heatmaps"),
     "charts": ("layerswap.charts", "figures and report pages from evaluation and table files"),
     "plan": ("layerswap.plan", "dry-run snakemake and summarise, per rule, which jobs would run and why"),
-    "prestage": ("layerswap.prestage", "download every hub artefact a config needs into the HF cache"),
-    "hub-data": ("layerswap.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
-    "prepare-base": ("layerswap.hub", "link a local or pre-staged base model into results/base"),
+    "prestage": ("layerswap.data.prestage", "download every hub artefact a config needs into the HF cache"),
+    "hub-data": ("layerswap.data.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
+    "prepare-base": ("layerswap.data.hub", "link a local or pre-staged base model into results/base"),
     "gguf-base": ("layerswap.gguf_base", "dequantise a GGUF base model into a safetensors HF directory"),
     "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
     "audit": ("layerswap.audit", "re-hash results against the manifest (drift), or trace a table cell"),

@@ -21,7 +21,7 @@ scored; with 0 shots every line is scored. `limit` keeps the first `limit` score
 Task sets (`--task-set`, from the config's `world` through the rules' params): `toy` (above) or `paper`: the paper's
 benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_BENCHMARKS`, `plan_paper`; lm-eval indexes only the
 task folders these need plus `layerswap/tasks/paper/`), whose datasets `layerswap prestage` fetches
-(`layerswap.prestage.evaluation_artefacts`).
+(`layerswap.data.prestage.evaluation_artefacts`).
 Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): vLLM needs a checkpoint on disk, so a recipe is first
 written with `layerswap.merge.engine.write_merged` to a temporary dir; one vLLM engine per model.
 

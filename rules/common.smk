@@ -197,7 +197,7 @@ def eval_files(model_dir, benchmarks):
 def toy_dataset_params(name):
     """Only what one dataset depends on (seed, its languages, its size): a changed size or an added language
     reruns the datasets it touches, and what reads them, nothing else."""
-    from layerswap import toyworld
+    from layerswap.data import toyworld
 
     world = config["toy_world"]
     return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"])})

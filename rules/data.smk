@@ -3,7 +3,7 @@
 
 
 if config["world"] == "toy":
-    from layerswap import toyworld
+    from layerswap.data import toyworld
 
     TOY_DATASETS = toyworld.datasets(sorted(config["toy_world"]["languages"]))
     TOY_EVAL = [d for d in TOY_DATASETS if toyworld.is_evaluation_set(d)]
@@ -72,7 +72,7 @@ if config["world"] == "hf":
     # Hub sources and the base model are read from the HF cache that `layerswap prestage` filled (login node with
     # internet); jobs run offline (HF_*_OFFLINE=1 in their shell commands). HF_HOME: storage.hf_home, else the job's
     # environment.
-    from layerswap.hub import needed_sources, source_spec
+    from layerswap.data.hub import needed_sources, source_spec
 
     HUB_NEEDED = needed_sources(config)
     HF_HOME = (config.get("storage") or {}).get("hf_home")

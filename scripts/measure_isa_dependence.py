@@ -32,7 +32,7 @@ import torch
 import yaml
 from safetensors.torch import load_file, save_file
 
-from layerswap.toyworld import generate
+from layerswap.data.toyworld import generate
 
 LOWER_SIMD = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 

@@ -20,7 +20,7 @@ TINY_LANGS = {"toy_swh": {"stands_for": "swh", "word_order": "sov"}}
 @pytest.fixture(scope="session")
 def toy_world(tmp_path_factory) -> Path:
     """Raw + eval files of a tiny toy world (one toy language)."""
-    from layerswap.toyworld import generate
+    from layerswap.data.toyworld import generate
 
     root = tmp_path_factory.mktemp("toy")
     generate(root / "raw", root / "eval", 7, TINY_LANGS, TINY_SIZES)

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from conftest import read_jsonl
-from layerswap.data import build_mix, normalise
+from layerswap.data.mixes import build_mix, normalise
 from layerswap.errors import UserError
 
 

@@ -16,9 +16,9 @@ import yaml
 
 from conftest import REPO, read_jsonl
 from layerswap import cost as cost_mod
-from layerswap import hub, prestage
+from layerswap.data import hub, prestage
 from layerswap.config import load_config
-from layerswap.data import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
+from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
 
 PAPER = REPO / "config" / "paper.yaml"
@@ -432,7 +432,7 @@ def test_preflight_imports_the_hf_libraries_before_its_threads(tmp_path):
         "                    and 'PreTrainedTokenizerBase' in vars(t))\n"
         "        super().__init__(*a, **k)\n"
         "concurrent.futures.ThreadPoolExecutor = Pool\n"
-        "from layerswap import preflight\n"
+        "from layerswap.data import preflight\n"
         "assert 'transformers' not in sys.modules\n"
         "preflight.verify({'world': 'toy', 'base': {}}, out=open(__import__('os').devnull, 'w'))\n"
         "print(seen)\n"

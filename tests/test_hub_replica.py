@@ -120,7 +120,7 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
     assert all(f"{name} avg" in table1 for name in ("Swahili", "Telugu", "Bengali", "Japanese"))
     # hub data: every (source, language) the mixes read, normalised, with its manifest
     from layerswap.config import load_config
-    from layerswap.hub import needed_sources
+    from layerswap.data.hub import needed_sources
 
     for source, lang in needed_sources(load_config(cfg)):
         manifest = json.loads((results / "data" / "raw" / f"{source}_{lang}.manifest.json").read_text())

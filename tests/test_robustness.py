@@ -218,7 +218,7 @@ def test_no_pickle_loading_or_remote_code_outside_allow_list():
 
 
 def test_trust_remote_code_off_by_default():
-    from layerswap import hub
+    from layerswap.data import hub
 
     import inspect
 

@@ -8,7 +8,7 @@ import pytest
 from safetensors.torch import load_file
 
 from layerswap.config import SCHEMA_PATH, _load_yaml, check, effective_runs, validate_config
-from layerswap.data import build_mix
+from layerswap.data.mixes import build_mix
 from layerswap.errors import UserError
 from layerswap.sft import LORA_DEFAULTS, train_expert, training_arguments
 

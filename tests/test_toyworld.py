@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 from conftest import TINY_LANGS, TINY_SIZES, read_jsonl
-from layerswap.toyworld import ENGLISH_WORDS, NAMES, english, generate, make_language
+from layerswap.data.toyworld import ENGLISH_WORDS, NAMES, english, generate, make_language
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -46,7 +46,7 @@ def test_unknown_dataset_is_one_line(tmp_path):
     import pytest
 
     from layerswap.errors import UserError
-    from layerswap.toyworld import write_dataset
+    from layerswap.data.toyworld import write_dataset
 
     with pytest.raises(UserError, match="toy dataset 'gsm8k_en': unknown"):
         write_dataset("gsm8k_en", tmp_path / "x.jsonl", 0, {}, 3)

@@ -300,7 +300,7 @@ def _model_repo(repo_id: str, rope_scaling: dict | None, max_pos: int, seed: int
         "README.md": card(gated=True, extra="Llama license (replica)\n"),
         "LICENSE": b"LLAMA COMMUNITY LICENSE (replica)\n",
         "USE_POLICY.md": b"# Acceptable use policy (replica)\n",
-        # the original Meta checkpoint is a pickle: never downloaded (layerswap.hub.MODEL_PATTERNS)
+        # the original Meta checkpoint is a pickle: never downloaded (layerswap.data.hub.MODEL_PATTERNS)
         "original/consolidated.00.pth": b"PICKLE (replica: must never be fetched)\n",
         "original/params.json": b'{"dim": 32, "n_layers": 12}\n',
         "original/tokenizer.model": b"tiktoken (replica)\n",

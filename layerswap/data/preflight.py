@@ -3,7 +3,7 @@ node before any GPU job is queued. One line per artefact, exit 1 if any fails. N
 datasets are streamed (only their cards land in the HF cache, as `datasets` keeps them), a model's config and
 tokenizer files go to a temporary folder.
 
-Per artefact (the list is `layerswap.prestage.artefacts`):
+Per artefact (the list is `layerswap.data.prestage.artefacts`):
 * model: the repository answers; its gate lets the token through (a file is requested); the installed
   transformers reads its config.json, whose layer count matches `base.num_layers`, and its tokenizer; it has
   safetensors weights; the download size of what prestage fetches (safetensors, JSON, tokenizer files).
@@ -25,7 +25,7 @@ import tempfile
 import time
 
 from layerswap.errors import UserError
-from layerswap.hub import MODEL_PATTERNS, describe, gated_hint, load_error, open_dataset, repo_files
+from layerswap.data.hub import MODEL_PATTERNS, describe, gated_hint, load_error, open_dataset, repo_files
 
 WORKERS = 8
 
@@ -121,7 +121,7 @@ def _data_size(item: dict) -> int | None:
 
 
 def check_dataset(item: dict, scan_cap: int = 2_000_000) -> str:
-    from layerswap.data import examples, to_schema
+    from layerswap.data.mixes import examples, to_schema
 
     spec = item.get("spec")
     try:
@@ -168,7 +168,7 @@ def check_dataset(item: dict, scan_cap: int = 2_000_000) -> str:
 # ------------------------------------------------------------------------------------------------------------ all
 def verify(config: dict, ablations_dir=None, out=None) -> bool:
     """Check every artefact; print one line each; True when all pass."""
-    from layerswap.prestage import artefacts
+    from layerswap.data.prestage import artefacts
 
     out = out or sys.stdout
     items = artefacts(config, ablations_dir)

@@ -7,7 +7,7 @@
     used to remove evaluation overlap, the evaluation datasets of the paper task set (``evaluation_artefacts``),
     and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
     ``different_base``). ``--dry-run`` prints the list and touches no network. The pre-flight check
-    (`layerswap.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify`` runs only
+    (`layerswap.data.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify`` runs only
     the check. A token comes from the environment (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or
     written anywhere.
 """
@@ -20,9 +20,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from layerswap import hub
+from layerswap.data import hub
 from layerswap.gguf_base import is_gguf_source
-from layerswap.hub import MODEL_PATTERNS, describe, needed_sources, source_spec, use_hf_home
+from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec, use_hf_home
 
 
 def base_is_local(config: dict) -> bool:
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> None:
     use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home"))
     ablations_dir = args.ablations_dir or Path(config["ablations_dir"])
     if args.verify or not (args.dry_run or args.no_verify):
-        from layerswap.preflight import verify
+        from layerswap.data.preflight import verify
 
         if not verify(config, ablations_dir):
             raise SystemExit(1)

@@ -1,10 +1,10 @@
 """Hub sources of the paper config: the per-(source, language) data files and the base model, from the HF cache.
 
-Two commands (``layerswap prestage``, which downloads what the config needs, is `layerswap.prestage`):
+Two commands (``layerswap prestage``, which downloads what the config needs, is `layerswap.data.prestage`):
 
 ``layerswap hub-data --spec-json ... --out results/data/raw/<name>_<lang>.jsonl``  (rule ``hub_data``)
     Load one pre-staged source (offline on compute nodes), map its columns onto the source's schema
-    (`layerswap.data.SCHEMAS`), walk its rows in a seeded random order, drop blank rows, duplicates and rows that
+    (`layerswap.data.mixes.SCHEMAS`), walk its rows in a seeded random order, drop blank rows, duplicates and rows that
     contain a FLORES sentence (sources with ``exclude: [flores]``), stop once the mix's count of distinct examples
     is reached, and write the rows plus ``<name>_<lang>.manifest.json`` (counts of what was seen and dropped).
 
@@ -231,7 +231,7 @@ def select_rows(rows: Iterable[dict], spec: dict, n: int, overlap=None) -> tuple
 
     Returns (kept rows, counts). A row is dropped if it gives no example (blank), if its examples were all seen
     before (duplicate), or if any of its text contains an overlap sentence."""
-    from layerswap.data import examples, to_schema
+    from layerswap.data.mixes import examples, to_schema
 
     kept: list[dict] = []
     seen: set[tuple[str, str]] = set()
@@ -284,7 +284,7 @@ def source_seed(seed: int, name: str, lang: str) -> int:
 
 
 def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dataset) -> dict:
-    from layerswap.data import OverlapFilter
+    from layerswap.data.mixes import OverlapFilter
 
     ds = load(spec)
     if spec.get("language_column"):
@@ -367,7 +367,7 @@ def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_f
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# CLI (two commands share this module; cli.py registers each; `layerswap prestage` is layerswap.prestage)
+# CLI (two commands share this module; cli.py registers each; `layerswap prestage` is layerswap.data.prestage)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
