@@ -408,7 +408,7 @@ def _origin(config: dict, run_name: str, field: str) -> str:
 
 def _check_runs(config: dict, languages: list[str]) -> None:
     allowed = ["math", *languages, *[f"joint_{lang}" for lang in languages]]
-    from layerswap.sft import PEFT_METHODS, UNSUPPORTED_PEFT  # light: sft defers torch imports
+    from layerswap.train.sft import PEFT_METHODS, UNSUPPORTED_PEFT  # light: sft defers torch imports
 
     for name, run in effective_runs(config).items():
         method = run.get("peft_method", "full")

@@ -10,8 +10,8 @@ from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs,
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
-from layerswap.gguf_base import is_gguf_source
-from layerswap.sft import checkpoint_name
+from layerswap.train.gguf_base import is_gguf_source
+from layerswap.train.sft import checkpoint_name
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
 # config. Ablation files add merge configs to a view of their own (MERGE_CONFIGS), checked with the rest.
@@ -244,7 +244,7 @@ def sft_launch(wildcards, resources):
     accel = Path(config["sft"]["accelerate_config"])
     accel = accel if accel.is_absolute() or accel.exists() else Path(workflow.basedir) / accel
     return (f"accelerate launch --config_file {shlex.quote(str(accel))} "
-            f"--num_processes {procs} -m layerswap.sft")
+            f"--num_processes {procs} -m layerswap.train.sft")
 
 
 # ---------------------------------------------------------------------------------------------------------

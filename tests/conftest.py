@@ -30,7 +30,7 @@ def toy_world(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_base(toy_world, tmp_path_factory) -> Path:
     """A 2-layer toy base pretrained for a few steps (a real HF directory with a tokenizers tokenizer)."""
-    from layerswap.pretrain import pretrain
+    from layerswap.train.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("base") / "base"
     model = {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from layerswap.errors import UserError
-from layerswap.gguf_base import convert, is_gguf_source, resolve
+from layerswap.train.gguf_base import convert, is_gguf_source, resolve
 
 gguf = pytest.importorskip("gguf", reason="the gguf package (a dependency of layerswap) is not installed")
 

@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 from layerswap.config import SCHEMA_PATH, _load_yaml, check, effective_runs, validate_config
 from layerswap.data.mixes import build_mix
 from layerswap.errors import UserError
-from layerswap.sft import LORA_DEFAULTS, train_expert, training_arguments
+from layerswap.train.sft import LORA_DEFAULTS, train_expert, training_arguments
 
 PARAMS = {"lr": 1e-3, "batch_size": 4, "seq_len": 48, "weight_decay": 0.01, "max_grad_norm": 1.0,
           "scheduler": "wsd", "warmup_steps": 1, "adam_beta2": 0.99, "num_samples": 16, "checkpoint_every": 8,
@@ -48,7 +48,7 @@ def full_run(tiny_base, mix, tmp_path_factory):
 def kept_run(tiny_base, mix, tmp_path_factory):
     """The same run killed after its manifest, before its Trainer state was deleted: what the resume tests start
     from (each copies it and takes away what a kill at another moment would not have written)."""
-    import layerswap.sft as sft
+    import layerswap.train.sft as sft
 
     out = tmp_path_factory.mktemp("kept") / "run"
     with pytest.MonkeyPatch.context() as patch:
@@ -174,7 +174,7 @@ def test_lora_adapter_and_merged_weights_and_resume(tiny_base, mix, tmp_path, mo
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    import layerswap.sft as sft
+    import layerswap.train.sft as sft
 
     # keep the Trainer state (as a kill before its deletion would) for the resume below
     monkeypatch.setattr(sft, "_finish", lambda out_dir, params, key, work: sft.write_manifest(out_dir, params, key))
@@ -225,10 +225,10 @@ def test_empty_mix_file_is_refused(tmp_path):
 
 
 def test_module_entry_point_gives_one_line(tmp_path):
-    """`python -m layerswap.sft` (what accelerate launch runs) dispatches through layerswap.cli."""
+    """`python -m layerswap.train.sft` (what accelerate launch runs) dispatches through layerswap.cli."""
     bad = tmp_path / "d.jsonl"
     bad.write_text('{"response": "2"}\n')
-    proc = subprocess.run([sys.executable, "-m", "layerswap.sft", "--base", str(tmp_path), "--data", str(bad),
+    proc = subprocess.run([sys.executable, "-m", "layerswap.train.sft", "--base", str(tmp_path), "--data", str(bad),
                            "--out-dir", str(tmp_path / "o"), "--params-json", json.dumps(PARAMS)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
@@ -301,7 +301,7 @@ def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
     from safetensors.torch import save_file
 
     from layerswap.audit import recorded_hashes
-    from layerswap.sft import write_manifest
+    from layerswap.train.sft import write_manifest
 
     run = tmp_path / "experts" / "run"  # a results root: recorded_hashes reads experts/*/checkpoints.json
     shutil.copytree(full_run, run)
@@ -347,7 +347,7 @@ def test_sft_examples_chat_template_or_raw_template():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from layerswap.training import sft_examples
+    from layerswap.train.training import sft_examples
 
     words = ["<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "Q:", "A:", "two", "plus", "is", "4"]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))

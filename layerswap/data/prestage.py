@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap.data import hub
-from layerswap.gguf_base import is_gguf_source
+from layerswap.train.gguf_base import is_gguf_source
 from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec, use_hf_home
 
 
 def base_is_local(config: dict) -> bool:
-    """A local directory, or a GGUF file (a path or a package's file, `layerswap.gguf_base`): nothing to stage."""
+    """A local directory, or a GGUF file (a path or a package's file, `layerswap.train.gguf_base`): nothing to stage."""
     source = config["base"]["source"]
     return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir() or is_gguf_source(source)
 

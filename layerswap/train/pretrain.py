@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from layerswap.jsonl import read_jsonl
-from layerswap.training import JsonlLogger, TokenDataset, export_model
+from layerswap.train.training import JsonlLogger, TokenDataset, export_model
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 

@@ -30,7 +30,7 @@ Launchers
 ---------
 On a CPU (toy world) the rule runs the plain CLI `layerswap sft ...`. On a cluster (`sft.launcher: accelerate`) the
 same module runs under `accelerate launch --config_file cluster/accelerate_fsdp.yaml --num_processes <gpus> -m
-layerswap.sft ...`: the Trainer picks FSDP (full shard, bf16) up from the environment accelerate sets. Checkpoint
+layerswap.train.sft ...`: the Trainer picks FSDP (full shard, bf16) up from the environment accelerate sets. Checkpoint
 export then works as follows, with accelerate's own facilities: every process calls
 `trainer.accelerator.get_state_dict(trainer.model)` (a collective under FSDP: the full state dict is gathered,
 offloaded to CPU, on rank 0 only); only the main process writes the checkpoint directory and `checkpoints.json`;
@@ -150,7 +150,7 @@ def export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype) -> N
     """Export the Trainer's current weights as `out_dir` (called on every process; only the main one writes)."""
     import torch
 
-    from layerswap.training import export_model
+    from layerswap.train.training import export_model
 
     # The export must not touch the training RNG (building the LoRA skeleton draws from it): the Trainer saved its
     # RNG state before this hook, and a resumed run must see the same stream as an uninterrupted one.
@@ -290,7 +290,7 @@ def _padding_tokenizer(base: Path, tokenizer):
 
 def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: str) -> None:
     from layerswap.jsonl import read_jsonl
-    from layerswap.training import sft_examples
+    from layerswap.train.training import sft_examples
 
     out_dir = Path(out_dir)
     method = peft_method(params)
@@ -299,7 +299,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer
 
-    from layerswap.training import JsonlLogger
+    from layerswap.train.training import JsonlLogger
 
     torch.set_num_threads(int(params.get("threads", 1)))
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -434,7 +434,7 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# CLI: layerswap sft ...   (or: accelerate launch ... -m layerswap.sft ...)
+# CLI: layerswap sft ...   (or: accelerate launch ... -m layerswap.train.sft ...)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -449,7 +449,7 @@ def run(args: argparse.Namespace) -> None:
     train_expert(args.base, args.data, args.out_dir, params, params.get("template", "Q: {prompt}\nA:"))
 
 
-if __name__ == "__main__":  # `python -m layerswap.sft ...`, as `accelerate launch -m layerswap.sft` runs it
+if __name__ == "__main__":  # `python -m layerswap.train.sft ...`, as `accelerate launch -m layerswap.train.sft` runs it
     import sys
 
     from layerswap.cli import exit_fast, main
