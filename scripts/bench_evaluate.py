@@ -8,7 +8,7 @@ max_position_embeddings 256) with a word-level tokenizer of ~900 words, MGSM-lik
 `--items` scored items each (plus the 8-line few-shot pool), and `--models` merge recipes. Then it runs the
 evaluation in a fresh child process, as a Snakemake job would, and splits the child's wall time into:
   start-up   interpreter start until the child's first line runs (measured by the parent)
-  imports    torch + transformers + lm_eval (+ layerswap.evaluate)
+  imports    torch + transformers + lm_eval (+ layerswap.evaluation.evaluate)
   tasks      writing the task YAMLs, TaskManager(include_path=..., include_defaults=False), TaskManager.load
   model load first model: from_pretrained + HFLM; later ones: build the merged state dict + load_state_dict
   evaluate   lm_eval.evaluator.evaluate per model (+ writing its JSON files)
@@ -137,7 +137,7 @@ def standin_merges():
 
 def child(a: argparse.Namespace) -> None:
     sys.path.insert(0, str(ROOT))
-    from layerswap import evaluate as ev
+    from layerswap.evaluation import evaluate as ev
 
     if a.standin_merge:
         merges = standin_merges()

@@ -15,7 +15,7 @@ import yaml
 
 pytest.importorskip("lm_eval")
 
-from layerswap import evaluate as ev  # noqa: E402
+from layerswap.evaluation import evaluate as ev  # noqa: E402
 from layerswap.data import prestage  # noqa: E402
 from layerswap.evaluation import paper_tasks as pt  # noqa: E402
 from layerswap.evaluation import tasks as et  # noqa: E402

@@ -1,6 +1,6 @@
 """Merges of models that tie their output head to the input embedding (SmolLM2, Llama 3.2 1B/3B): the merged model
 holds one embedding tensor, and the directory `write_merged` writes loads with `from_pretrained` to the same logits
-as the in-memory merge that evaluation builds (`layerswap.evaluate.ModelHost`)."""
+as the in-memory merge that evaluation builds (`layerswap.evaluation.evaluate.ModelHost`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 import layerswap.merge as merge
 from layerswap.errors import UserError
-from layerswap.evaluate import ModelHost
+from layerswap.evaluation.evaluate import ModelHost
 from layerswap.merge import build_state_dict, write_merged
 
 VOCAB = 40

@@ -1,1 +1,1 @@
-"""Helpers of `layerswap evaluate` (the CLI module is `layerswap/evaluate.py`)."""
+"""Evaluation stage: `layerswap evaluate` and `evaluate-merges` (lm-eval on checkpoints and merges) and their helpers."""

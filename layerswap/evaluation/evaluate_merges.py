@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from layerswap import evaluate
+from layerswap.evaluation import evaluate
 from layerswap.merge import engine
 
 
