@@ -113,7 +113,7 @@ LAYER_SWAP_DEFAULTS = config_defaults("layer_swap")  # what config validation fi
 COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
            "mgsm_avg", "mgsm_max", "belebele_avg", "belebele_max", "flores_avg", "flores_max", "mmlu_avg",
            "mmlu_max", "mbpp_avg", "mbpp_max", "note"]
-# per metric: 95% interval of avg and max (layerswap.intervals; none for FLORES BLEU) and items per model
+# per metric: 95% interval of avg and max (layerswap.report.intervals; none for FLORES BLEU) and items per model
 COLUMNS += [f"{m}_{c}" for m in ("mgsm", "belebele", "flores", "mmlu", "mbpp")
             for c in (("n",) if m == "flores" else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
 
@@ -521,7 +521,7 @@ def with_merge_configs(config: dict, added: dict[str, dict]) -> dict:
 
 
 def _metric_scores(evals, model_ids: list[str], bench: str, lang: str) -> list[float] | str:
-    from layerswap.tables import pct
+    from layerswap.report.tables import pct
 
     scores = []
     for model_id in model_ids:
@@ -539,8 +539,8 @@ def records(evals_dir: str | Path, params: dict) -> list[dict]:
     """One row per (variant, language): avg and max over the expert pairs of each metric (percent; FLORES BLEU,
     mean of en->lang and lang->en), with their 95% intervals (params seed, bootstrap_draws; none for BLEU) and the
     items per model (FLORES: sentences per direction)."""
-    from layerswap import intervals
-    from layerswap.tables import Evals, mean
+    from layerswap.report import intervals
+    from layerswap.report.tables import Evals, mean
 
     for key in ("name", "variants", "languages", "top_k", "metrics"):
         if params.get(key) in (None, "", []):
@@ -591,7 +591,7 @@ def markdown(frame, params: dict) -> str:
         lines += [f"Plan: {params['plan']}", ""]
     lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); MGSM, "
               "Belebele, MMLU, MBPP in %, FLORES in BLEU (mean of en->x and x->en), all in the target language.",
-              "", "[lo, hi]: 95% interval, seeded bootstrap (layerswap/intervals.py): avg resamples the items (the "
+              "", "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
               "same draw for every pair) and the pairs, max the items only; FLORES BLEU has none (corpus metric).", ""]
     counts = []
     for m in metrics:
@@ -650,7 +650,7 @@ def chart(frame, params: dict):
 def build(evals_dir: str | Path, params: dict, out_dir: str | Path) -> list[Path]:
     import pandas as pd
 
-    from layerswap.figures import save_chart
+    from layerswap.report.figures import save_chart
 
     frame = pd.DataFrame.from_records(records(evals_dir, params), columns=COLUMNS)
     out = Path(out_dir)

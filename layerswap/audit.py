@@ -20,7 +20,7 @@ Audit: `layerswap audit --manifest M` first prints one `hardware:` line per diff
 machine and this one (machine, CPU model, instruction-set flags, torch's CPU kernel level, GPUs, cpu_count), which
 is informational and never fails the audit; then it re-hashes what is on disk and prints one line per drift
 (changed, missing, extra); exit status 1 on drift. `layerswap audit --manifest M --trace TABLE ROW COLUMN`
-recomputes the table with `layerswap.tables` itself, with scores that carry the evaluation file they came from, and
+recomputes the table with `layerswap.report.tables` itself, with scores that carry the evaluation file they came from, and
 prints the cell's evaluation files, sample logs, merge recipes and checkpoints with their manifest hashes. A
 min/max/best-of cell traces to the model that attains it; an average to all its models.
 """
@@ -451,7 +451,7 @@ def _recipe_models(recipe, out: list[str]) -> None:
 
 
 def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
-    from layerswap import tables
+    from layerswap.report import tables
 
     root = Path(manifest["root"])
     stem = Path(table_file).name.split(".", 1)[0]

@@ -29,7 +29,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from layerswap import audit, tables  # noqa: E402
+from layerswap import audit  # noqa: E402
+from layerswap.report import tables  # noqa: E402
 
 Z = 1.959964
 

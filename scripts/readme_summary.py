@@ -3,7 +3,7 @@
 
     python scripts/readme_summary.py [--results results] [--readme README.md] [--write]
 
-The paragraph between the README's summary markers (layerswap.summary.README_BEGIN / README_END) must be the
+The paragraph between the README's summary markers (layerswap.report.summary.README_BEGIN / README_END) must be the
 paragraph of <results>/tables/summary.md, which `layerswap tables` writes from the run's tables (the README's comes
 from the default run, `make run`). Exit 1, printing both texts, where they differ; --write puts the run's paragraph
 into the README instead.
@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from layerswap.summary import README_BEGIN, README_END, paragraph  # noqa: E402
+from layerswap.report.summary import README_BEGIN, README_END, paragraph  # noqa: E402
 
 
 def split(readme: str) -> tuple[str, str, str]:

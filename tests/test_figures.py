@@ -12,7 +12,7 @@ import pytest
 from safetensors.numpy import save_file
 
 from layerswap.cli import main as cli_main
-from layerswap import figures
+from layerswap.report import figures
 from layerswap.errors import UserError
 
 HIDDEN, INTER, KV, LAYERS = 4, 6, 2, 2
@@ -271,9 +271,9 @@ def test_expert_from_selection_takes_rank_one(checkpoints, tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# swap-grid and Table 1 bars (layerswap.charts) on synthetic evaluation files with known numbers
+# swap-grid and Table 1 bars (layerswap.report.charts) on synthetic evaluation files with known numbers
 
-from layerswap import charts  # noqa: E402
+from layerswap.report import charts  # noqa: E402
 
 LANGS = ["toy_swh", "toy_tel"]
 GRID_PAIRS = ["l1m1", "l1m2", "l2m1", "l2m2"]
@@ -414,7 +414,7 @@ def test_table1_bars_csv_numbers(tmp_path):
     assert swh["setting_label"].iloc[0] == "base model"
     assert set(swh["language_name"]) == {"toy-Swahili (synthetic)"}
     # every bar is the Table 1 avg cell
-    from layerswap import tables
+    from layerswap.report import tables
 
     t1 = tables.build_tables(sel, ev, tables.Params.from_json(json.dumps(PARAMS)))["table1"]
     for r in frame[frame["kind"] == "avg"].to_dict("records"):
@@ -434,7 +434,7 @@ def test_table1_bars_csv_numbers(tmp_path):
 def test_table1_bars_missing_eval_names_it(tmp_path):
     from test_tables import PARAMS, make_world
 
-    from layerswap import tables
+    from layerswap.report import tables
 
     sel, ev = make_world(tmp_path)
     (ev / "merge" / "soup_m" / "toy_tel" / "l2m2" / "mgsm.json").unlink()

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from layerswap import intervals, summary, tables
+from layerswap.report import intervals, summary, tables
 from layerswap.errors import UserError
 from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
 

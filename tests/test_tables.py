@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from layerswap import tables
+from layerswap.report import tables
 from layerswap.errors import UserError
 
 # the paper's text, as the project's shared folder holds it beside the repository (or where LAYERSWAP_PAPER_TEXT says)

@@ -14,7 +14,7 @@ Subcommands (every value through arguments, never the workflow config):
                 language experts, the math experts, model soup (best config), layer swap (default config) and
                 layer swap (best config) at the mean over experts / pairs (= Table 1 "avg") with its 95% interval
                 as an error bar (= Table 1's), and a point per expert or pair. Models and "best config" are resolved
-                exactly as in Table 1 (layerswap.tables).
+                exactly as in Table 1 (layerswap.report.tables).
                 params: the Table params of `layerswap tables`.
   table-html    Self-contained HTML pages of tables from their Markdown files (title, table, notes), so that the
                 Snakemake report shows them inline (Snakemake 9's report shows HTML, images and PDF inline; CSV,
@@ -43,7 +43,7 @@ BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", 
 
 
 def _title(text: str, world: str) -> str:
-    from layerswap.tables import TOY_LABEL
+    from layerswap.report.tables import TOY_LABEL
 
     return f"{text} — {TOY_LABEL}" if world == "toy" else text
 
@@ -54,7 +54,7 @@ def _title(text: str, world: str) -> str:
 
 def swap_grid_records(evals_dir: str | Path, params: dict) -> list[dict]:
     """One record per (language, layer_swap config); see GRID_COLUMNS. MGSM numbers in percent."""
-    from layerswap.tables import Evals, mean, pct
+    from layerswap.report.tables import Evals, mean, pct
 
     for key in ("configs", "languages", "top_k"):
         if params.get(key) in (None, "", [], {}):
@@ -156,7 +156,7 @@ def swap_grid_chart(frame, world: str = "toy"):
 def run_swap_grid(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from layerswap.figures import save_chart
+    from layerswap.report.figures import save_chart
 
     params = json_object(args.params_json, "--params-json")
     frame = pd.DataFrame.from_records(swap_grid_records(args.evals_dir, params), columns=GRID_COLUMNS)
@@ -178,7 +178,7 @@ def run_swap_grid(args: argparse.Namespace) -> None:
 def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params) -> list[dict]:
     """Per language and Table 1 column: one 'avg' record (the bar, = Table 1 avg, with its 95% interval and item
     count as in Table 1) and one 'point' per member."""
-    from layerswap.tables import Builder, Evals, Workspace, mean, pct
+    from layerswap.report.tables import Builder, Evals, Workspace, mean, pct
 
     builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
     columns = builder.columns(builder.T1_COLUMNS)
@@ -250,15 +250,15 @@ def table1_bars_chart(frame, world: str = "toy"):
     return layered.facet(column=alt.Column("language_name:N", sort=langs, title=None)).properties(
         title=alt.Title(_title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world),
                         subtitle="red: 95% bootstrap interval of the mean (items and experts / pairs resampled, "
-                                 "seeded; layerswap/intervals.py)")
+                                 "seeded; layerswap/report/intervals.py)")
     )
 
 
 def run_table1_bars(args: argparse.Namespace) -> None:
     import pandas as pd
 
-    from layerswap.figures import save_chart
-    from layerswap.tables import Params
+    from layerswap.report.figures import save_chart
+    from layerswap.report.tables import Params
 
     params = Params.from_json(args.params_json, table2=False)
     frame = pd.DataFrame.from_records(table1_bar_records(args.selection_dir, args.evals_dir, params),

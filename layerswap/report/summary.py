@@ -3,11 +3,11 @@
 `layerswap tables` writes it beside the tables; the README's "what the toy world shows" paragraph is this text for the
 default run, between the markers README_BEGIN / README_END (`python scripts/readme_summary.py` checks or updates it).
 
-A difference is stated only where the two cells' 95% intervals (layerswap.intervals) do not overlap; where they
+A difference is stated only where the two cells' 95% intervals (layerswap.report.intervals) do not overlap; where they
 overlap the text says the run cannot tell the two apart. Corpus BLEU cells have no interval: their numbers are given,
 no difference is claimed.
 
-Read from the tables (keys as in layerswap.tables): Table 5 rows (mgsm, en), (belebele, <lang>), (flores, en-<lang>)
+Read from the tables (keys as in layerswap.report.tables): Table 5 rows (mgsm, en), (belebele, <lang>), (flores, en-<lang>)
 and (flores, <lang>-en), columns base / math / <lang>; Table 1 rows (<lang>, avg), columns base, math_expert,
 soup_best, swap_best.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from layerswap.intervals import separated
+from layerswap.report.intervals import separated
 
 README_BEGIN = "<!-- BEGIN summary: `layerswap tables` -> results/tables/summary.md; check: scripts/readme_summary.py -->"
 README_END = "<!-- END summary -->"
@@ -59,7 +59,7 @@ def _relation(groups: dict[int, list[str]], total: int, a: str, b: str) -> str:
 
 
 def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
-    """The paragraph, from Table 5 and Table 1 (Table objects of layerswap.tables)."""
+    """The paragraph, from Table 5 and Table 1 (Table objects of layerswap.report.tables)."""
     name = {lang: names.get(lang, lang) for lang in languages}
     t5, t1 = tables["table5"], tables["table1"]
     sentences = []

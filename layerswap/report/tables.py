@@ -8,7 +8,7 @@ Inputs (all through arguments, never the workflow config):
                          "hf": real models, the paper's numbers shown beside ours), "language_names" (optional),
                          "benchmarks" (optional, Table 5; default mgsm belebele flores mbpp mmlu)}
   --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md}, summary.md
-                        (layerswap.summary: what the tables show, claims only where 95% intervals separate);
+                        (layerswap.report.summary: what the tables show, claims only where 95% intervals separate);
                         world "hf"/"paper" also: table{1,2,5,6}_paper_vs_ours.{csv,md}
 
 Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
@@ -33,15 +33,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from layerswap import intervals, summary
+from layerswap.report import intervals, summary
 from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
-from layerswap.intervals import DEFAULT_DRAWS
+from layerswap.report.intervals import DEFAULT_DRAWS
 from layerswap.jsonl import json_object, read_rows
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
-RESOURCES = ("data/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
-PAPER_RESULTS = Path(__file__).with_name("data") / "paper_results.yaml"
+RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
+PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 BENCHMARKS = ("mgsm", "belebele", "flores", "mbpp", "mmlu")
 #: What the paper config runs where the paper names no set or setting (README "Where this differs from the paper").
 PAPER_TASK_NOTES = [
@@ -64,7 +64,7 @@ BENCH_LABELS = {
 GROUP_LABELS = {"soup": "model soup", "swap": "layer swap", "ties": "TIES-merging"}
 MISSING = "n/a"
 SKIPPED = "skipped"
-INTERVAL_NOTE = ("[lo, hi]: 95% interval, seeded bootstrap (layerswap/intervals.py): an avg resamples the items "
+INTERVAL_NOTE = ("[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): an avg resamples the items "
                  "(the same draw for every model) and the experts / pairs; a min, max or single model resamples the "
                  "items only; a best-config winner is kept as chosen. Where every item is wrong the interval is "
                  "[0, 0]: the bootstrap sees only the observed items (0 of n still allows a rate up to about 3/n).")
@@ -85,7 +85,7 @@ class Params:
     world: str
     language_names: dict[str, str] = field(default_factory=dict)
     benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
-    seed: int = 0  # of the bootstrap intervals (layerswap.intervals)
+    seed: int = 0  # of the bootstrap intervals (layerswap.report.intervals)
     bootstrap_draws: int = DEFAULT_DRAWS
 
     @classmethod
@@ -476,7 +476,7 @@ class Table:
             names = self.index + [lab for _, lab in self.columns] + (["n"] if self.count_mode() == "row" else [])
             frame = pd.DataFrame.from_records(records, columns=names)
             lines += ["Cells: ours [95% interval] (paper). The paper's numbers are Llama 3.1 8B, from "
-                      "layerswap/data/paper_results.yaml.", ""]
+                      "layerswap/report/paper_results.yaml.", ""]
         else:
             frame = self.frame(numeric=False)
         lines.append(self._md(frame))
@@ -634,7 +634,7 @@ class Builder:
 
     def interval(self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm",
                  scale: float = 100.0) -> tuple[float, float] | None:
-        """95% bootstrap interval of a cell (layerswap.intervals); None for a corpus metric (no per-item scores)."""
+        """95% bootstrap interval of a cell (layerswap.report.intervals); None for a corpus metric (no per-item scores)."""
         return intervals.cell_interval(self.ws.evals.items, models, langs, stat, bench=bench, seed=self.p.seed,
                                        draws=self.p.bootstrap_draws, scale=scale)
 
@@ -930,7 +930,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params-json", required=True, help="JSON object of table parameters (see module doc)")
     parser.add_argument("--out-dir", required=True, help="where table{1,2,5,6}.{csv,md,tex} are written")
     parser.add_argument("--paper-results", default=None,
-                        help="YAML of the paper's numbers (default: layerswap/data/paper_results.yaml)")
+                        help="YAML of the paper's numbers (default: layerswap/report/paper_results.yaml)")
 
 
 def run(args: argparse.Namespace) -> None:
