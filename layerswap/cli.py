@@ -28,15 +28,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "tables": ("layerswap.report.tables", "build the paper's tables from evaluation files"),
     "heatmap": ("layerswap.report.figures", "plot parameter-change heatmaps"),
     "charts": ("layerswap.report.charts", "figures and report pages from evaluation and table files"),
-    "plan": ("layerswap.plan", "dry-run snakemake and summarise, per rule, which jobs would run and why"),
+    "plan": ("layerswap.workflow.plan", "dry-run snakemake and summarise, per rule, which jobs would run and why"),
     "prestage": ("layerswap.data.prestage", "download every hub artefact a config needs into the HF cache"),
     "hub-data": ("layerswap.data.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
     "prepare-base": ("layerswap.data.hub", "link a local or pre-staged base model into results/base"),
     "gguf-base": ("layerswap.train.gguf_base", "dequantise a GGUF base model into a safetensors HF directory"),
     "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
     "audit": ("layerswap.audit", "re-hash results against the manifest (drift), or trace a table cell"),
-    "ablation-table": ("layerswap.ablations", "an ablation's table (CSV + Markdown) and figure from evaluation files"),
-    "cost": ("layerswap.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
+    "ablation-table": ("layerswap.workflow.ablations", "an ablation's table (CSV + Markdown) and figure from evaluation files"),
+    "cost": ("layerswap.workflow.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
 }
 
 

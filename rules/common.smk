@@ -5,7 +5,7 @@ import shlex
 from pathlib import Path
 import sys
 
-from layerswap.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
+from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs, validate_config
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError

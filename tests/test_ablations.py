@@ -14,7 +14,7 @@ import yaml
 
 from conftest import MICRO, REPO, snakemake
 from test_report import Scripts, decode, js_value
-from layerswap import ablations as abl
+from layerswap.workflow import ablations as abl
 from layerswap.config import load_config
 from layerswap.errors import UserError
 

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from conftest import REPO, read_jsonl
-from layerswap import cost as cost_mod
+from layerswap.workflow import cost as cost_mod
 from layerswap.data import hub, prestage
 from layerswap.config import load_config
 from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema

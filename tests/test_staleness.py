@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from layerswap.plan import parse_dry_run
+from layerswap.workflow.plan import parse_dry_run
 from conftest import MICRO, REPO
 
 pytestmark = pytest.mark.workflow

@@ -63,7 +63,7 @@ def artefacts(config: dict, ablations_dir: str | Path | None = None) -> list[dic
 
 def ablation_artefacts(config: dict, ablations_dir: str | Path) -> list[dict]:
     """The extra base models of the ablations the `ablations` key selects (all when absent), e.g. different_base."""
-    from layerswap import ablations as abl
+    from layerswap.workflow import ablations as abl
 
     if config["world"] != "hf" or not Path(ablations_dir).is_dir():
         return []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from layerswap.errors import UserError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 #: Stage of each rule (data flows top to bottom); rules not listed fall in "other".
 STAGES: dict[str, tuple[str, ...]] = {
