@@ -5,7 +5,7 @@
 # `all`; the main tables and figures read merges.configs only, so the ablations change none of the main jobs.
 
 
-# Expert-set ablations (ablations.py docstring): their extra runs, bases, selections and merge configs.
+# Expert-set ablations (layerswap/workflow/ablations.py docstring): their extra runs, bases, selections and merge configs.
 EXPERT_ABLATIONS = {n: a for n, a in ABLATIONS.items() if "runs" in a}
 ABLATION_BASES = {}  # "<ablation>/<base>" -> base spec
 ABLATION_MERGES = {}  # ax_* merge config name -> {merge, set, lang_from, task_from, ablation}
