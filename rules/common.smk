@@ -5,13 +5,13 @@ import shlex
 from pathlib import Path
 import sys
 
-from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.config import METRIC_TASK, check, checkpoints_of, effective_runs, validate_config
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.train.sft import checkpoint_name
+from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
 # config. Ablation files add merge configs to a view of their own (MERGE_CONFIGS), checked with the rest.

@@ -15,11 +15,11 @@ import pytest
 import yaml
 
 from conftest import REPO, read_jsonl
-from layerswap.workflow import cost as cost_mod
-from layerswap.data import hub, prestage
 from layerswap.config import load_config
+from layerswap.data import hub, prestage
 from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
+from layerswap.workflow import cost as cost_mod
 
 PAPER = REPO / "config" / "paper.yaml"
 

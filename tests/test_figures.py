@@ -12,8 +12,8 @@ import pytest
 from safetensors.numpy import save_file
 
 from layerswap.cli import main as cli_main
-from layerswap.report import figures
 from layerswap.errors import UserError
+from layerswap.report import figures
 
 HIDDEN, INTER, KV, LAYERS = 4, 6, 2, 2
 SHAPES = {

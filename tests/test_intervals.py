@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from layerswap.report import intervals, summary, tables
 from layerswap.errors import UserError
+from layerswap.report import intervals, summary, tables
 from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
 
 

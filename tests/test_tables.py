@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from layerswap.report import tables
 from layerswap.errors import UserError
+from layerswap.report import tables
 
 # the paper's text, as the project's shared folder holds it beside the repository (or where LAYERSWAP_PAPER_TEXT says)
 SEED = Path(os.environ.get("LAYERSWAP_PAPER_TEXT",
