@@ -28,9 +28,9 @@ written with `layerswap.merge.engine.write_merged` to a temporary dir; one vLLM 
 Output (written atomically: temp name, then rename): `<out-dir>/<model-id>/<benchmark>.json` and
 `<benchmark>.samples.jsonl`. The JSON holds no timestamps or paths, so the same inputs give the same bytes.
 
-This module is the command (arguments, the run loop); the stage's code is in `layerswap/evaluation/`: `tasks` (the
-benchmark table, plans, toy task set), `paper_tasks` (paper task set, hub artefacts), `hosts` (HF and vLLM model
-hosts), `results` (result files and index), `sandbox` (model-written code).
+This module is the command (arguments, the run loop); the rest of the stage is beside it in `layerswap/evaluation/`:
+`tasks` (the benchmark table, plans, toy task set), `paper_tasks` (paper task set, hub artefacts), `hosts` (HF and
+vLLM model hosts), `results` (result files and index), `sandbox` (model-written code).
 """
 
 from __future__ import annotations
