@@ -15,7 +15,7 @@ if config["world"] == "toy":
             corpus=f"{R}/data/raw/pretrain.jsonl",
             vocab=f"{R}/data/raw/vocab.json",
         params:
-            world=toy_dataset_params("pretrain"),
+            world=spec.toy_dataset_params("pretrain"),
             code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/pretrain.log",
@@ -31,7 +31,7 @@ if config["world"] == "toy":
         wildcard_constraints:
             dataset="|".join(TOY_RAW),
         params:
-            world=lambda w: toy_dataset_params(w.dataset),
+            world=lambda w: spec.toy_dataset_params(w.dataset),
             code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/{{dataset}}.log",
@@ -51,12 +51,12 @@ if config["world"] == "toy":
 
 rule sft_mix:
     input:
-        lambda w: [s["path"] for s in mix_sources(w.expert)],
+        lambda w: [s["path"] for s in spec.mix_sources(w.expert)],
     output:
         mix=f"{R}/data/sft/{{expert}}.jsonl",
         manifest=f"{R}/data/sft/{{expert}}.manifest.json",
     params:
-        sources=lambda w: as_json(mix_sources(w.expert)),
+        sources=lambda w: as_json(spec.mix_sources(w.expert)),
         seed=config["seed"],
         code=command_hash("mix"),
     log:
