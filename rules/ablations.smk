@@ -157,8 +157,8 @@ elif spec.ablation_bases:
             f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
         params:
             source=lambda w: shlex.quote(spec.ablation_base_spec(w.ablation, w.base)["source"]),
-            revision=lambda w: spec.ablation_base_revision(w.ablation, w.base),
-            hf_home=HF_HOME_ARG,
+            revision=lambda w: spec.revision_arg(spec.ablation_base_spec(w.ablation, w.base)),
+            hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
         wildcard_constraints:
             ablation="|".join(spec.expert_ablations),

@@ -2,7 +2,6 @@
 # view of the config: runs, pairs, languages, file lists and params. Here only what needs Snakemake's own objects
 # (wildcards, resources, report(), workflow). Nothing reads files written by jobs: the whole DAG is known at
 # dry-run time.
-import json
 import shlex
 from pathlib import Path
 import sys

@@ -75,8 +75,6 @@ if config["world"] == "hf":
     from layerswap.hub import needed_sources, source_spec
 
     HUB_NEEDED = needed_sources(config)
-    HF_HOME = (config.get("storage") or {}).get("hf_home")
-    HF_HOME_ARG = f"--hf-home {shlex.quote(HF_HOME)}" if HF_HOME else ""
 
     rule hub_data:
         output:
@@ -88,7 +86,7 @@ if config["world"] == "hf":
         params:
             spec=lambda w: as_json(source_spec(config, w.source, w.lang)),
             seed=config["seed"],
-            hf_home=HF_HOME_ARG,
+            hf_home=spec.hf_home_arg,
             code=command_hash("hub-data"),
         log:
             f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
@@ -104,8 +102,8 @@ if config["world"] == "hf":
             f"{R}/base/config.json",
         params:
             source=shlex.quote(config["base"]["source"]),
-            revision=f"--revision {shlex.quote(config['base']['revision'])}" if config["base"].get("revision") else "",
-            hf_home=HF_HOME_ARG,
+            revision=spec.revision_arg(config["base"]),
+            hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
         log:
             f"{R}/logs/prepare_base.log",

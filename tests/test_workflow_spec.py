@@ -177,3 +177,12 @@ def test_ablations_have_their_merge_configs_runs_and_files(default):
 
 def test_canonical_languages_put_english_first_and_drop_repeats():
     assert canonical_languages(["swh", "en", "ben", "swh"]) == ["en", "ben", "swh"]
+
+
+def test_hub_arguments_are_shell_words_or_nothing(paper):
+    assert paper.hf_home_arg == "" and paper.revision_arg({"revision": None}) == ""
+    config = _config("paper.yaml", storage={"hf_home": "/data/hf home", "scratch": None, "keep_merged": False})
+    spec = Spec(config)
+    assert spec.hf_home_arg == "--hf-home '/data/hf home'"
+    assert spec.revision_arg({"source": "x", "revision": "abc 1"}) == "--revision 'abc 1'"
+    assert spec.ablations == {} and spec.merge_configs == config["merges"]["configs"]

@@ -91,6 +91,8 @@ class Spec:
         self.keep_merged = self.pair_configs if keep is True else list(keep or [])
         self.merged_models = [f"{self.merged}/{c}/{l}/{p}" for c in self.keep_merged for l in self.langs
                               for p in self.pairs]
+        hf_home = (config.get("storage") or {}).get("hf_home")  # else the job's environment (HF_HOME)
+        self.hf_home_arg = f"--hf-home {shlex.quote(hf_home)}" if hf_home else ""
         world_langs = config["toy_world"]["languages"] if config["world"] == "toy" else self.langs
         self.all_langs = canonical_languages(["en", *world_langs])
 
@@ -140,6 +142,11 @@ class Spec:
 
     # -----------------------------------------------------------------------------------------------------------
     # runs and expert types
+
+    @staticmethod
+    def revision_arg(base: dict) -> str:
+        """`--revision <rev>` of a hub base (`base` or an ablation's second base), or nothing."""
+        return f"--revision {shlex.quote(base['revision'])}" if base.get("revision") else ""
 
     def run_spec(self, run: str) -> dict:
         return self.runs[run] if run in self.runs else self.ablation_runs[run]
@@ -527,7 +534,3 @@ class Spec:
 
     def ablation_base_spec(self, ablation: str, base: str) -> dict:
         return self.ablation_bases[f"{ablation}/{base}"]
-
-    def ablation_base_revision(self, ablation: str, base: str) -> str:
-        bspec = self.ablation_base_spec(ablation, base)
-        return f"--revision {shlex.quote(bspec['revision'])}" if bspec.get("revision") else ""
