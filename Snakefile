@@ -30,8 +30,8 @@ include: "rules/ablations.smk"
 rule all:
     default_target: True
     input:
-        tables=TABLES,
+        tables=spec.tables,
         heatmap=f"{R}/figures/param_change.svg",
-        report=REPORT_FILES,
+        report=spec.report_files,
         manifest=f"{R}/manifest.json",
-        merged=MERGED_MODELS,
+        merged=spec.merged_models,

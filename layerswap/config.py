@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from layerswap.errors import UserError
+from layerswap.merge.params import swap_layer_overflow
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
@@ -48,7 +49,6 @@ METRIC_TASK: dict[str, str] = {
     "mgsm_en": "mgsm", "mgsm_avg": "mgsm", "mgsm_target": "mgsm", "belebele": "belebele",
     "flores_from_en": "flores", "flores_to_en": "flores", "mmlu": "mmlu", "mbpp": "mbpp",
 }
-LAYER_KEYS = ("bottom", "transition_bottom", "transition_top", "top")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -495,8 +495,8 @@ def _check_merges(config: dict) -> None:
             if key not in cfg:
                 raise _fail(f"{where}.{key}", "required key is missing (layer_swap needs bottom and top, or "
                             "lang_layers)")
-        values = [cfg.get(k, 0) for k in LAYER_KEYS]
-        if sum(values) > num_layers:
+        values = swap_layer_overflow(cfg, num_layers)
+        if values is not None:
             terms = "+".join(str(v) for v in values)
             raise _fail(where, f"bottom+transition_bottom+transition_top+top = {terms} = {sum(values)} exceeds "
                         f"base.num_layers = {num_layers}", f"a sum <= {num_layers}")

@@ -6,11 +6,11 @@
 
 rule manifest:
     input:
-        manifest_inputs(),
+        spec.manifest_inputs(),
     output:
         f"{R}/manifest.json",
     params:
-        config=lambda w: shlex.quote(json.dumps(config, default=str, sort_keys=True)),  # secrets: dropped by the command
+        config=lambda w: spec.config_json(),  # secrets: dropped by the command
         workflow_dir=shlex.quote(workflow.basedir),
         code=command_hash("manifest"),
     log:

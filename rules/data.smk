@@ -15,7 +15,7 @@ if config["world"] == "toy":
             corpus=f"{R}/data/raw/pretrain.jsonl",
             vocab=f"{R}/data/raw/vocab.json",
         params:
-            world=toy_dataset_params("pretrain"),
+            world=spec.toy_dataset_params("pretrain"),
             code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/pretrain.log",
@@ -31,7 +31,7 @@ if config["world"] == "toy":
         wildcard_constraints:
             dataset="|".join(TOY_RAW),
         params:
-            world=lambda w: toy_dataset_params(w.dataset),
+            world=lambda w: spec.toy_dataset_params(w.dataset),
             code=command_hash("toy-data"),
         log:
             f"{R}/logs/toy_data/{{dataset}}.log",
@@ -51,12 +51,12 @@ if config["world"] == "toy":
 
 rule sft_mix:
     input:
-        lambda w: [s["path"] for s in mix_sources(w.expert)],
+        lambda w: [s["path"] for s in spec.mix_sources(w.expert)],
     output:
         mix=f"{R}/data/sft/{{expert}}.jsonl",
         manifest=f"{R}/data/sft/{{expert}}.manifest.json",
     params:
-        sources=lambda w: as_json(mix_sources(w.expert)),
+        sources=lambda w: as_json(spec.mix_sources(w.expert)),
         seed=config["seed"],
         code=command_hash("mix"),
     log:
@@ -75,8 +75,6 @@ if config["world"] == "hf":
     from layerswap.data.hub import needed_sources, source_spec
 
     HUB_NEEDED = needed_sources(config)
-    HF_HOME = (config.get("storage") or {}).get("hf_home")
-    HF_HOME_ARG = f"--hf-home {shlex.quote(HF_HOME)}" if HF_HOME else ""
 
     rule hub_data:
         output:
@@ -88,7 +86,7 @@ if config["world"] == "hf":
         params:
             spec=lambda w: as_json(source_spec(config, w.source, w.lang)),
             seed=config["seed"],
-            hf_home=HF_HOME_ARG,
+            hf_home=spec.hf_home_arg,
             code=command_hash("hub-data"),
         log:
             f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
@@ -104,8 +102,8 @@ if config["world"] == "hf":
             f"{R}/base/config.json",
         params:
             source=shlex.quote(config["base"]["source"]),
-            revision=f"--revision {shlex.quote(config['base']['revision'])}" if config["base"].get("revision") else "",
-            hf_home=HF_HOME_ARG,
+            revision=spec.revision_arg(config["base"]),
+            hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
         log:
             f"{R}/logs/prepare_base.log",

@@ -2,32 +2,26 @@
 # evaluation.tasks_per_job: grouped (one job runs all tasks of its models) or single (one job per task, wildcard
 # {benchmark}); output paths are the same either way, so tables read the same files.
 
-SOUPS = ["langsoup", "multisoup"]
-
-
-BASE_REST, BASE_CONSTRAINED = base_eval_groups()
-
-
 rule evaluate_base:
     input:
         base=f"{R}/base/config.json",
-        data=lambda w: task_data_files(job_benchmarks(w, BASE_REST)),
+        data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.base_rest)),
     output:
-        per_layout(eval_files("base", BASE_REST), f"{R}/evals/base/{{benchmark}}.json"),
+        spec.per_layout(spec.eval_files("base", spec.base_rest), f"{R}/evals/base/{{benchmark}}.json"),
     params:
-        benchmarks=lambda w: benchmark_params(job_benchmarks(w, BASE_REST)),
-        batch_size=EVAL["batch_size"],
+        benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.base_rest)),
+        batch_size=spec.eval["batch_size"],
         seed=config["seed"],
-        task_set=TASK_SET,
-        backend=BACKEND,
+        task_set=spec.task_set,
+        backend=spec.backend,
         code=command_hash("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(BENCHMARKS),
-    threads: EVAL["threads"]
+        benchmark="|".join(spec.benchmarks),
+    threads: spec.eval["threads"]
     resources:
-        gpu=GPUS,
+        gpu=spec.gpus,
     log:
-        per_layout(f"{R}/logs/evaluate/base.log", f"{R}/logs/evaluate/base_{{benchmark}}.log"),
+        spec.per_layout(f"{R}/logs/evaluate/base.log", f"{R}/logs/evaluate/base_{{benchmark}}.log"),
     conda:
         "../envs/layerswap.yaml"
     shell:
@@ -36,20 +30,20 @@ rule evaluate_base:
         "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
 
 
-if BASE_CONSTRAINED:
+if spec.base_constrained:
 
     use rule evaluate_base as evaluate_base_select with:
         input:
             base=f"{R}/base/config.json",
-            data=task_data_files(BASE_CONSTRAINED),
+            data=spec.task_data_files(spec.base_constrained),
         output:
-            eval_files("base", BASE_CONSTRAINED),
+            spec.eval_files("base", spec.base_constrained),
         params:
-            benchmarks=benchmark_params(BASE_CONSTRAINED),
-            batch_size=EVAL["batch_size"],
+            benchmarks=spec.benchmark_params(spec.base_constrained),
+            batch_size=spec.eval["batch_size"],
             seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
+            task_set=spec.task_set,
+            backend=spec.backend,
             code=command_hash("evaluate"),
         log:
             f"{R}/logs/evaluate/base_select.log",
@@ -57,26 +51,27 @@ if BASE_CONSTRAINED:
 
 rule evaluate_merges:
     input:
-        recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
-        data=lambda w: task_data_files(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
+        recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
+        data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
     output:
-        merge_eval_patterns("{cfg}", PAIRS, per_layout(MERGE_BENCHMARKS, ["{benchmark}"])),
+        spec.merge_eval_patterns("{cfg}", spec.pairs, spec.per_layout(spec.merge_benchmarks, ["{benchmark}"])),
     params:
-        models=lambda w, input: merge_models(w.cfg, w.lang, PAIRS, input.recipes),
-        benchmarks=lambda w: benchmark_params(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
-        batch_size=EVAL["batch_size"],
+        models=lambda w, input: spec.merge_models(w.cfg, w.lang, spec.pairs, input.recipes),
+        benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
+        batch_size=spec.eval["batch_size"],
         seed=config["seed"],
-        task_set=TASK_SET,
-        backend=BACKEND,
+        task_set=spec.task_set,
+        backend=spec.backend,
         code=command_hash("evaluate-merges"),
     wildcard_constraints:
-        benchmark="|".join(MERGE_BENCHMARKS),
-    threads: EVAL["threads"]
+        benchmark="|".join(spec.merge_benchmarks),
+    threads: spec.eval["threads"]
     resources:
-        gpu=GPUS,
+        gpu=spec.gpus,
     log:
-        per_layout(
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log", f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log"
+        spec.per_layout(
+            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
+            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
         ),
     conda:
         "../envs/layerswap.yaml"
@@ -88,21 +83,22 @@ rule evaluate_merges:
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
     input:
-        recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=SOUPS),
-        data=lambda w: task_data_files(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
+        recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=spec.soups),
+        data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
     output:
-        merge_eval_patterns("soupswap", SOUPS, per_layout(MERGE_BENCHMARKS, ["{benchmark}"])),
+        spec.merge_eval_patterns("soupswap", spec.soups, spec.per_layout(spec.merge_benchmarks, ["{benchmark}"])),
     params:
-        models=lambda w, input: merge_models("soupswap", w.lang, SOUPS, input.recipes),
-        benchmarks=lambda w: benchmark_params(job_benchmarks(w, MERGE_BENCHMARKS), [w.lang]),
-        batch_size=EVAL["batch_size"],
+        models=lambda w, input: spec.merge_models("soupswap", w.lang, spec.soups, input.recipes),
+        benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
+        batch_size=spec.eval["batch_size"],
         seed=config["seed"],
-        task_set=TASK_SET,
-        backend=BACKEND,
+        task_set=spec.task_set,
+        backend=spec.backend,
         code=command_hash("evaluate-merges"),
     log:
-        per_layout(
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log", f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log"
+        spec.per_layout(
+            f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
+            f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",
         ),
 
 
@@ -111,30 +107,26 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
 # their own, one job per extra language: evals/by_language/<lang>/<model id>/mgsm.json, found there by
 # layerswap.report.tables.Evals. So a new Table 2 language or MGSM language adds jobs and files and reruns no evaluation,
 # selection or merge that exists.
-T2 = config["analysis"]["table2_language"]
-T2_CONFIGS = sorted({config["merges"]["default_swap"]}.union(*config["merges"]["best_of"].values()))
-T2_GROUPS = table2_groups()
-T2_LANGS = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if table2_models(l)]
 
 
 rule evaluate_table2:
     """MGSM in one extra language on the Table 2 models that lack it; the index names the files."""
     input:
-        models=lambda w: sorted({f for _, files, langs in T2_GROUPS if w.lang not in langs for f in files}),
-        data=lambda w: task_data_files(["mgsm"], [w.lang]),
+        models=lambda w: spec.table2_inputs(w.lang),
+        data=lambda w: spec.task_data_files(["mgsm"], [w.lang]),
     output:
-        table2_index("{lang}"),
+        spec.table2_index("{lang}"),
     params:
-        models=lambda w: " ".join(f"--model {m}={src}" for m, src in table2_models(w.lang).items()),
-        benchmarks=lambda w: benchmark_params(["mgsm"], [w.lang]),
-        batch_size=EVAL["batch_size"],
+        models=lambda w: spec.table2_model_args(w.lang),
+        benchmarks=lambda w: spec.benchmark_params(["mgsm"], [w.lang]),
+        batch_size=spec.eval["batch_size"],
         seed=config["seed"],
-        task_set=TASK_SET,
-        backend=BACKEND,
+        task_set=spec.task_set,
+        backend=spec.backend,
         code=command_hash("evaluate-merges"),
-    threads: EVAL["threads"]
+    threads: spec.eval["threads"]
     resources:
-        gpu=GPUS,
+        gpu=spec.gpus,
     log:
         f"{R}/logs/evaluate/table2_{{lang}}.log",
     conda:

@@ -6,9 +6,9 @@ rule merge_recipes:
         lang=f"{R}/selection/{{lang}}.json",
         task=f"{R}/selection/math.json",
     output:
-        expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=PAIRS),
+        expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
     params:
-        merge=lambda w: as_json(MERGE_CONFIGS[w.cfg]),
+        merge=lambda w: as_json(spec.merge_configs[w.cfg]),
         code=command_hash("recipes"),
     wildcard_constraints:
         cfg="(?!ax_)[A-Za-z0-9_]+",  # ax_*: expert-set ablations (ablation_merge_recipes)
@@ -27,7 +27,7 @@ rule merged_model:
     input:
         f"{R}/merges/{{cfg}}/{{lang}}/{{pair}}.json",
     output:
-        directory(f"{MERGED}/{{cfg}}/{{lang}}/{{pair}}"),
+        directory(f"{spec.merged}/{{cfg}}/{{lang}}/{{pair}}"),
     params:
         code=command_hash("merge"),
     log:
@@ -42,7 +42,7 @@ rule soup_then_swap_recipes:
     input:
         lang=f"{R}/selection/{{lang}}.json",
         task=f"{R}/selection/math.json",
-        all_langs=expand(f"{R}/selection/{{l}}.json", l=LANGS),
+        all_langs=expand(f"{R}/selection/{{l}}.json", l=spec.langs),
     output:
         expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=["langsoup", "multisoup"]),
     params:

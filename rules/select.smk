@@ -7,25 +7,27 @@
 rule evaluate_checkpoints:
     """Selection benchmarks of every checkpoint of a run (single layout: one benchmark); the index names their files."""
     input:
-        manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
-        data=lambda w: task_data_files(job_benchmarks(w, selection_benchmarks(w.run)), checkpoint_languages(w.run)),
+        manifest=f"{spec.experts}/{{run}}/checkpoints.json",
+        data=lambda w: spec.checkpoint_eval_data(w.run, spec.job_benchmarks(w, spec.selection_benchmarks(w.run))),
     output:
-        per_layout(f"{R}/evals/ckpt/{{run}}/index.json", f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json"),
+        spec.per_layout(f"{R}/evals/ckpt/{{run}}/index.json", f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json"),
     params:
-        models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
-        benchmarks=lambda w: checkpoint_eval_rule_params(w.run, job_benchmarks(w, selection_benchmarks(w.run))),
-        batch_size=EVAL["batch_size"],
+        models=lambda w: spec.checkpoint_model_args(w.run),
+        benchmarks=lambda w: spec.checkpoint_eval_rule_params(
+            w.run, spec.job_benchmarks(w, spec.selection_benchmarks(w.run))
+        ),
+        batch_size=spec.eval["batch_size"],
         seed=config["seed"],
-        task_set=TASK_SET,
-        backend=BACKEND,
+        task_set=spec.task_set,
+        backend=spec.backend,
         code=command_hash("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(EVAL["tasks"]),
-    threads: EVAL["threads"]
+        benchmark="|".join(spec.eval["tasks"]),
+    threads: spec.eval["threads"]
     resources:
-        gpu=GPUS,
+        gpu=spec.gpus,
     log:
-        per_layout(f"{R}/logs/evaluate/ckpt_{{run}}.log", f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log"),
+        spec.per_layout(f"{R}/logs/evaluate/ckpt_{{run}}.log", f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log"),
     conda:
         "../envs/layerswap.yaml"
     shell:
@@ -35,21 +37,21 @@ rule evaluate_checkpoints:
         "--run {wildcards.run} --index {output} > {log} 2>&1"
 
 
-if not SINGLE_TASK_JOBS:
+if not spec.single_task_jobs:
 
     use rule evaluate_checkpoints as evaluate_checkpoints_other with:
         input:
-            manifest=f"{EXPERTS}/{{run}}/checkpoints.json",
-            data=lambda w: task_data_files(other_checkpoint_benchmarks(w.run), checkpoint_languages(w.run)),
+            manifest=f"{spec.experts}/{{run}}/checkpoints.json",
+            data=lambda w: spec.checkpoint_eval_data(w.run, spec.other_checkpoint_benchmarks(w.run)),
         output:
             f"{R}/evals/ckpt/{{run}}/index.other.json",
         params:
-            models=lambda w: " ".join(f"--model {i}={p}" for i, p in checkpoint_models(w.run).items()),
-            benchmarks=lambda w: checkpoint_eval_rule_params(w.run, other_checkpoint_benchmarks(w.run)),
-            batch_size=EVAL["batch_size"],
+            models=lambda w: spec.checkpoint_model_args(w.run),
+            benchmarks=lambda w: spec.checkpoint_eval_rule_params(w.run, spec.other_checkpoint_benchmarks(w.run)),
+            batch_size=spec.eval["batch_size"],
             seed=config["seed"],
-            task_set=TASK_SET,
-            backend=BACKEND,
+            task_set=spec.task_set,
+            backend=spec.backend,
             code=command_hash("evaluate"),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
@@ -62,7 +64,7 @@ else:
     rule checkpoint_index:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
         input:
-            lambda w: [f"{R}/evals/ckpt/{w.run}/index.{b}.json" for b in selection_benchmarks(w.run)],
+            lambda w: [f"{R}/evals/ckpt/{w.run}/index.{b}.json" for b in spec.selection_benchmarks(w.run)],
         output:
             f"{R}/evals/ckpt/{{run}}/index.json",
         params:
@@ -77,12 +79,12 @@ else:
 
 rule select:
     input:
-        indexes=lambda w: selection_indexes(w.expert),
-        base=lambda w: eval_files("base", constraint_benchmarks(expert_kind(w.expert))),
+        indexes=lambda w: spec.selection_indexes(w.expert),
+        base=lambda w: spec.eval_files("base", spec.constraint_benchmarks(spec.expert_kind(w.expert))),
     output:
         f"{R}/selection/{{expert}}.json",
     params:
-        select=lambda w: selection_params(w.expert),
+        select=lambda w: spec.selection_params(w.expert),
         code=command_hash("select"),
     log:
         f"{R}/logs/select/{{expert}}.log",

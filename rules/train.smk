@@ -27,16 +27,16 @@ rule toy_base:
 rule sft:
     input:
         base=f"{R}/base/config.json",
-        data=lambda w: f"{R}/data/sft/{run_spec(w.run)['expert']}.jsonl",
+        data=lambda w: f"{R}/data/sft/{spec.run_spec(w.run)['expert']}.jsonl",
     output:
-        f"{EXPERTS}/{{run}}/checkpoints.json",
+        f"{spec.experts}/{{run}}/checkpoints.json",
     params:
-        run=lambda w: as_json({**run_spec(w.run), "template": config["prompt_template"]}),
+        run=lambda w: spec.sft_params(w.run),
         launch=sft_launch,
         code=command_hash("sft"),
-    threads: lambda w: run_spec(w.run).get("threads", 1)
+    threads: lambda w: spec.run_spec(w.run).get("threads", 1)
     resources:
-        gpu=GPUS,
+        gpu=spec.gpus,
     log:
         f"{R}/logs/sft/{{run}}.log",
     conda:

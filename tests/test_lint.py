@@ -1,6 +1,6 @@
 """`snakemake --lint` finds nothing, on the embedded default (every ablation included) and on the paper config:
 every rule has a conda env, no shell reads a variable from outside its rule, rule files hold rules and
-rules/common.smk the helpers."""
+rules/common.smk the helpers (layerswap/workflow/spec.py the logic behind them)."""
 
 from __future__ import annotations
 

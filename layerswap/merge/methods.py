@@ -7,6 +7,7 @@ import re
 import torch
 
 from layerswap.errors import UserError
+from layerswap.merge.params import swap_layer_overflow
 
 LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 LANG, TASK, MIX = "lang", "task", "mix"
@@ -32,7 +33,7 @@ def layer_plan(params: dict, n_layers: int, where: str = "params") -> list[str]:
         return plan
     b, u = params["bottom"], params["top"]
     tb, tu = params.get("transition_bottom") or 0, params.get("transition_top") or 0
-    if b + tb + tu + u > L:
+    if swap_layer_overflow(params, L) is not None:
         raise UserError(
             f"{where}: bottom+transition_bottom+transition_top+top = {b}+{tb}+{tu}+{u} exceeds the {L} layers of the model"
         )

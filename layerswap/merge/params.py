@@ -61,6 +61,19 @@ def config_defaults(method: str) -> dict[str, Any]:
     return {**out, "allow_different_base": False}
 
 
+# The blocks of a bottom/top layer swap, bottom up: b language layers, t_b averaged, (task layers), t_u averaged, u
+# language layers.
+SWAP_LAYER_KEYS = ("bottom", "transition_bottom", "transition_top", "top")
+
+
+def swap_layer_overflow(params: dict, n_layers: int) -> list[int] | None:
+    """The one check that a bottom/top layer swap fits its model: its counts [b, t_b, t_u, u] if together they
+    exceed `n_layers` (the config check, the ablation planner and the merge engine each word the error for their own
+    context), else None. An absent transition counts 0."""
+    counts = [params.get(k) or 0 for k in SWAP_LAYER_KEYS]
+    return counts if sum(counts) > n_layers else None
+
+
 def _value_schema(p: Param) -> dict:
     if isinstance(p.kind, tuple):
         out: dict[str, Any] = {"enum": list(p.kind)}

@@ -2,9 +2,10 @@
 
 An ablation file lists *variants* of the layer swap; each resolves, for the workflow's base model depth L, to one
 layer_swap merge config. At parse time (rules/common.smk) ``plan`` returns those configs beside the config, which it
-leaves unchanged, and the rules look merge configs up in ``merges.configs`` plus these (MERGE_CONFIGS), so the generic
-``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them for every language and expert pair; ``layerswap ablation-table`` then turns their evaluation files into ``results/ablations/<name>/table.{csv,md}``
-and ``figure.{svg,png}``.
+leaves unchanged, and the rules look merge configs up in ``merges.configs`` plus these (``spec.merge_configs``,
+layerswap/workflow/spec.py), so the generic ``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them
+for every language and expert pair; ``layerswap ablation-table`` then turns their evaluation files into
+``results/ablations/<name>/table.{csv,md}`` and ``figure.{svg,png}``.
 
 Ablation file
 -------------
@@ -88,7 +89,7 @@ from typing import Any
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
-from layerswap.merge.params import config_defaults
+from layerswap.merge.params import config_defaults, swap_layer_overflow
 
 KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
 METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
@@ -325,9 +326,9 @@ def expand(spec: dict, config: dict) -> list[dict]:
                     label = (f"{given}@{ref}L -> b{vals['bottom']} u{vals['top']}" if v.get("scaled")
                              else f"b{vals['bottom']} u{vals['top']}")
                     label += f" tb{vals['transition_bottom']} tu{vals['transition_top']}"
-                total = sum(vals.values())
-                if total > depth:
-                    add(label, None, f"b+tb+tu+u = {total} exceeds the {depth} layers of the model")
+                counts = swap_layer_overflow(vals, depth)
+                if counts is not None:
+                    add(label, None, f"b+tb+tu+u = {sum(counts)} exceeds the {depth} layers of the model")
                 else:
                     add(label, _bt_config(vals["bottom"], vals["top"], vals["transition_bottom"],
                                           vals["transition_top"]))

@@ -1,0 +1,188 @@
+"""layerswap.workflow.spec: the rules' view of a config (runs, pairs, file lists, params), built without Snakemake.
+
+The params below are the values the rules had when these helpers lived in rules/common.smk (a dry run of main
+dumped every job's params); Snakemake reruns a job whose params change, so they are pinned here."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from layerswap.workflow.ablations import plan, with_merge_configs
+from layerswap.config import check, validate_config
+from layerswap.workflow.spec import Spec, as_json, canonical_languages
+
+REPO = Path(__file__).resolve().parents[1]
+ABL_DIR = REPO / "config" / "ablations"
+
+
+def _config(name: str, **changes) -> dict:
+    config = yaml.safe_load((REPO / "config" / name).read_text())
+    config.update(changes)
+    validate_config(config)
+    check(config)
+    return config
+
+
+def _spec(name: str, **changes) -> Spec:
+    config = _config(name, **changes)
+    ablations, added = plan(config, ABL_DIR)
+    return Spec(config, ablations, added)
+
+
+def _word(value: str):
+    """A shell-quoted JSON param back as a value."""
+    (word,) = shlex.split(value)
+    return json.loads(word)
+
+
+@pytest.fixture(scope="module")
+def default() -> Spec:
+    return _spec("config.yaml")
+
+
+@pytest.fixture(scope="module")
+def paper() -> Spec:
+    return _spec("paper.yaml")
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "smollm2.yaml", "micro.yaml"])
+def test_building_a_spec_and_calling_its_helpers_leaves_the_config_unchanged(name):
+    config = _config(name)
+    ablations, added = plan(config, ABL_DIR)
+    before, abl_before, added_before = copy.deepcopy(config), copy.deepcopy(ablations), copy.deepcopy(added)
+    spec = Spec(config, ablations, added)
+    for run in [*spec.runs, *spec.ablation_runs]:
+        spec.benchmark_params(spec.selection_benchmarks(run), spec.checkpoint_languages(run))
+        spec.sft_params(run)
+        spec.checkpoint_eval_indexes(run)
+    for expert in spec.expert_types():
+        spec.selection_params(expert)
+        spec.mix_sources(expert)
+    for n in spec.ablations:
+        spec.ablation_params(n)
+        spec.ablation_inputs(n)
+    spec.manifest_inputs(), spec.table_params(), spec.swap_grid_params(), spec.heatmap_thresholds()
+    assert config == before
+    assert ablations == abl_before and added == added_before
+    assert spec.merge_configs is not config["merges"]["configs"]
+
+
+def test_default_config_runs_pairs_and_paths(default):
+    assert list(default.runs) == ["math_1", "math_2", "toy_swh_1", "toy_swh_2", "toy_tel_1", "toy_tel_2",
+                                  "toy_ben_1", "toy_ben_2", "toy_jpn_1", "toy_jpn_2", "joint_toy_swh_1",
+                                  "joint_toy_swh_2"]
+    assert default.runs["math_2"]["lr"] == 0.002 and default.runs["math_2"]["batch_size"] == 16  # defaults merged
+    assert default.pairs == ["l1m1", "l1m2", "l1m3", "l2m1", "l2m2", "l2m3", "l3m1", "l3m2", "l3m3"]
+    assert default.expert_types() == ["joint_toy_swh", "math", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
+    assert default.runs_of("toy_swh") == ["toy_swh_1", "toy_swh_2"]
+    assert default.experts == "results/experts" and default.merged_models == []
+    assert default.all_langs == ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
+    # grouped layout: the selection benchmarks in one job, the others (Table 5 only) in a second
+    assert default.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
+    assert default.checkpoint_eval_indexes("toy_swh_1") == ["results/evals/ckpt/toy_swh_1/index.json",
+                                                            "results/evals/ckpt/toy_swh_1/index.other.json"]
+    assert default.checkpoint_indexes("math", ["mgsm"]) == ["results/evals/ckpt/math_1/index.json",
+                                                            "results/evals/ckpt/math_2/index.json"]
+    assert default.selection_indexes("toy_swh") == ["results/evals/ckpt/toy_swh_1/index.json",
+                                                    "results/evals/ckpt/toy_swh_2/index.json"]
+    assert default.checkpoint_models("toy_swh_1") == {
+        "ckpt/toy_swh_1/s0000800": "results/experts/toy_swh_1/s0000800",
+        "ckpt/toy_swh_1/s0001600": "results/experts/toy_swh_1/s0001600",
+        "ckpt/toy_swh_1/s0002400": "results/experts/toy_swh_1/s0002400"}
+    # no selection constraint in the default config: the base is evaluated in one job
+    assert default.base_rest == default.benchmarks and default.base_constrained == []
+    assert default.t2 == "toy_swh" and default.t2_langs == ["en", "toy_ben", "toy_jpn", "toy_tel"]
+    assert default.table2_index("en") == "results/evals/by_language/en/table2_toy_swh.json"
+
+
+def test_default_config_params_are_the_rules_former_values(default):
+    assert default.selection_params("toy_swh") == as_json({
+        "constraints": {}, "kind": "language", "lang": "toy_swh", "max_per_run": 2,
+        "mgsm_languages": ["en", "toy_swh", "toy_tel", "toy_ben", "toy_jpn"], "top_k": 3,
+        "weights": {"belebele": 1.0, "flores_from_en": 0.005, "flores_to_en": 0.005}})
+    assert _word(default.benchmark_params(["flores", "mgsm"])) == {
+        "flores": {"languages": ["toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
+        "mgsm": {"languages": ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0}}
+    assert default.task_data_files(["flores"], ["en", "toy_swh"]) == ["results/data/eval/flores_toy_swh.jsonl"]
+    mix = default.mix_sources("joint_toy_swh")
+    assert [(m["name"], m["lang"], m["path"]) for m in mix] == [
+        ("toy_aya", "toy_swh", "results/data/raw/aya_toy_swh.jsonl"),
+        ("toy_nllb", "toy_swh", "results/data/raw/nllb_toy_swh.jsonl"),
+        ("toy_orca_math", "en", "results/data/raw/orca_math.jsonl")]
+    assert default.sft_launch("toy_swh_1", 8, REPO) == "layerswap sft"
+
+
+def test_paper_checkpoint_evaluation_params(paper):
+    assert paper.single_task_jobs and paper.task_set == "paper" and paper.gpus == 1
+    # a language run: English + its own language; FLORES pairs English with it (no English file of its own)
+    assert paper.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
+        {"belebele": {"languages": ["en", "swh"], "limit": None, "shots": 5}})
+    assert paper.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
+        {"flores": {"languages": ["swh"], "limit": None, "shots": 0}})
+    # a math run: the task's own languages (Table 5), canonical order
+    assert paper.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json({"mgsm": {
+        "languages": ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"], "limit": None,
+        "max_new_tokens": 512, "shots": 8}})
+    # single layout: one index per benchmark; the hf world reads no data files of ours
+    assert paper.checkpoint_eval_indexes("swh_1", ["mgsm"]) == ["results/evals/ckpt/swh_1/index.mgsm.json"]
+    assert paper.task_data_files(["mgsm"]) == []
+
+    class Wildcards:
+        benchmark = "mmlu"
+
+    assert paper.job_benchmarks(Wildcards, ["mgsm", "belebele"]) == ["mmlu"]
+    assert paper.per_layout("grouped.json", "single.json") == "single.json"
+
+
+def test_storage_scratch_and_keep_merged_place_the_big_files():
+    spec = _spec("config.yaml", storage={"scratch": "/scratch/me/", "keep_merged": ["swap_default"],
+                                         "hf_home": None})
+    assert spec.experts == "/scratch/me/experts"
+    assert spec.run_manifests("math") == ["/scratch/me/experts/math_1/checkpoints.json",
+                                          "/scratch/me/experts/math_2/checkpoints.json"]
+    assert len(spec.merged_models) == 4 * 9 and spec.merged_models[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
+    assert set(spec.merged_models) <= set(spec.manifest_inputs())
+
+
+def test_accelerate_launch_uses_the_most_gpus_that_split_the_batch(tmp_path):
+    spec = _spec("config.yaml", sft={**_config("config.yaml")["sft"], "launcher": "accelerate",
+                                     "accelerate_config": "cluster/accelerate_fsdp.yaml"})
+    launch = spec.sft_launch("toy_swh_1", 6, tmp_path)  # batch 16 on 6 GPUs: 4 processes
+    assert launch.startswith("accelerate launch --config_file ") and "--num_processes 4 -m layerswap.train.sft" in launch
+
+
+def test_ablations_have_their_merge_configs_runs_and_files(default):
+    assert set(default.merge_configs) > set(default.config["merges"]["configs"])
+    assert not set(default.merge_configs) - set(with_merge_configs(default.config, {
+        k: v for k, v in default.merge_configs.items() if k not in default.config["merges"]["configs"]
+    })["merges"]["configs"])
+    assert default.selected_ablations == list(default.ablations)
+    assert default.ablation_outputs("layer_count") == [
+        f"results/ablations/layer_count/{f}" for f in ("table.csv", "table.md", "figure.svg", "figure.png")]
+    # expert-set ablations: extra runs (never in `runs`), bases of their own where the ablation says so
+    assert default.expert_ablations and not set(default.ablation_runs) & set(default.runs)
+    run = next(iter(default.ablation_runs))
+    assert default.run_spec(run) == default.ablation_runs[run]
+    for r in default.other_base_runs:
+        assert default.ablation_run_base[r].startswith("results/ablations/")
+    params = _word(default.ablation_params("layer_count"))
+    assert params["name"] == "layer_count" and params["languages"] == default.langs
+
+
+def test_canonical_languages_put_english_first_and_drop_repeats():
+    assert canonical_languages(["swh", "en", "ben", "swh"]) == ["en", "ben", "swh"]
+
+
+def test_hub_arguments_are_shell_words_or_nothing(paper):
+    assert paper.hf_home_arg == "" and paper.revision_arg({"revision": None}) == ""
+    config = _config("paper.yaml", storage={"hf_home": "/data/hf home", "scratch": None, "keep_merged": False})
+    spec = Spec(config)
+    assert spec.hf_home_arg == "--hf-home '/data/hf home'"
+    assert spec.revision_arg({"source": "x", "revision": "abc 1"}) == "--revision 'abc 1'"
+    assert spec.ablations == {} and spec.merge_configs == config["merges"]["configs"]
