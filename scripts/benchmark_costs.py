@@ -228,7 +228,9 @@ def sft_rate(base: Path, data: Path, work: Path, a) -> dict:
             "train_runtime_s": float(final["train_runtime"]),
             "steps_per_s": round(a.sft_steps / float(final["train_runtime"]), 4),
             "tokens_per_s": round(tokens / float(final["train_runtime"]), 1) if tokens else None,
-            "precision": params.get("precision", "fp32")}
+            "precision": params.get("precision", "fp32"),
+            "note": "train_runtime is the Trainer's: it includes exporting one checkpoint after the last step "
+                    "(an upper bound on the time per step; more --sft-steps dilute it)"}
 
 
 def main() -> None:
