@@ -164,3 +164,21 @@ def test_hf_path_does_not_import_vllm() -> None:
             "print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_vllm_without_worker_extensions_falls_back(world, caplog) -> None:
+    tmp, recipes = world
+    built: list = []
+    make = factory(built)
+
+    def old_vllm(**kwargs):
+        if "worker_extension_cls" in kwargs:  # as EngineArgs before the field existed
+            raise TypeError("EngineArgs.__init__() got an unexpected keyword argument 'worker_extension_cls'")
+        return make(**kwargs)
+
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=old_vllm)
+    caplog.set_level(logging.INFO, logger="layerswap.evaluate")
+    host.load(recipes[0])
+    assert host.in_place is False and len(built) == 1 and host.written is not None
+    host.close()
+    assert sum("falling back" in m and "worker_extension_cls" in m for m in caplog.messages) == 1

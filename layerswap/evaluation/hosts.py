@@ -244,7 +244,13 @@ class VLLMHost:
         if self.lm is None or key != self.key:
             t1 = time.perf_counter()
             self.lm, self.key = None, None
-            self.lm = self._new_lm(model_dir, in_place=True)
+            try:
+                self.lm = self._new_lm(model_dir, in_place=True)
+            except TypeError as err:  # a vLLM older than EngineArgs.worker_extension_cls
+                if "worker_extension_cls" not in str(err):
+                    raise
+                self._fall_back(f"this vLLM does not know worker_extension_cls ({err})")
+                return None
             self.key = key
             self.phase["build"] = time.perf_counter() - t1
             reason = can_update(engine_of(self.lm))
