@@ -203,7 +203,8 @@ def test_vllm_missing_is_a_clear_error(monkeypatch):
     assert "\n" not in str(err.value)
 
 
-def test_vllm_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
+def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
+    """The fallback path (a vLLM that cannot load weights into a running engine: tests/test_vllm_host.py)."""
     import importlib.util
 
     from layerswap import merge
@@ -232,6 +233,7 @@ def test_vllm_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     recipe = tmp_path / "r.json"
     recipe.write_text("{}")
     host = ev.VLLMHost(8, "auto", "bfloat16", tmp_path / "models", seed=3, merges=merge)
+    host.in_place = False
     lm = host.load(recipe)
     assert isinstance(lm, FakeVLLM) and written and written[0][0] == {"recipe": str(recipe)}
     out_dir = Path(written[0][1])

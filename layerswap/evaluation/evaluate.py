@@ -22,8 +22,10 @@ Task sets (`--task-set`, from the config's `world` through the rules' params): `
 benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_BENCHMARKS`, `plan_paper`; lm-eval indexes only the
 task folders these need plus `layerswap/tasks/paper/`), whose datasets `layerswap prestage` fetches
 (`layerswap.data.prestage.evaluation_artefacts`).
-Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): vLLM needs a checkpoint on disk, so a recipe is first
-written with `layerswap.merge.engine.write_merged` to a temporary dir; one vLLM engine per model.
+Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): one vLLM engine, built from the first model's checkpoint;
+each further model's weights (a merge built in memory) are loaded into the running engine and its prefix cache reset
+(`layerswap.evaluation.vllm_weights`). Where the installed vLLM cannot, the log says so and each model gets its own
+engine, a recipe being written first with `layerswap.merge.engine.write_merged` to a temporary dir.
 
 Output (written atomically: temp name, then rename): `<out-dir>/<model-id>/<benchmark>.json` and
 `<benchmark>.samples.jsonl`. The JSON holds no timestamps or paths, so the same inputs give the same bytes.

@@ -1,5 +1,5 @@
 """Model hosts of an evaluation job: `ModelHost` (one HF model + HFLM, weights swapped per model; merges built in
-memory) and `VLLMHost` (one vLLM engine per model), with the checks every evaluated model passes."""
+memory) and `VLLMHost` (one vLLM engine, merged weights loaded into it per model), with the checks every evaluated model passes."""
 
 from __future__ import annotations
 
@@ -177,53 +177,147 @@ def require_vllm() -> None:
 
 
 class VLLMHost:
-    """One vLLM engine per model (`lm_eval.models.vllm_causallms.VLLM`). vLLM loads from disk only, so a merge recipe
-    is first written with `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's
-    evaluation)."""
+    """vLLM backend (`lm_eval.models.vllm_causallms.VLLM`). Preferred: ONE engine per architecture, built from the
+    first model's checkpoint; each further model (a merge built in memory, or a checkpoint read from disk) is loaded
+    into the running engine through vLLM's weight-loading path (`layerswap.evaluation.vllm_weights`), then the prefix
+    cache is reset. Where the installed vLLM cannot (no collective_rpc/reset_prefix_cache, or the first update
+    fails), one log line says why and the host falls back to one engine per model, a merge being written first with
+    `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's evaluation). No merged
+    checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule, not here)."""
 
-    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None):
+    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None,
+                 make_lm=None):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
         self.merges = merges
+        self.make_lm = make_lm  # tests only: a stand-in for lm-eval's VLLM (vLLM itself needs a GPU)
         self.lm = None
+        self.key: str | None = None  # architecture of the engine held for in-place updates
+        self.in_place: bool | None = None  # None until the first update tells
+        self.fallback_reason: str | None = None
+        self.merge_cache = None
         self.written: Path | None = None
         self.phase: dict[str, float] = {}
 
-    def load(self, source: Path):
-        require_vllm()
-        from lm_eval.models.vllm_causallms import VLLM
-
-        t0 = time.perf_counter()
-        self.phase = {}
-        model_dir = source
-        if not source.is_dir():
-            merge = self.merges
-            recipe = merge.load_recipe(str(source))
-            self.tmp_dir.mkdir(parents=True, exist_ok=True)
-            model_dir = Path(tempfile.mkdtemp(prefix="merged-", dir=self.tmp_dir)) / "model"
-            merge.write_merged(recipe, str(model_dir))
-            self.written = model_dir
-            self.phase["write_merged"] = time.perf_counter() - t0
-        t1 = time.perf_counter()
+    def _new_lm(self, model_dir: Path, in_place: bool):
         kwargs = {"pretrained": str(model_dir), "dtype": self.dtype, "batch_size": self.batch_size, "seed": self.seed}
         if self.device not in ("auto", "cuda"):
             kwargs["device"] = self.device
-        self.lm = VLLM(**kwargs)
+        if in_place:
+            import os
+
+            from layerswap.evaluation.vllm_weights import EXTENSION
+
+            kwargs["worker_extension_cls"] = EXTENSION
+            # in-process engine core: collective_rpc reaches the worker directly, tensors pass by reference
+            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        if self.make_lm is not None:
+            return self.make_lm(**kwargs)
+        require_vllm()
+        from lm_eval.models.vllm_causallms import VLLM
+
+        return VLLM(**kwargs)
+
+    def _fall_back(self, reason: str) -> None:
+        self.in_place, self.fallback_reason = False, reason
+        log.warning("evaluate: vLLM: weights cannot be loaded into the running engine (%s); falling back to one "
+                    "engine per model, merges written to a temporary dir", reason)
+        self.lm, self.key = None, None
+        import gc
+
+        gc.collect()
+
+    def load(self, source: Path):
+        t0 = time.perf_counter()
+        self.phase = {}
+        recipe = None if source.is_dir() else self.merges.load_recipe(str(source))
+        if self.in_place is not False:
+            model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
+            lm = self._load_in_place(source, model_dir, recipe, t0)
+            if lm is not None:
+                return lm
+        return self._load_rebuild(source, recipe, t0)
+
+    def _load_in_place(self, source: Path, model_dir: Path, recipe, t0: float):
+        from layerswap.evaluation.vllm_weights import can_update, engine_of, update_weights
+
+        key = _arch_key(model_dir)
+        if self.lm is None or key != self.key:
+            t1 = time.perf_counter()
+            self.lm, self.key = None, None
+            try:
+                self.lm = self._new_lm(model_dir, in_place=True)
+            except TypeError as err:  # a vLLM older than EngineArgs.worker_extension_cls
+                if "worker_extension_cls" not in str(err):
+                    raise
+                self._fall_back(f"this vLLM does not know worker_extension_cls ({err})")
+                return None
+            self.key = key
+            self.phase["build"] = time.perf_counter() - t1
+            reason = can_update(engine_of(self.lm))
+            if reason is not None:
+                self._fall_back(reason)
+                return None
+            if recipe is None:
+                return self.lm  # the engine was built from this very checkpoint
+        t2 = time.perf_counter()
+        if recipe is not None:
+            check_model_dir(model_dir)
+            if self.merge_cache is None:
+                self.merge_cache = self.merges.ExpertCache()
+            state = self.merges.build_state_dict(recipe, self.merge_cache)
+        else:
+            check_model_dir(source)
+            state = _read_checkpoint(source)
+        self.phase["state_dict"] = time.perf_counter() - t2
+        t3 = time.perf_counter()
+        try:
+            update_weights(engine_of(self.lm), state)
+        except Exception as err:  # noqa: BLE001 - any failure of the first update: the installed vLLM cannot
+            if self.in_place:
+                raise  # it worked before: a real error, not a capability gap
+            self._fall_back(f"{type(err).__name__}: {err}")
+            return None
+        self.in_place = True
+        self.phase["switch"] = time.perf_counter() - t3
+        log.info("evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s)",
+                 source.name, self.phase["switch"], self.phase["state_dict"])
+        return self.lm
+
+    def _load_rebuild(self, source: Path, recipe, t0: float):
+        model_dir = source
+        if recipe is not None:
+            self.tmp_dir.mkdir(parents=True, exist_ok=True)
+            model_dir = Path(tempfile.mkdtemp(prefix="merged-", dir=self.tmp_dir)) / "model"
+            self.merges.write_merged(recipe, str(model_dir))
+            self.written = model_dir
+            self.phase["write_merged"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.lm = self._new_lm(model_dir, in_place=False)
         self.phase["build"] = time.perf_counter() - t1
         return self.lm
 
     def release(self) -> None:
-        """Free the engine (and the merged checkpoint on disk) before the next model."""
+        """After a model's evaluation: in-place mode keeps the engine for the next model's weights; otherwise free
+        the engine (and the merged checkpoint on disk) before the next model."""
+        if self.in_place is not False:  # True, or not yet known (engine built from a checkpoint, not updated yet)
+            return
+        self._drop()
+
+    def _drop(self) -> None:
         import gc
         import shutil
 
-        self.lm = None
+        self.lm, self.key = None, None
         gc.collect()
         if self.written is not None:
             shutil.rmtree(self.written.parent, ignore_errors=True)
             self.written = None
 
     def close(self) -> None:
-        self.release()
+        self._drop()
+        if self.merge_cache is not None:
+            self.merge_cache.close()
+            self.merge_cache = None
 
 
 

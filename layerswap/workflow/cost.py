@@ -6,8 +6,9 @@ run). Each rule's per-job estimate comes from the config's ``estimates`` ({rule:
 disk_gb, scratch_gb}}); totals are given per stage. `disk_gb` is what a job leaves; `scratch_gb` what it holds only
 while it runs (SFT: the Trainer's resumable state, deleted once the run is complete), so the peak disk is the kept
 total plus the scratch of the jobs that run at once (`--concurrent`; default: every job of a rule at once, the
-upper bound). Estimates are the config author's guesses, not measurements: the output says so, and lists the rules
-that have none.
+upper bound). Each rule's entry may carry `source`: "estimate" (the default: the config author's guess) or
+"measured: <script>, <device>, <date>" (e.g. from scripts/benchmark_costs.py); the output marks every rule with its
+source, lists the measured ones with where they were measured, and lists the rules that have no entry.
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ def dry_run_counts(configfile: Path, snakefile: Path = REPO / "Snakefile", extra
     return parse_job_stats(proc.stdout + "\n" + proc.stderr)
 
 
+def source_of(est: dict) -> str:
+    """Where a per-job figure comes from: "estimate" (also for a rule with none), or "measured: ..." as written."""
+    return str(est.get("source") or "estimate") if est else "estimate"
+
+
+def is_measured(source: str) -> bool:
+    return source.startswith("measured")
+
+
 def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: int | None = None) -> dict:
     """Per rule and per stage: jobs and totals of each metric (jobs x per-job estimate); the peak disk: everything
     kept plus the scratch of min(jobs, concurrent) jobs of every rule at once."""
@@ -88,7 +98,7 @@ def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: in
     for rule, jobs in counts.items():
         est = estimates.get(rule) or {}
         at_once = jobs if concurrent is None else min(jobs, concurrent)
-        row = {"stage": stage_of(rule), "jobs": jobs, "estimated": bool(est),
+        row = {"stage": stage_of(rule), "jobs": jobs, "estimated": bool(est), "source": source_of(est),
                **{m: round(jobs * float(est.get(m, 0.0)), 6) for m in METRICS},
                "scratch_gb": round(at_once * float(est.get("scratch_gb", 0.0)), 6)}
         rules[rule] = row
@@ -110,13 +120,16 @@ def format_cost(cost: dict) -> str:
     def fmt(x: float) -> str:
         return f"{x:,.1f}" if x else "-"
 
-    head = f"{'rule':<26}{'stage':<12}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"
-    lines = ["jobs per rule (per-job estimates from the config's `estimates`: guesses, not measurements)", head]
+    head = f"{'rule':<26}{'stage':<12}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}  source"
+    measured = {r: row["source"] for r, row in cost["rules"].items() if is_measured(row["source"])}
+    kind = (f"{len(measured)} rule(s) measured, the others guesses" if measured else
+            "all guesses, none measured")
+    lines = [f"jobs per rule (per-job figures from the config's `estimates`: {kind})", head]
     for rule, r in sorted(cost["rules"].items(), key=lambda kv: (list(STAGES).index(kv[1]["stage"])
                                                                   if kv[1]["stage"] in STAGES else 99, kv[0])):
         mark = "" if r["estimated"] else "  (no estimate)"
         lines.append(f"{rule:<26}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
-                     f"{fmt(r['disk_gb']):>11}{mark}")
+                     f"{fmt(r['disk_gb']):>11}  {'measured' if is_measured(r['source']) else 'estimate' if r['estimated'] else '-'}{mark}")
     lines += ["", "by stage", f"{'stage':<38}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"]
     for stage, s in cost["stages"].items():
         lines.append(f"{stage:<38}{s['jobs']:>7}{fmt(s['gpu_hours']):>11}{fmt(s['cpu_hours']):>10}"
@@ -127,6 +140,8 @@ def format_cost(cost: dict) -> str:
     at_once = "every job of a rule at once" if cost["concurrent"] is None else f"at most {cost['concurrent']} jobs of a rule at once"
     lines.append(f"peak disk: {fmt(t['peak_disk_gb'])} GB = {fmt(t['disk_gb'])} GB kept + scratch while jobs run ("
                  + (", ".join(f"{r} {fmt(g)} GB" for r, g in scratch.items()) or "none") + f"; {at_once})")
+    for rule, source in sorted(measured.items()):
+        lines.append(f"{rule}: {source}")
     if cost["no_estimate"]:
         lines.append(f"no estimate (counted as 0): {', '.join(cost['no_estimate'])}")
     if cost["unused_estimates"]:
