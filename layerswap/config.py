@@ -103,22 +103,25 @@ def runs_by_expert(config: dict) -> dict[str, list[str]]:
     return out
 
 
+def language_mix(mixes: dict, lang: str) -> dict[str, int]:
+    """{source: count} of `lang`'s language SFT data: ``mixes.language`` is one mix for every language (toy config)
+    or a mix per language (paper config: {lang: {source: count}})."""
+    mix = mixes["language"]
+    return dict(mix[lang]) if any(isinstance(v, dict) for v in mix.values()) else dict(mix)
+
+
 def mix_of(config: dict, expert: str) -> dict[str, int]:
     """{source: count} of the SFT data of `expert` (joint = sum of the mixes listed in ``mixes.joint``)."""
     mixes = config["mixes"]
     kind, lang = expert_type(expert), expert_language(expert)
 
-    def language_mix() -> dict[str, int]:
-        mix = mixes["language"]
-        return dict(mix[lang]) if any(isinstance(v, dict) for v in mix.values()) else dict(mix)
-
     if kind == "math":
         return dict(mixes["math"])
     if kind == "language":
-        return language_mix()
+        return language_mix(mixes, lang)
     out: dict[str, int] = {}
     for part in mixes.get("joint", ["math", "language"]):
-        for source, count in (dict(mixes["math"]) if part == "math" else language_mix()).items():
+        for source, count in (dict(mixes["math"]) if part == "math" else language_mix(mixes, lang)).items():
             out[source] = out.get(source, 0) + count
     return out
 

@@ -6,11 +6,11 @@ import shlex
 from pathlib import Path
 import sys
 
-from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.config import check, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
+from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.workflow.spec import R, Spec, as_json
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the

@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from layerswap.config import language_mix
 from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 
@@ -61,9 +62,8 @@ def needed_sources(config: dict) -> dict[tuple[str, str], int]:
                 out[(name, lang)] = max(out.get((name, lang), 0), int(n))
 
     add(mixes["math"], "en")
-    per_language = any(isinstance(v, dict) for v in mixes["language"].values())
     for lang in config["languages"]:
-        add(mixes["language"][lang] if per_language else mixes["language"], lang)
+        add(language_mix(mixes, lang), lang)
     return out
 
 

@@ -17,7 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from layerswap.config import METRIC_TASK, checkpoints_of, effective_runs
+from layerswap.config import METRIC_TASK, checkpoints_of, effective_runs, language_mix
 from layerswap.contracts import pair_ids
 from layerswap.train.sft import checkpoint_name
 
@@ -279,9 +279,7 @@ class Spec:
         mixes, sources = self.config["mixes"], self.config["data_sources"]
 
         def entries(group, lang):
-            mix = mixes[group]
-            if group == "language" and any(isinstance(v, dict) for v in mix.values()):
-                mix = mix[lang]  # per-language mixes (paper config)
+            mix = language_mix(mixes, lang) if group == "language" else mixes[group]
             files = {name: sources[name].get("file", "{name}_{lang}.jsonl").format(name=name, lang=lang)
                      for name in mix}
             return [
