@@ -35,6 +35,7 @@ import string
 from pathlib import Path
 from typing import Any, Iterable
 
+from layerswap.contracts import SELECTION_METRICS
 from layerswap.errors import UserError
 from layerswap.merge.params import swap_layer_overflow
 
@@ -45,10 +46,7 @@ from layerswap.languages import HF_LANGUAGES  # noqa: E402  (re-exported: the co
 #: The paper's target languages (hf world).
 PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
 #: Selection metric -> evaluation task it is computed from.
-METRIC_TASK: dict[str, str] = {
-    "mgsm_en": "mgsm", "mgsm_avg": "mgsm", "mgsm_target": "mgsm", "belebele": "belebele",
-    "flores_from_en": "flores", "flores_to_en": "flores", "mmlu": "mmlu", "mbpp": "mbpp",
-}
+METRIC_TASK: dict[str, str] = {metric: benchmark for metric, (benchmark, _) in SELECTION_METRICS.items()}
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""File contracts that several stages share, each with one owner: merge pair ids, selection files, atomic writes of
-result files. (The files themselves are described in docs/ARCHITECTURE.md.)"""
+"""File contracts that several stages share, each with one owner: merge pair ids, selection metrics (which
+evaluation file and score each reads), selection files, atomic writes of result files. (The files themselves are described in docs/ARCHITECTURE.md.)"""
 
 from __future__ import annotations
 
@@ -20,6 +20,16 @@ def pair_id(lang_rank: int, math_rank: int) -> str:
 def pair_ids(top_k: int) -> list[str]:
     """Every pair of the top-k experts, i-major (l1m1, l1m2, ..., lkmk)."""
     return [pair_id(i, j) for i in range(1, top_k + 1) for j in range(1, top_k + 1)]
+
+
+#: Selection metric -> (benchmark whose evaluation file it reads, key of that file's `scores`); `{lang}` is the
+#: expert's target language, `*` the mean over the MGSM languages. The selection command computes them
+#: (layerswap/select.py), the config checks and the rules read which benchmark each needs.
+SELECTION_METRICS: dict[str, tuple[str, str]] = {
+    "mgsm_en": ("mgsm", "en"), "mgsm_avg": ("mgsm", "*"), "mgsm_target": ("mgsm", "{lang}"),
+    "belebele": ("belebele", "{lang}"), "flores_from_en": ("flores", "en-{lang}"),
+    "flores_to_en": ("flores", "{lang}-en"), "mmlu": ("mmlu", "{lang}"), "mbpp": ("mbpp", "{lang}"),
+}
 
 
 def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path")) -> list[dict]:

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from statistics import mean
 
-from layerswap.contracts import write_json_atomic
+from layerswap.contracts import SELECTION_METRICS, write_json_atomic
 from layerswap.errors import UserError
 
 
@@ -26,12 +26,8 @@ def _scores(index: dict, ckpt_id: str, benchmark: str, index_path: Path) -> dict
     return json.loads(Path(path).read_text())["scores"]
 
 
-# Selection metrics: (benchmark, score key). `{lang}` is the expert's target language.
-METRICS: dict[str, tuple[str, str]] = {
-    "mgsm_en": ("mgsm", "en"), "mgsm_avg": ("mgsm", "*"), "mgsm_target": ("mgsm", "{lang}"),
-    "belebele": ("belebele", "{lang}"), "flores_from_en": ("flores", "en-{lang}"),
-    "flores_to_en": ("flores", "{lang}-en"), "mmlu": ("mmlu", "{lang}"), "mbpp": ("mbpp", "{lang}"),
-}
+# Selection metrics: (benchmark, score key), owned by the file contracts.
+METRICS = SELECTION_METRICS
 
 
 def metrics_of(names: list[str], lang: str | None, get, mgsm_languages: list[str]) -> dict[str, float]:
