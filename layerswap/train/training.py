@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -11,6 +10,8 @@ from typing import Any, Callable
 
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
+
+from layerswap.contracts import replace_dir
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -74,8 +75,7 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    shutil.rmtree(out_dir, ignore_errors=True)
-    os.replace(tmp, out_dir)
+    replace_dir(tmp, out_dir)
 
 
 class JsonlLogger(TrainerCallback):
