@@ -80,7 +80,28 @@ def _read_checkpoint(model_dir: Path) -> dict:
     return state
 
 
-class ModelHost:
+class _MergesInMemory:
+    """What both hosts share: a merge recipe built into a state dict in memory, the experts' files opened once per job
+    (`self.merges`: the layerswap.merge.engine module, or None: checkpoints only)."""
+
+    merges = None
+    merge_cache = None  # layerswap.merge.engine.ExpertCache: experts opened once, shared by the job's recipes
+
+    def _merged_state(self, recipe: dict) -> tuple[Path, dict]:
+        """(the recipe's base model dir, checked; the merged state dict)."""
+        if self.merge_cache is None:
+            self.merge_cache = self.merges.ExpertCache()
+        model_dir = Path(self.merges.model_dir_of(recipe))
+        check_model_dir(model_dir)
+        return model_dir, self.merges.build_state_dict(recipe, self.merge_cache)
+
+    def _close_merge_cache(self) -> None:
+        if self.merge_cache is not None:
+            self.merge_cache.close()
+            self.merge_cache = None
+
+
+class ModelHost(_MergesInMemory):
     """Holds one model instance + HFLM; swaps weights in for each model of the job."""
 
     def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True, merges=None):
@@ -89,7 +110,6 @@ class ModelHost:
         self.key: str | None = None
         self.model = None
         self.lm = None
-        self.merge_cache = None  # layerswap.merge.engine.ExpertCache: experts opened once, shared by the job's recipes
         self.phase: dict[str, float] = {}  # seconds of the last load: state_dict, build, load_state_dict
 
     def _build(self, model_dir: Path) -> None:
@@ -119,13 +139,7 @@ class ModelHost:
         if source.is_dir():
             model_dir = source
         else:
-            merge = self.merges
-            recipe = merge.load_recipe(str(source))
-            if self.merge_cache is None:
-                self.merge_cache = merge.ExpertCache()
-            model_dir = Path(merge.model_dir_of(recipe))
-            check_model_dir(model_dir)
-            state = merge.build_state_dict(recipe, self.merge_cache)
+            model_dir, state = self._merged_state(self.merges.load_recipe(str(source)))
             self.phase["state_dict"] = time.perf_counter() - t0
         key = _arch_key(model_dir)
         if key != self.key:
@@ -164,8 +178,7 @@ class ModelHost:
         """After a model's evaluation: nothing (the HF host keeps its instance for the next model's weights)."""
 
     def close(self) -> None:
-        if self.merge_cache is not None:
-            self.merge_cache.close()
+        self._close_merge_cache()
 
 
 def require_vllm() -> None:
@@ -176,7 +189,7 @@ def require_vllm() -> None:
                         "or use --backend hf")
 
 
-class VLLMHost:
+class VLLMHost(_MergesInMemory):
     """vLLM backend (`lm_eval.models.vllm_causallms.VLLM`). Preferred: ONE engine per architecture, built from the
     first model's checkpoint; each further model (a merge built in memory, or a checkpoint read from disk) is loaded
     into the running engine through vLLM's weight-loading path (`layerswap.evaluation.vllm_weights`), then the prefix
@@ -194,7 +207,6 @@ class VLLMHost:
         self.key: str | None = None  # architecture of the engine held for in-place updates
         self.in_place: bool | None = None  # None until the first update tells
         self.fallback_reason: str | None = None
-        self.merge_cache = None
         self.written: Path | None = None
         self.phase: dict[str, float] = {}
 
@@ -232,12 +244,12 @@ class VLLMHost:
         recipe = None if source.is_dir() else self.merges.load_recipe(str(source))
         if self.in_place is not False:
             model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
-            lm = self._load_in_place(source, model_dir, recipe, t0)
+            lm = self._load_in_place(source, model_dir, recipe)
             if lm is not None:
                 return lm
         return self._load_rebuild(source, recipe, t0)
 
-    def _load_in_place(self, source: Path, model_dir: Path, recipe, t0: float):
+    def _load_in_place(self, source: Path, model_dir: Path, recipe):
         from layerswap.evaluation.vllm_weights import can_update, engine_of, update_weights
 
         key = _arch_key(model_dir)
@@ -261,10 +273,7 @@ class VLLMHost:
                 return self.lm  # the engine was built from this very checkpoint
         t2 = time.perf_counter()
         if recipe is not None:
-            check_model_dir(model_dir)
-            if self.merge_cache is None:
-                self.merge_cache = self.merges.ExpertCache()
-            state = self.merges.build_state_dict(recipe, self.merge_cache)
+            _, state = self._merged_state(recipe)
         else:
             check_model_dir(source)
             state = _read_checkpoint(source)
@@ -315,9 +324,7 @@ class VLLMHost:
 
     def close(self) -> None:
         self._drop()
-        if self.merge_cache is not None:
-            self.merge_cache.close()
-            self.merge_cache = None
+        self._close_merge_cache()
 
 
 
