@@ -218,14 +218,6 @@ class Spec:
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
         return [f for run in self.runs_of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
 
-    def eval_data_files(self, benchmarks, languages=None) -> list[str]:
-        """The evaluation data files a set of benchmarks reads (FLORES pairs English with each other language)."""
-        langs = languages or self.all_langs
-        files = []
-        for b in benchmarks:
-            files += [f"{R}/data/eval/{b}_{l}.jsonl" for l in langs if not (b == "flores" and l == "en")]
-        return files
-
     def task_languages(self, benchmark: str, languages=None) -> list[str]:
         """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
         all."""
