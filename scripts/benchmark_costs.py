@@ -57,22 +57,22 @@ def say(msg: str) -> None:
 
 
 def machine() -> dict:
+    """Where the figures were measured: the manifest's hardware record (`layerswap.audit.hardware`: CPU model, GPUs),
+    the versions that matter here, and the date."""
+    from importlib import metadata
+
     import torch
     import transformers
 
-    cpu = platform.processor()
-    try:
-        cpu = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    vllm = None
-    if importlib.util.find_spec("vllm") is not None:
-        from importlib.metadata import version
+    from layerswap.audit import hardware
 
-        vllm = version("vllm")
-    return {"cpu": cpu, "cpu_count": os.cpu_count(), "gpu": gpu,
-            "gpu_count": torch.cuda.device_count() if gpu else 0, "torch": torch.__version__,
+    hw = hardware()
+    try:
+        vllm = metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        vllm = None
+    return {"cpu": hw["cpu_model"], "cpu_count": hw["cpu_count"], "gpu": hw["gpus"][0] if hw["gpus"] else None,
+            "gpu_count": len(hw["gpus"]), "torch": torch.__version__,
             "transformers": transformers.__version__, "vllm": vllm, "python": platform.python_version(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
 
