@@ -249,11 +249,12 @@ def is_evaluation_set(name: str) -> bool:
     return name.split("_", 1)[0] in BENCHMARKS
 
 
-def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int]) -> dict:
-    """What one dataset depends on, besides the seed: its languages and its size. Nothing else reaches its job, so
+def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int], mix: dict | None = None) -> dict:
+    """What one dataset depends on, besides the seed: its languages and its size (the pretraining corpus: and its
+    complete mix, so an omitted share and its default value give the same params). Nothing else reaches its job, so
     a changed size or an added language reruns only the datasets it touches."""
     if name == "pretrain":
-        return {"languages": languages, "size": sizes["pretrain_docs"]}
+        return {"languages": languages, "size": sizes["pretrain_docs"], "mix": pretrain_mix(mix)}
     if name == "orca_math":
         return {"languages": {}, "size": sizes["math_sft"]}
     kind, lang = name.split("_", 1)
@@ -266,14 +267,16 @@ def _stream(seed: int, *names: str) -> random.Random:
     return random.Random("-".join([str(seed), *names]))
 
 
-def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], size: int) -> None:
+def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], size: int,
+                  mix: dict | None = None) -> None:
     """Write one dataset (`out`: its .jsonl; the pretraining corpus also writes vocab.json beside it)."""
     langs = [make_language(code, spec["word_order"], seed) for code, spec in sorted(languages.items())]
     en = english()
     world = World(seed, langs)
     out = Path(out)
     if name == "pretrain":
-        _write_jsonl(out, ({"text": d} for d in _pretrain(world, _stream(seed, name), en, langs, size)))
+        _write_jsonl(out, ({"text": d} for d in _pretrain(world, _stream(seed, name), en, langs, size,
+                                                                    pretrain_mix(mix))))
         (out.parent / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
         return
     if name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
@@ -303,12 +306,37 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
         _write_jsonl(out, writer(world, _stream(seed, kind), lang, size))
 
 
-def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n: int) -> list[str]:
+#: The pretraining corpus's shares (`toy_world.pretrain_mix` overrides any of them): `english` of the documents are
+#: English (the rest: a toy language, drawn uniformly); of the toy-language documents, `toy_math` are one-step word
+#: problems, `parallel` English = toy sentence pairs, `code_switched` English stories with each word swapped for the
+#: toy language's word with probability 1/2 (English word order), the rest toy-language stories. English documents
+#: are fixed: 20% one-step math, 15% comprehension, 5% code, the rest stories.
+PRETRAIN_MIX = {"english": 0.62, "toy_math": 0.06, "parallel": 0.24, "code_switched": 0.0}
+
+
+def pretrain_mix(given: dict | None) -> dict[str, float]:
+    """The complete pretraining mix: PRETRAIN_MIX with the config's values; one-line error if the toy shares
+    exceed 1."""
+    unknown = sorted(set(given or {}) - set(PRETRAIN_MIX))
+    if unknown:
+        raise UserError(f"toy_world.pretrain_mix: unknown key '{unknown[0]}'; allowed: {', '.join(PRETRAIN_MIX)}")
+    mix = {**PRETRAIN_MIX, **(given or {})}
+    toy = mix["toy_math"] + mix["parallel"] + mix["code_switched"]
+    if toy > 1 + 1e-9:
+        raise UserError(f"toy_world.pretrain_mix: toy_math + parallel + code_switched is {toy:g}, more than 1 "
+                        "(they are shares of the toy-language documents)")
+    return mix
+
+
+def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n: int,
+              mix: dict[str, float] = PRETRAIN_MIX) -> list[str]:
     """Pretraining corpus: English-heavy (like Llama), a little of each toy language, some parallel text."""
+    math_to, parallel_to = mix["toy_math"], mix["toy_math"] + mix["parallel"]
+    switched_to = parallel_to + mix["code_switched"]
     docs: list[str] = []
     for _ in range(n):
         r = rng.random()
-        lang = en if r < 0.62 or not langs else rng.choice(langs)
+        lang = en if r < mix["english"] or not langs else rng.choice(langs)
         kind = rng.random()
         if lang is en and kind < 0.2:
             q, a = world.render_math(world.math_problem(rng, steps=1), en)
@@ -319,23 +347,27 @@ def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n
         elif lang is en and kind < 0.40:
             t = world.code_task(rng, en)
             docs.append(f"Q: {t['text']}\nA: {t['code']}")
-        elif lang is not en and kind < 0.06:
+        elif lang is not en and kind < math_to:
             q, a = world.render_math(world.math_problem(rng, steps=1), lang)
             docs.append(f"Q: {q}\nA: {a}")
-        elif lang is not en and kind < 0.30:
+        elif lang is not en and kind < parallel_to:
             s, v, o, x, _, _ = world.fact(rng)
             docs.append(f"{en.clause(s, v, o, x)} = {lang.clause(s, v, o, x)}")
+        elif lang is not en and kind < switched_to:
+            words = world.story(rng, en, n=rng.randint(2, 5)).split()
+            docs.append(" ".join(lang.lexicon.get(w, w) if rng.random() < 0.5 else w for w in words))
         else:
             docs.append(world.story(rng, lang, n=rng.randint(2, 5)))
     return docs
 
 
-def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int]) -> None:
+def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int],
+             mix: dict | None = None) -> None:
     """Write every dataset of the toy world (what the workflow's per-dataset jobs write, in one call)."""
     for name in datasets(sorted(languages)):
         folder = out_eval if is_evaluation_set(name) else out_raw
         folder.mkdir(parents=True, exist_ok=True)
-        write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes))
+        write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes, mix))
 
 
 def _aya(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
@@ -410,4 +442,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     params = json.loads(args.params_json)
-    write_dataset(args.dataset, args.out, params["seed"], params["languages"], params["size"])
+    write_dataset(args.dataset, args.out, params["seed"], params["languages"], params["size"], params.get("mix"))

@@ -264,7 +264,8 @@ class Spec:
         from layerswap.data import toyworld
 
         world = self.config["toy_world"]
-        return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"])})
+        return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"],
+                                                                        world.get("pretrain_mix"))})
 
     def mix_sources(self, expert: str) -> list[dict]:
         """[{name, schema, path, n, lang}] for an expert type, from `mixes` and `data_sources`."""

@@ -1,0 +1,74 @@
+"""Issue 21's three questions of a finished toy run, read from its tables and its parameter-change profile.
+
+(a) the experts learned their skills: the math experts' English MGSM interval lies above the base's; in every target
+    language the language experts' Belebele interval lies above the base's and their FLORES BLEU (both directions,
+    a corpus metric without an interval) is higher than the base's;
+(b) layer swapping transfers: in a target language, the default layer swap's Table 1 avg interval lies above those of
+    the base, the language experts, the math experts and the best model soup; (b) holds when that is so in at least
+    `min_languages` of the target languages;
+(c) the per-layer change profile: for each expert kind the share of its mean |W_ft - W_pre| (summed over matrices)
+    that sits in the middle layers, the ones the default swap takes from the math expert; the paper's Fig. 2 pattern
+    is the math experts' share above the language experts'.
+
+Only interval separation counts as a difference (layerswap.report.intervals.separated); the thresholds are the
+issue's, nothing is tuned here.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from layerswap.report.intervals import separated
+
+#: Table 1 columns the default swap must lie above, for (b).
+RIVALS = ("base", "language_expert", "math_expert", "soup_best")
+
+
+def skills(table5, languages: list[str]) -> dict:
+    """(a) from Table 5 (rows (bench, lang), columns base / math / <lang>)."""
+    ivs, cells = table5.intervals, table5.cells
+    math_en = separated(ivs[(("mgsm", "en"), "math")], ivs[(("mgsm", "en"), "base")]) == 1
+    per_lang = {}
+    for lang in languages:
+        belebele = separated(ivs[(("belebele", lang), lang)], ivs[(("belebele", lang), "base")]) == 1
+        flores = all(cells[(("flores", pair), lang)] > cells[(("flores", pair), "base")]
+                     for pair in (f"en-{lang}", f"{lang}-en"))
+        per_lang[lang] = {"belebele": belebele, "flores": flores}
+    ok = math_en and all(v["belebele"] and v["flores"] for v in per_lang.values())
+    return {"holds": ok, "math_en_above_base": math_en, "languages": per_lang}
+
+
+def transfer(table1, languages: list[str], min_languages: int) -> dict:
+    """(b) from Table 1 (rows (lang, 'avg'), columns as RIVALS + swap_default)."""
+    per_lang = {}
+    for lang in languages:
+        swap = table1.intervals[((lang, "avg"), "swap_default")]
+        per_lang[lang] = {rival: separated(swap, table1.intervals[((lang, "avg"), rival)]) for rival in RIVALS}
+    wins = [lang for lang, rel in per_lang.items() if all(v == 1 for v in rel.values())]
+    return {"holds": len(wins) >= min_languages, "languages_won": wins, "relations": per_lang}
+
+
+def layer_profile(mean_csv: Path, middle: range) -> dict:
+    """(c) from the run's figures/param_change_mean.csv (expert, layer, matrix, mean_abs_change, n_rows): per expert
+    kind (math / language = every other expert), the change per layer summed over matrices and averaged over the
+    experts of that kind, normalised to sum 1, and its share in `middle`."""
+    sums: dict[str, dict[int, float]] = {}
+    for row in csv.DictReader(Path(mean_csv).open()):
+        sums.setdefault(row["expert"], {}).setdefault(int(row["layer"]), 0.0)
+        sums[row["expert"]][int(row["layer"])] += float(row["mean_abs_change"])
+    kinds: dict[str, list[dict[int, float]]] = {}
+    for expert, per_layer in sums.items():
+        kinds.setdefault("math" if expert == "math" else "language", []).append(per_layer)
+    out = {}
+    for kind, profiles in kinds.items():
+        layers = sorted(profiles[0])
+        mean = [sum(p[layer] for p in profiles) / len(profiles) for layer in layers]
+        total = sum(mean) or 1.0
+        shape = [v / total for v in mean]
+        out[kind] = {"profile": [round(v, 4) for v in shape],
+                     "middle_share": round(sum(v for layer, v in zip(layers, shape) if layer in middle), 4),
+                     "peak_layer": layers[max(range(len(shape)), key=shape.__getitem__)]}
+    if {"math", "language"} <= set(out):
+        out["paper_pattern"] = out["math"]["middle_share"] > out["language"]["middle_share"]
+    return out

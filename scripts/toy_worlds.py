@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Run one world of the toy-transfer study and score issue 21's questions (a), (b), (c) on it.
+
+    python scripts/toy_worlds.py --levers relex parallel --workdir /tmp/w_relex_parallel [--cores 2] [--record]
+
+A world is config/toy_transfer.yaml with the overlays config/worlds/<lever>.yaml stacked in the order given (no
+lever: the default world's knobs). The script runs the whole DAG there (`snakemake --configfile ...`), then reads
+the run's tables and parameter-change profile (layerswap/report/transfer.py) and prints (a), (b), (c); the scores
+go to <workdir>/transfer.json. --record adds (or replaces) the world's record in docs/toy_worlds.json and rewrites
+the table of docs/toy_worlds.md from every record. --score-only scores a finished run without running Snakemake.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from layerswap import audit  # noqa: E402
+from layerswap.report import tables, transfer  # noqa: E402
+
+RECORDS = REPO / "docs" / "toy_worlds.json"
+PAGE = REPO / "docs" / "toy_worlds.md"
+BEGIN, END = "<!-- BEGIN worlds: scripts/toy_worlds.py --record -->", "<!-- END worlds -->"
+MIN_LANGUAGES = 3  # (b): the swap must win in at least 3 of the 4 target languages (the issue's bar)
+
+
+def configfiles(levers: list[str]) -> list[Path]:
+    files = [REPO / "config" / "toy_transfer.yaml"]
+    for lever in levers:
+        path = REPO / "config" / "worlds" / f"{lever}.yaml"
+        if not path.is_file():
+            known = sorted(p.stem for p in (REPO / "config" / "worlds").glob("*.yaml"))
+            raise SystemExit(f"config/worlds/{lever}.yaml: no such lever; known: {', '.join(known)}")
+        files.append(path)
+    return files
+
+
+def run_dag(work: Path, files: list[Path], cores: int) -> float:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
+           "--configfile", *map(str, files), "--cores", str(cores)]
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env)  # Snakemake's own progress lines go to the terminal
+    if proc.returncode:
+        raise SystemExit(f"snakemake failed (exit {proc.returncode}) in {work}; see its log above")
+    return time.perf_counter() - start
+
+
+def score(results: Path) -> dict:
+    """(a), (b), (c) of a finished run, with the Table 1 cells they rest on."""
+    config = yaml.safe_load((results / "config_used.yaml").read_text())
+    params = tables.Params.from_json(audit.tables_params(json.loads((results / "manifest.json").read_text())))
+    built = tables.build_tables(results / "selection", results / "evals", params)
+    langs = list(config["languages"])
+    swap = config["merges"]["configs"][config["merges"]["default_swap"]]
+    middle = range(swap["bottom"], config["base"]["num_layers"] - swap["top"])
+    t1 = built["table1"]
+    cells = {lang: {col: [round(t1.cells[((lang, "avg"), col)], 1), *(round(v, 1) for v in
+                          t1.intervals[((lang, "avg"), col)])]
+                    for col, _ in t1.columns}
+             for lang in langs}
+    return {"a": transfer.skills(built["table5"], langs),
+            "b": transfer.transfer(t1, langs, MIN_LANGUAGES),
+            "c": transfer.layer_profile(results / "figures" / "param_change_mean.csv", middle),
+            "table1_avg": cells, "middle_layers": [middle.start, middle.stop - 1]}
+
+
+def _cell(values: list[float]) -> str:
+    return f"{values[0]:.1f} [{values[1]:.1f}, {values[2]:.1f}]"
+
+
+def row(record: dict) -> str:
+    s = record["scores"]
+    misses = [] if s["a"]["math_en_above_base"] else ["math on English MGSM"]
+    misses += [f"{lang} {k}" for lang, v in s["a"]["languages"].items() for k, ok in v.items() if not ok]
+    a = "yes" if s["a"]["holds"] else "no: " + ", ".join(misses)
+    won = s["b"]["languages_won"]
+    b = ("yes" if s["b"]["holds"] else "no") + f", {len(won)}/{len(s['table1_avg'])}"
+    swaps = "; ".join(f"{lang}: {_cell(v['swap_default'])} vs best rival "
+                      + _cell(max((v[r] for r in transfer.RIVALS), key=lambda x: x[0]))
+                      for lang, v in s["table1_avg"].items())
+    c = s["c"]
+    c_text = (f"math {c['math']['middle_share']:.2f} / lang {c['language']['middle_share']:.2f}: "
+              + ("paper-like" if c.get("paper_pattern") else "not paper-like"))
+    levers = " + ".join(record["levers"]) or "(none: default knobs)"
+    return (f"| {record['world']} | {levers} | {a} | {b} | {swaps} | {c_text} | {record['wall_s'] / 60:.1f} min | "
+            f"`{record['command']}` |")
+
+
+def write_page(records: list[dict]) -> None:
+    head = ("| world | levers | (a) skills learned | (b) swap beats base, both experts, best soup "
+            "(intervals separate) | Table 1 avg, swap (default) vs the best of the four, per language | "
+            "(c) share of change in the middle layers | DAG wall time | reproduce |\n"
+            "|---|---|---|---|---|---|---|---|\n")
+    table = head + "\n".join(row(r) for r in records) + "\n"
+    text = PAGE.read_text()
+    start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
+    PAGE.write_text(text[:start] + "\n" + table + text[stop:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--levers", nargs="*", default=[], help="overlays of config/worlds/, stacked in this order")
+    parser.add_argument("--workdir", type=Path, required=True, help="where results/ goes")
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--score-only", action="store_true", help="score a finished run, run nothing")
+    parser.add_argument("--record", action="store_true", help="add the world to docs/toy_worlds.{json,md}")
+    args = parser.parse_args(argv)
+    files = configfiles(args.levers)
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    previous = args.workdir / "transfer.json"
+    if args.score_only:  # keep the wall time of the run that made the results
+        wall = json.loads(previous.read_text())["wall_s"] if previous.is_file() else None
+    else:
+        wall = run_dag(args.workdir, files, args.cores)
+    scores = score(args.workdir / "results")
+    world = "+".join(args.levers) or "default"
+    command = "python scripts/toy_worlds.py --workdir DIR" + (" --levers " + " ".join(args.levers)
+                                                             if args.levers else "")
+    record = {"world": world, "levers": args.levers, "command": command, "wall_s": wall,
+              "machine": audit.hardware(), "scores": scores}
+    previous.write_text(json.dumps(record, indent=1))
+    print(json.dumps({k: scores[k] for k in ("a", "b", "c")}, indent=1))
+    if args.record:
+        if wall is None:
+            raise SystemExit(f"--record: {previous} has no wall time; run the world without --score-only")
+        records = [r for r in (json.loads(RECORDS.read_text()) if RECORDS.is_file() else []) if r["world"] != world]
+        records.append(record)
+        RECORDS.write_text(json.dumps(records, indent=1) + "\n")
+        write_page(records)
+        print(row(record))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
