@@ -424,6 +424,10 @@ def _check_runs(config: dict, languages: list[str]) -> None:
             raise _fail(f"sft.runs.{name}.lora", "is set but the run's peft_method is full", "peft_method: lora")
         if run["expert"] not in allowed:
             raise _fail(f"sft.runs.{name}.expert", f"unknown expert '{run['expert']}'", allowed)
+        outside = [i for i in (run.get("lora") or {}).get("layers") or [] if i >= config["base"]["num_layers"]]
+        if method == "lora" and outside:
+            raise _fail(_origin(config, name, "lora") + ".layers", f"layer {outside[0]} does not exist (the base "
+                        f"has {config['base']['num_layers']} layers, 0-based)")
         for field in ("num_samples", "checkpoint_every"):
             if field not in run:
                 raise _fail(f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in "

@@ -367,3 +367,21 @@ def test_sft_examples_chat_template_or_raw_template():
     raw = sft_examples(rows, fast, TEMPLATE, 32, chat_template=False)[0]
     assert prompt_and_response(chat) == ("<|user|> two plus two <|assistant|>", "is 4 </s>")
     assert prompt_and_response(raw) == ("Q: two plus two A:", "is 4 </s>")
+
+
+def test_layer_restricted_lora_changes_only_its_layers(tiny_base, mix, tmp_path):
+    """`lora.layers` (peft's layers_to_transform): the exported expert differs from the base in those layers only."""
+    import re
+
+    params = {**LORA, "num_samples": 8, "checkpoint_every": 8, "lora": {**LORA["lora"], "layers": [1]}}
+    train_expert(tiny_base, mix, tmp_path / "lora1", params, TEMPLATE)
+    merged = weights(tmp_path / "lora1" / "s0000008")
+    base_weights = load_file(next(tiny_base.glob("*.safetensors")))
+    changed = {k for k in merged if not merged[k].equal(base_weights[k])}
+    assert changed and {re.search(r"layers\.(\d+)\.", k).group(1) for k in changed} == {"1"}
+
+
+def test_config_lora_layers_must_exist(toy_config):
+    toy_config["sft"]["runs"]["math_2"].update(peft_method="lora", lora={"layers": [0, 8]})
+    assert ("config key 'sft.runs.math_2.lora.layers': layer 8 does not exist (the base has 8 layers, 0-based)"
+            in config_error(toy_config))

@@ -115,3 +115,55 @@ def _strings(value):
     elif isinstance(value, list):
         for v in value:
             yield from _strings(v)
+
+
+def test_pretrain_mix_defaults_are_the_corpus_of_old_and_omitted_equals_explicit():
+    """An omitted share and its default value give the same job params (no spurious rerun) and the same corpus as
+    before the mix became configurable (the branch thresholds are the old constants)."""
+    import random
+
+    from layerswap.data.toyworld import PRETRAIN_MIX, World, _pretrain, dataset_inputs
+
+    sizes = {**TINY_SIZES}
+    omitted = dataset_inputs("pretrain", TINY_LANGS, sizes)
+    explicit = dataset_inputs("pretrain", TINY_LANGS, sizes, dict(PRETRAIN_MIX))
+    partial = dataset_inputs("pretrain", TINY_LANGS, sizes, {"parallel": PRETRAIN_MIX["parallel"]})
+    assert omitted == explicit == partial and omitted["mix"] == PRETRAIN_MIX
+    assert dataset_inputs("pretrain", TINY_LANGS, sizes, {"toy_math": 0.2})["mix"]["toy_math"] == 0.2
+    assert "mix" not in dataset_inputs("orca_math", TINY_LANGS, sizes)  # only the corpus depends on it
+    langs = [make_language(code, spec["word_order"], 3) for code, spec in sorted(TINY_LANGS.items())]
+    docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 300)
+    assert docs == _pretrain(World(3, langs), random.Random(5), english(), langs, 300, dict(PRETRAIN_MIX))
+
+
+def test_pretrain_mix_shares_shape_the_corpus(tmp_path):
+    """All toy documents code-switched: English word order with toy words mixed in; all English: no toy words."""
+    import random
+
+    from layerswap.data.toyworld import ENGLISH_WORDS, SHARED, World, _pretrain
+
+    langs = [make_language(code, spec["word_order"], 3) for code, spec in sorted(TINY_LANGS.items())]
+    toy_words = {w for lang in langs for w in lang.lexicon.values()}
+    only_switched = {"english": 0.0, "toy_math": 0.0, "parallel": 0.0, "code_switched": 1.0}
+    docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 200, only_switched)
+    mixed = [d.split() for d in docs]
+    assert all(set(words) & toy_words and set(words) & set(ENGLISH_WORDS) - set(NAMES) for words in mixed
+               if len(words) > 12)  # a story of 2+ sentences holds both kinds of words
+    assert all("=" not in d and "Q:" not in d for d in docs)  # no parallel pairs, no math
+    only_english = {"english": 1.0}
+    docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 200,
+                     {**only_switched, **only_english})
+    assert not {w for d in docs for w in d.split()} & toy_words
+    assert {w for d in docs for w in d.split()} <= set(ENGLISH_WORDS) | set(SHARED) | {"Q:", "A:"}
+
+
+def test_pretrain_mix_errors_name_the_key():
+    import pytest
+
+    from layerswap.data.toyworld import pretrain_mix
+    from layerswap.errors import UserError
+
+    with pytest.raises(UserError, match=r"toy_world.pretrain_mix: unknown key 'toy_code'; allowed: english"):
+        pretrain_mix({"toy_code": 0.1})
+    with pytest.raises(UserError, match=r"toy_world.pretrain_mix: toy_math \+ parallel \+ code_switched is 1.1"):
+        pretrain_mix({"toy_math": 0.5, "parallel": 0.4, "code_switched": 0.2})

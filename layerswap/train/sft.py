@@ -15,7 +15,8 @@ whose every export of this key exists is complete without it, and trains no more
 Full fine-tuning or LoRA
 ------------------------
 `peft_method: full` (default) trains every weight. `peft_method: lora` trains LoRA adapters through peft
-(`lora: {r, alpha, dropout, target_modules}`); every checkpoint then holds BOTH the adapter (`<ckpt>/adapter/`:
+(`lora: {r, alpha, dropout, target_modules, layers}`, `layers`: peft's `layers_to_transform`, for layer-restricted
+SFT); every checkpoint then holds BOTH the adapter (`<ckpt>/adapter/`:
 adapter_config.json + adapter_model.safetensors) and the merged full weights as the normal checkpoint files, so every
 merge method (layer swap, soups, TIES) reads LoRA experts exactly like full fine-tunes. The merge is peft's own
 `merge_and_unload`, run on a CPU copy built from the gathered state dict, so training goes on with the unmerged
@@ -336,7 +337,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
         lora = lora_settings(params)
         model = get_peft_model(model, LoraConfig(
             task_type=TaskType.CAUSAL_LM, r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-            target_modules=list(lora["target_modules"])))
+            target_modules=list(lora["target_modules"]), layers_to_transform=lora.get("layers")))
     export = make_export_callback(out_dir, tokenizer, params, meta, base_dtype(base))
     trainer = Trainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
