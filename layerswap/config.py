@@ -322,6 +322,12 @@ def check(config: dict) -> None:
     _check_prompt(config)
     _check_mixes(config, languages, known)
     _check_runs(config, languages)
+    table2 = config["analysis"]["table2_language"]
+    joint = sorted({run["expert"][len("joint_"):] for run in effective_runs(config).values()
+                    if run["expert"].startswith("joint_")})
+    if table2 not in joint:
+        raise _fail("analysis.table2_language", f"Table 2 compares the joint expert of '{table2}' with the merges, "
+                    f"but no run of sft.runs has expert 'joint_{table2}'", joint or ["none: add a joint_<lang> run"])
     _check_selection(config)
     _check_merges(config)
     _check_evaluation(config)
