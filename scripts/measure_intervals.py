@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -77,7 +78,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no item count brings every avg cell to <= {args.target:g} points (see 'none' above)")
     else:
         print(f"MGSM items per language for every avg cell <= {args.target:g} points: {max(needs)}")
+    rate = merge_eval_rate(args.results)
+    if rate is not None:
+        secs, items, models = rate
+        per_item = secs / items
+        total = mgsm_items(args.results)
+        print(f"cost: the merge jobs evaluated {models} models on {items} MGSM items in {secs:.1f} s of evaluation "
+              f"({1000 * per_item:.2f} ms per item, model loading and process start-up excluded); the run evaluated "
+              f"{total} MGSM items in all ({total // n} model-language evaluations of {n} items: Tables 1, 2, 5 and "
+              "checkpoint selection read the same per-language files, so all of them grow with it)")
+        for n_items in sorted({200, 400, 800} | ({max(needs)} if None not in needs else set())):
+            print(f"  at {n_items:5d} items per language: about {total // n * n_items * per_item:6.0f} core-s of "
+                  f"MGSM evaluation (now {total * per_item:.0f}; estimate: the measured rate times the items)")
     return 0
+
+
+def mgsm_items(results: Path) -> int:
+    """MGSM items evaluated in the run: one line per (model, language, item) in the samples files."""
+    return sum(sum(1 for _ in path.open()) for path in (results / "evals").rglob("mgsm.samples.jsonl"))
+
+
+def merge_eval_rate(results: Path) -> tuple[float, int, int] | None:
+    """(evaluation seconds, MGSM items, models) over the merge-evaluation jobs' logs: their per-model line
+    `evaluate: merge/...: load X s, evaluate Y s` and the item counts of the models' mgsm.json."""
+    secs, items, models = 0.0, 0, 0
+    for log in sorted((results / "logs" / "evaluate").glob("merge_*.log")):
+        for model, took in re.findall(r"evaluate: (merge/\S+): load [\d.]+ s, evaluate ([\d.]+) s", log.read_text()):
+            record = results / "evals" / model / "mgsm.json"
+            if record.is_file():
+                secs += float(took)
+                items += sum(json.loads(record.read_text())["n"].values())
+                models += 1
+    return (secs, items, models) if items else None
 
 
 if __name__ == "__main__":
