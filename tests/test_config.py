@@ -51,7 +51,7 @@ def error_of(config: dict) -> str:
 # good configs
 
 
-@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "micro.yaml", "smollm2.yaml"])
+@pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "micro.yaml", "smollm2.yaml", "toy_transfer.yaml"])
 def test_shipped_configs_pass(name):
     config = load(name)
     cfg.validate_config(config, SCHEMA)
@@ -249,6 +249,13 @@ BAD = [
      ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mmlu, mbpp"]),
     ("table2 language not a target", "analysis.table2_language", "toy_abc",
      ["config key 'analysis.table2_language'", "allowed: toy_swh"]),
+    ("table2 language without a joint run", "analysis.table2_language", "toy_tel",
+     ["config key 'analysis.table2_language': Table 2 compares the joint expert of 'toy_tel' with the merges, but no "
+      "run of sft.runs has expert 'joint_toy_tel'; allowed: toy_swh"]),
+    ("pretraining mix above one", "toy_world.pretrain_mix", {"toy_math": 0.5, "parallel": 0.6},
+     ["toy_world.pretrain_mix: toy_math + parallel + code_switched is 1.1, more than 1"]),
+    ("pretraining mix unknown share", "toy_world.pretrain_mix", {"math": 0.5},
+     ["config key 'toy_world.pretrain_mix'", "'math'"]),
     ("unknown data source", "mixes.math", {"orca_math": 100},
      ["config key 'mixes.math.orca_math': unknown data source 'orca_math'; allowed: toy_orca_math, toy_aya"]),
     ("per-language source in the math mix", "mixes.math", {"toy_aya": 100},
