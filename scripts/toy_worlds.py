@@ -7,7 +7,8 @@ A world is config/toy_transfer.yaml with the overlays config/worlds/<lever>.yaml
 lever: the default world's knobs). The script runs the whole DAG there (`snakemake --configfile ...`), then reads
 the run's tables and parameter-change profile (layerswap/report/transfer.py) and prints (a), (b), (c); the scores
 go to <workdir>/transfer.json. --record adds (or replaces) the world's record in docs/toy_worlds.json and rewrites
-the table of docs/toy_worlds.md from every record. --score-only scores a finished run without running Snakemake.
+the table of docs/toy_worlds.md from every record. --score-only scores a finished run without running Snakemake. The
+wall time is Snakemake's own (its logs' `Elapsed time`), summed over the invocations that built the workdir.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import yaml
@@ -45,15 +46,26 @@ def configfiles(levers: list[str]) -> list[Path]:
     return files
 
 
-def run_dag(work: Path, files: list[Path], cores: int) -> float:
+def run_dag(work: Path, files: list[Path], cores: int) -> None:
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
            "--configfile", *map(str, files), "--cores", str(cores)]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env)  # Snakemake's own progress lines go to the terminal
     if proc.returncode:
         raise SystemExit(f"snakemake failed (exit {proc.returncode}) in {work}; see its log above")
-    return time.perf_counter() - start
+
+
+def dag_wall(work: Path) -> tuple[float, int]:
+    """(seconds, invocations): the wall time of every Snakemake invocation that built the workdir (each log's
+    `Elapsed time`), so a run that failed and was continued counts both parts."""
+    total, runs = 0.0, 0
+    for log in sorted((work / ".snakemake" / "log").glob("*.snakemake.log")):
+        found = re.search(r"Elapsed time: (?:(\d+) days?, )?(\d+):(\d+):([\d.]+)", log.read_text(errors="replace"))
+        if found:
+            days, h, m, sec = found.groups()
+            total += int(days or 0) * 86400 + int(h) * 3600 + int(m) * 60 + float(sec)
+            runs += 1
+    return total, runs
 
 
 def score(results: Path) -> dict:
@@ -93,7 +105,9 @@ def row(record: dict) -> str:
     c_text = (f"math {c['math']['middle_share']:.2f} / lang {c['language']['middle_share']:.2f}: "
               + ("paper-like" if c.get("paper_pattern") else "not paper-like"))
     levers = " + ".join(record["levers"]) or "(none: default knobs)"
-    return (f"| {record['world']} | {levers} | {a} | {b} | {swaps} | {c_text} | {record['wall_s'] / 60:.1f} min | "
+    runs = record.get("invocations", 1)
+    wall = f"{record['wall_s'] / 60:.1f} min" + (f" ({runs} invocations)" if runs != 1 else "")
+    return (f"| {record['world']} | {levers} | {a} | {b} | {swaps} | {c_text} | {wall} | "
             f"`{record['command']}` |")
 
 
@@ -118,22 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files = configfiles(args.levers)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    previous = args.workdir / "transfer.json"
-    if args.score_only:  # keep the wall time of the run that made the results
-        wall = json.loads(previous.read_text())["wall_s"] if previous.is_file() else None
-    else:
-        wall = run_dag(args.workdir, files, args.cores)
+    if not args.score_only:
+        run_dag(args.workdir, files, args.cores)
+    wall, invocations = dag_wall(args.workdir)
     scores = score(args.workdir / "results")
     world = "+".join(args.levers) or "default"
     command = "python scripts/toy_worlds.py --workdir DIR" + (" --levers " + " ".join(args.levers)
                                                              if args.levers else "")
-    record = {"world": world, "levers": args.levers, "command": command, "wall_s": wall,
+    record = {"world": world, "levers": args.levers, "command": command, "wall_s": wall, "invocations": invocations,
               "machine": audit.hardware(), "scores": scores}
-    previous.write_text(json.dumps(record, indent=1))
+    (args.workdir / "transfer.json").write_text(json.dumps(record, indent=1))
     print(json.dumps({k: scores[k] for k in ("a", "b", "c")}, indent=1))
     if args.record:
-        if wall is None:
-            raise SystemExit(f"--record: {previous} has no wall time; run the world without --score-only")
         records = [r for r in (json.loads(RECORDS.read_text()) if RECORDS.is_file() else []) if r["world"] != world]
         records.append(record)
         RECORDS.write_text(json.dumps(records, indent=1) + "\n")

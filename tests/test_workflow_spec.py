@@ -186,3 +186,16 @@ def test_hub_arguments_are_shell_words_or_nothing(paper):
     assert spec.hf_home_arg == "--hf-home '/data/hf home'"
     assert spec.revision_arg({"source": "x", "revision": "abc 1"}) == "--revision 'abc 1'"
     assert spec.ablations == {} and spec.merge_configs == config["merges"]["configs"]
+
+
+def test_table5_shows_what_the_checkpoints_were_evaluated_on():
+    """Checkpoint tasks without MBPP / MMLU: the tables job is told so (it asked for base/mbpp.json and failed
+    after the whole DAG had run); the same tasks in another order give the same params."""
+    trimmed = _spec("config.yaml", evaluation={**_config("config.yaml")["evaluation"],
+                                               "checkpoint_tasks": ["mgsm", "flores", "belebele"]})
+    assert _word(trimmed.table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
+    default = _spec("config.yaml")
+    assert _word(default.table_params())["benchmarks"] == ["belebele", "flores", "mbpp", "mgsm", "mmlu"]
+    study = _spec("toy_transfer.yaml")
+    assert _word(study.table_params()) == _word(trimmed.table_params()) | {
+        "benchmarks": ["belebele", "flores", "mgsm"]}

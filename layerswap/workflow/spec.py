@@ -408,6 +408,7 @@ class Spec:
             "top_k": config["selection"]["top_k"], "best_of": m["best_of"], "default_swap": m["default_swap"],
             "world": config["world"], "language_names": config.get("language_names", {}), "seed": config["seed"],
             "bootstrap_draws": config["analysis"]["bootstrap_draws"],
+            "benchmarks": sorted(self.benchmarks),  # Table 5 shows what the checkpoints were evaluated on
         }
         return as_json(params | ({"table2_language": config["analysis"]["table2_language"]} if table2 else {}))
 
