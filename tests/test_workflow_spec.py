@@ -196,6 +196,5 @@ def test_table5_shows_what_the_checkpoints_were_evaluated_on():
     assert _word(trimmed.table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
     default = _spec("config.yaml")
     assert _word(default.table_params())["benchmarks"] == ["belebele", "flores", "mbpp", "mgsm", "mmlu"]
-    study = _spec("toy_transfer.yaml")
-    assert _word(study.table_params()) == _word(trimmed.table_params()) | {
-        "benchmarks": ["belebele", "flores", "mgsm"]}
+    assert "benchmarks" not in _word(trimmed.table_params(table2=False))  # the Table 1 figure: no rerun
+    assert _word(_spec("toy_transfer.yaml").table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]

@@ -400,7 +400,8 @@ class Spec:
         return files + [self.table2_index(lang) for lang in self.t2_langs]
 
     def table_params(self, table2: bool = True) -> str:
-        """The tables' params; table2=False: without the Table 2 language (the Table 1 figure does not show it)."""
+        """The tables' params; table2=False: without the Table 2 language and Table 5's benchmarks (the Table 1
+        figure shows neither)."""
         config = self.config
         m = config["merges"]
         params = {
@@ -408,9 +409,10 @@ class Spec:
             "top_k": config["selection"]["top_k"], "best_of": m["best_of"], "default_swap": m["default_swap"],
             "world": config["world"], "language_names": config.get("language_names", {}), "seed": config["seed"],
             "bootstrap_draws": config["analysis"]["bootstrap_draws"],
-            "benchmarks": sorted(self.benchmarks),  # Table 5 shows what the checkpoints were evaluated on
         }
-        return as_json(params | ({"table2_language": config["analysis"]["table2_language"]} if table2 else {}))
+        if table2:  # Table 5 shows what the checkpoints were evaluated on
+            params |= {"table2_language": config["analysis"]["table2_language"], "benchmarks": sorted(self.benchmarks)}
+        return as_json(params)
 
     def heatmap_experts(self) -> list[str]:
         return ["math"] + self.langs
