@@ -126,11 +126,15 @@ def test_pretrain_mix_defaults_are_the_corpus_of_old_and_omitted_equals_explicit
 
     sizes = {**TINY_SIZES}
     omitted = dataset_inputs("pretrain", TINY_LANGS, sizes)
-    explicit = dataset_inputs("pretrain", TINY_LANGS, sizes, dict(PRETRAIN_MIX))
-    partial = dataset_inputs("pretrain", TINY_LANGS, sizes, {"parallel": PRETRAIN_MIX["parallel"]})
+    explicit = dataset_inputs("pretrain", TINY_LANGS, sizes, {"pretrain": dict(PRETRAIN_MIX)})
+    partial = dataset_inputs("pretrain", TINY_LANGS, sizes, {"pretrain": {"parallel": PRETRAIN_MIX["parallel"]}})
     assert omitted == explicit == partial and omitted["mix"] == PRETRAIN_MIX
-    assert dataset_inputs("pretrain", TINY_LANGS, sizes, {"toy_math": 0.2})["mix"]["toy_math"] == 0.2
-    assert "mix" not in dataset_inputs("orca_math", TINY_LANGS, sizes)  # only the corpus depends on it
+    assert dataset_inputs("pretrain", TINY_LANGS, sizes, {"pretrain": {"toy_math": 0.2}})["mix"]["toy_math"] == 0.2
+    assert "mix" not in dataset_inputs("orca_math", TINY_LANGS, sizes)  # only the corpus and Aya depend on one
+    lang = next(iter(TINY_LANGS))
+    assert dataset_inputs(f"aya_{lang}", TINY_LANGS, sizes)["mix"] == {"math": 0.0}
+    assert dataset_inputs(f"aya_{lang}", TINY_LANGS, sizes, {"aya": {"math": 0.0}}) == dataset_inputs(
+        f"aya_{lang}", TINY_LANGS, sizes, {"pretrain": {"toy_math": 0.3}})  # the corpus's mix is not Aya's
     langs = [make_language(code, spec["word_order"], 3) for code, spec in sorted(TINY_LANGS.items())]
     docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 300)
     assert docs == _pretrain(World(3, langs), random.Random(5), english(), langs, 300, dict(PRETRAIN_MIX))
@@ -167,3 +171,20 @@ def test_pretrain_mix_errors_name_the_key():
         pretrain_mix({"toy_code": 0.1})
     with pytest.raises(UserError, match=r"toy_world.pretrain_mix: toy_math \+ parallel \+ code_switched is 1.1"):
         pretrain_mix({"toy_math": 0.5, "parallel": 0.4, "code_switched": 0.2})
+
+
+def test_aya_math_share_adds_worked_one_step_problems_in_the_language(tmp_path):
+    """aya_mix.math: that share of the items are one-step word problems with the toy language's worked solution;
+    share 0 writes the same file as before the knob existed (no extra random draw)."""
+    from layerswap.data.toyworld import write_dataset
+
+    lang = next(iter(TINY_LANGS))
+    write_dataset(f"aya_{lang}", tmp_path / "a.jsonl", 3, {lang: TINY_LANGS[lang]}, 200)
+    write_dataset(f"aya_{lang}", tmp_path / "b.jsonl", 3, {lang: TINY_LANGS[lang]}, 200, {"math": 0.0})
+    assert (tmp_path / "a.jsonl").read_bytes() == (tmp_path / "b.jsonl").read_bytes()
+    assert not any("=" in r["targets"] for r in read_jsonl(tmp_path / "a.jsonl"))
+    write_dataset(f"aya_{lang}", tmp_path / "m.jsonl", 3, {lang: TINY_LANGS[lang]}, 400, {"math": 0.5})
+    math = [r for r in read_jsonl(tmp_path / "m.jsonl") if " = " in r["targets"]]
+    assert 150 < len(math) < 250  # about half
+    toy = make_language(lang, TINY_LANGS[lang]["word_order"], 3)
+    assert all(r["targets"].split(" . ")[-1].startswith(toy.text("the answer is")) for r in math)

@@ -249,17 +249,20 @@ def is_evaluation_set(name: str) -> bool:
     return name.split("_", 1)[0] in BENCHMARKS
 
 
-def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int], mix: dict | None = None) -> dict:
-    """What one dataset depends on, besides the seed: its languages and its size (the pretraining corpus: and its
-    complete mix, so an omitted share and its default value give the same params). Nothing else reaches its job, so
-    a changed size or an added language reruns only the datasets it touches."""
+def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int], mixes: dict | None = None) -> dict:
+    """What one dataset depends on, besides the seed: its languages and its size, and for the pretraining corpus and
+    the Aya sets their complete mix (`mixes`: {"pretrain": toy_world.pretrain_mix, "aya": toy_world.aya_mix}, each
+    may be None; an omitted share and its default value give the same params). Nothing else reaches its job, so a
+    changed size or an added language reruns only the datasets it touches."""
+    mixes = mixes or {}
     if name == "pretrain":
-        return {"languages": languages, "size": sizes["pretrain_docs"], "mix": pretrain_mix(mix)}
+        return {"languages": languages, "size": sizes["pretrain_docs"], "mix": pretrain_mix(mixes.get("pretrain"))}
     if name == "orca_math":
         return {"languages": {}, "size": sizes["math_sft"]}
     kind, lang = name.split("_", 1)
     size = sizes[f"{kind}_per_language"] if kind in SOURCES else sizes[kind]
-    return {"languages": {lang: languages[lang]} if lang != "en" else {}, "size": size}
+    out = {"languages": {lang: languages[lang]} if lang != "en" else {}, "size": size}
+    return out | ({"mix": aya_mix(mixes.get("aya"))} if kind == "aya" else {})
 
 
 def _stream(seed: int, *names: str) -> random.Random:
@@ -290,9 +293,10 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
         raise UserError(f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
                         f"<{'|'.join(BENCHMARKS)}>_<language> with that language's spec")
     lang = en if code == "en" else langs[0]
-    if kind in SOURCES:
-        writer = _aya if kind == "aya" else _nllb
-        _write_jsonl(out, writer(world, _stream(seed, name), lang, size))
+    if kind == "aya":
+        _write_jsonl(out, _aya(world, _stream(seed, name), lang, size, aya_mix(mix)))
+    elif kind == "nllb":
+        _write_jsonl(out, _nllb(world, _stream(seed, name), lang, size))
     elif kind == "mgsm":  # parallel across languages like MGSM: the same problems (the benchmark's stream), translated
         rng = _stream(seed, kind)
         rows = []
@@ -304,6 +308,18 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
     else:  # Belebele, MMLU, MBPP, FLORES: the same items in every language (the benchmark's stream)
         writer = {"belebele": _belebele, "mmlu": _mmlu, "mbpp": _mbpp, "flores": _flores}[kind]
         _write_jsonl(out, writer(world, _stream(seed, kind), lang, size))
+
+
+#: The Aya sets' shares (`toy_world.aya_mix`): `math` of the items are one-step word problems in the language with
+#: worked solutions (the pretraining corpus's toy math); the rest are reading QA, facts and story continuation.
+AYA_MIX = {"math": 0.0}
+
+
+def aya_mix(given: dict | None) -> dict[str, float]:
+    unknown = sorted(set(given or {}) - set(AYA_MIX))
+    if unknown:
+        raise UserError(f"toy_world.aya_mix: unknown key '{unknown[0]}'; allowed: {', '.join(AYA_MIX)}")
+    return {**AYA_MIX, **(given or {})}
 
 
 #: The pretraining corpus's shares (`toy_world.pretrain_mix` overrides any of them): `english` of the documents are
@@ -362,19 +378,23 @@ def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n
 
 
 def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int],
-             mix: dict | None = None) -> None:
+             mixes: dict | None = None) -> None:
     """Write every dataset of the toy world (what the workflow's per-dataset jobs write, in one call)."""
     for name in datasets(sorted(languages)):
         folder = out_eval if is_evaluation_set(name) else out_raw
         folder.mkdir(parents=True, exist_ok=True)
-        write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes, mix))
+        write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes, mixes))
 
 
-def _aya(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
-    """Aya-style generic instructions in a toy language: reading QA, facts and story continuation; no math."""
+def _aya(world: World, rng: random.Random, lang: Language, n: int, mix: dict[str, float] = AYA_MIX
+         ) -> Iterator[dict]:
+    """Aya-style generic instructions in a toy language: reading QA, facts and story continuation; a `mix["math"]`
+    share of one-step word problems (none by default)."""
     for i in range(n):
         kind = rng.random()
-        if kind < 0.45:
+        if mix["math"] and rng.random() < mix["math"]:  # no draw at share 0: the default sets stay as they were
+            inputs, targets = world.render_math(world.math_problem(rng, steps=1), lang)
+        elif kind < 0.45:
             c = world.comprehension(rng, lang, n_facts=rng.choice([2, 3]))
             inputs, targets = f"{c['passage']} {c['question']}", c["answer"]
         elif kind < 0.7:

@@ -264,8 +264,9 @@ class Spec:
         from layerswap.data import toyworld
 
         world = self.config["toy_world"]
+        mixes = {"pretrain": world.get("pretrain_mix"), "aya": world.get("aya_mix")}
         return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"],
-                                                                        world.get("pretrain_mix"))})
+                                                                         mixes)})
 
     def mix_sources(self, expert: str) -> list[dict]:
         """[{name, schema, path, n, lang}] for an expert type, from `mixes` and `data_sources`."""
