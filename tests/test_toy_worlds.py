@@ -62,7 +62,7 @@ def test_levers_change_what_they_say():
 
 def test_unknown_lever_is_one_line(capsys):
     script = load_script()
-    with pytest.raises(SystemExit, match=r"config/worlds/nope.yaml: no such lever; known: less_english, "):
+    with pytest.raises(SystemExit, match=r"config/worlds/nope.yaml: no such lever; known: format, less_english, "):
         script.configfiles(["nope"])
 
 
