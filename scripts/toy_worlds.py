@@ -93,7 +93,9 @@ def _cell(values: list[float]) -> str:
 
 def row(record: dict) -> str:
     s = record["scores"]
-    misses = [] if s["a"]["math_en_above_base"] else ["math on English MGSM"]
+    en = s["a"].get("mgsm_en", {})
+    misses = [] if s["a"]["math_en_above_base"] else [
+        "math on English MGSM" + (f" ({en['math']} vs base {en['base']})" if en else "")]
     misses += [f"{lang} {k}" for lang, v in s["a"]["languages"].items() for k, ok in v.items() if not ok]
     a = "yes" if s["a"]["holds"] else "no: " + ", ".join(misses)
     won = s["b"]["languages_won"]

@@ -36,8 +36,9 @@ def test_skills_need_separated_comprehension_and_higher_bleu_both_ways():
         iv[(("belebele", lang), lang)], iv[(("belebele", lang), "base")] = (40.0, 60.0), (10.0, 30.0)
         for pair in (f"en-{lang}", f"{lang}-en"):
             cells[(("flores", pair), lang)], cells[(("flores", pair), "base")] = 12.0, 0.1
+    cells[(("mgsm", "en"), "math")], cells[(("mgsm", "en"), "base")] = 0.7, 0.125
     t5 = SimpleNamespace(intervals=iv, cells=cells)
-    assert skills(t5, LANGS)["holds"]
+    assert skills(t5, LANGS)["holds"] and skills(t5, LANGS)["mgsm_en"] == {"math": 70.0, "base": 12.5}
     cells[(("flores", "toy_c-en"), "toy_c")] = 0.0
     out = skills(t5, LANGS)
     assert not out["holds"] and out["languages"]["toy_c"] == {"belebele": True, "flores": False}

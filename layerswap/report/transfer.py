@@ -36,7 +36,8 @@ def skills(table5, languages: list[str]) -> dict:
                      for pair in (f"en-{lang}", f"{lang}-en"))
         per_lang[lang] = {"belebele": belebele, "flores": flores}
     ok = math_en and all(v["belebele"] and v["flores"] for v in per_lang.values())
-    return {"holds": ok, "math_en_above_base": math_en, "languages": per_lang}
+    scores = {col: round(100 * cells[(("mgsm", "en"), col)], 1) for col in ("math", "base")}
+    return {"holds": ok, "math_en_above_base": math_en, "mgsm_en": scores, "languages": per_lang}
 
 
 def transfer(table1, languages: list[str], min_languages: int) -> dict:
