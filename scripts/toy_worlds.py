@@ -104,8 +104,8 @@ def row(record: dict) -> str:
                       + _cell(max((v[r] for r in transfer.RIVALS), key=lambda x: x[0]))
                       for lang, v in s["table1_avg"].items())
     c = s["c"]
-    c_text = (f"math {c['math']['middle_share']:.2f} / lang {c['language']['middle_share']:.2f}: "
-              + ("paper-like" if c.get("paper_pattern") else "not paper-like"))
+    c_text = (f"math {c['math']['middle_share']:.3f} / lang {c['language']['middle_share']:.3f} (flat "
+              f"{c['flat_share']:.3f}): " + ("paper-like" if c.get("paper_pattern") else "not paper-like"))
     levers = " + ".join(record["levers"]) or "(none: default knobs)"
     runs = record.get("invocations", 1)
     wall = f"{record['wall_s'] / 60:.1f} min" + (f" ({runs} invocations)" if runs != 1 else "")

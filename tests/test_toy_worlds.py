@@ -76,7 +76,8 @@ def test_record_page_rows(tmp_path, monkeypatch):
     scores = {"a": {"holds": False, "math_en_above_base": True,
                     "languages": {"toy_a": {"belebele": True, "flores": False}}},
               "b": {"holds": True, "languages_won": ["toy_a"]},
-              "c": {"math": {"middle_share": 0.7}, "language": {"middle_share": 0.5}, "paper_pattern": True},
+              "c": {"math": {"middle_share": 0.7}, "language": {"middle_share": 0.5}, "flat_share": 0.625,
+                    "paper_pattern": True},
               "table1_avg": {"toy_a": cell}}
     record = {"world": "relex", "levers": ["relex"], "command": "python scripts/toy_worlds.py --workdir DIR "
               "--levers relex", "wall_s": 600.0, "scores": scores}
@@ -85,4 +86,4 @@ def test_record_page_rows(tmp_path, monkeypatch):
     assert text.startswith("# t\n\nintro\n\n") and text.endswith(f"{script.END}\n\nafter\n") and "old" not in text
     line = text.splitlines()[7]
     assert line.startswith("| relex | relex | no: toy_a flores | yes, 1/1 | toy_a: 25.0 [21.0, 29.0] vs best rival "
-                           "15.0 [10.0, 20.0] | math 0.70 / lang 0.50: paper-like | 10.0 min |")
+                           "15.0 [10.0, 20.0] | math 0.700 / lang 0.500 (flat 0.625): paper-like | 10.0 min |")

@@ -57,6 +57,13 @@ def test_layer_profile_middle_share_and_paper_pattern(tmp_path):
     (tmp_path / "m.csv").write_text("\n".join(rows) + "\n")
     out = layer_profile(tmp_path / "m.csv", range(1, 3))
     assert out["math"]["middle_share"] == 0.75 and out["language"]["middle_share"] == 0.25
-    assert out["math"]["peak_layer"] == 1 and out["paper_pattern"] is True
+    assert out["math"]["peak_layer"] == 1 and out["paper_pattern"] is True and out["flat_share"] == 0.5
     assert abs(sum(out["language"]["profile"]) - 1) < 1e-3
     assert layer_profile(tmp_path / "m.csv", range(0, 1))["paper_pattern"] is False
+    # both kinds above the flat share (math the higher): not the paper's pattern
+    same = [r for r in rows if not r.startswith("toy_")]
+    same += [r.replace("math,", "toy_a,", 1).replace(",3.0,", ",2.0,") for r in rows if r.startswith("math,")]
+    (tmp_path / "same.csv").write_text("\n".join(same) + "\n")
+    both = layer_profile(tmp_path / "same.csv", range(1, 3))
+    assert both["math"]["middle_share"] > both["language"]["middle_share"] > both["flat_share"]
+    assert both["paper_pattern"] is False

@@ -8,7 +8,8 @@
     `min_languages` of the target languages;
 (c) the per-layer change profile: for each expert kind the share of its mean |W_ft - W_pre| (summed over matrices)
     that sits in the middle layers, the ones the default swap takes from the math expert; the paper's Fig. 2 pattern
-    is the math experts' share above the language experts'.
+    is the math experts' share above that of a flat profile (middle layers / all layers) and the language experts'
+    below it.
 
 Only interval separation counts as a difference (layerswap.report.intervals.separated); the thresholds are the
 issue's, nothing is tuned here.
@@ -70,6 +71,8 @@ def layer_profile(mean_csv: Path, middle: range) -> dict:
         out[kind] = {"profile": [round(v, 4) for v in shape],
                      "middle_share": round(sum(v for layer, v in zip(layers, shape) if layer in middle), 4),
                      "peak_layer": layers[max(range(len(shape)), key=shape.__getitem__)]}
-    if {"math", "language"} <= set(out):
-        out["paper_pattern"] = out["math"]["middle_share"] > out["language"]["middle_share"]
+    layers = sorted({layer for per_layer in sums.values() for layer in per_layer})
+    out["flat_share"] = round(sum(1 for layer in layers if layer in middle) / len(layers), 4)
+    if {"math", "language"} <= set(out):  # on opposite sides of a flat profile, as in the paper's Fig. 2
+        out["paper_pattern"] = out["math"]["middle_share"] > out["flat_share"] > out["language"]["middle_share"]
     return out
