@@ -146,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     (args.workdir / "transfer.json").write_text(json.dumps(record, indent=1))
     print(json.dumps({k: scores[k] for k in ("a", "b", "c")}, indent=1))
     if args.record:
-        records = [r for r in (json.loads(RECORDS.read_text()) if RECORDS.is_file() else []) if r["world"] != world]
-        records.append(record)
+        records = json.loads(RECORDS.read_text()) if RECORDS.is_file() else []
+        at = next((i for i, r in enumerate(records) if r["world"] == world), len(records))  # a rerun keeps its row
+        records[at:at + 1] = [record]
         RECORDS.write_text(json.dumps(records, indent=1) + "\n")
         write_page(records)
         print(row(record))
