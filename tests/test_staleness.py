@@ -230,10 +230,14 @@ def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):
 def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(tmp_path):
     """analysis.table2_language only picks what Table 2 shows: on the default config, every job keeps its command
     except the tables, the record of the config and the manifest; the Table 2 language's extra MGSM languages are
-    evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old ones."""
-    default = REPO / "config" / "config.yaml"
-    edited = tmp_path / "table2_jpn.yaml"
-    config = yaml.safe_load(default.read_text())
+    evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old ones.
+    Table 2 needs the language's joint expert, so both configs carry a joint run for toy_jpn besides toy_swh's."""
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    runs = config["sft"]["runs"]
+    for name in [r for r, spec in runs.items() if spec["expert"] == "joint_toy_swh"]:
+        runs[name.replace("swh", "jpn")] = {**runs[name], "expert": "joint_toy_jpn"}
+    default, edited = tmp_path / "table2_swh.yaml", tmp_path / "table2_jpn.yaml"
+    default.write_text(yaml.safe_dump(config, sort_keys=False))
     config["analysis"]["table2_language"] = "toy_jpn"
     edited.write_text(yaml.safe_dump(config, sort_keys=False))
     before = set(dry_run_commands(tmp_path / "swh", default))
