@@ -26,6 +26,7 @@ if config["world"] == "toy":
 
     rule toy_source:
         """One toy SFT source file (Orca-Math, or Aya / NLLB of one language)."""
+        localrule: True
         output:
             f"{R}/data/raw/{{dataset}}.jsonl",
         wildcard_constraints:
