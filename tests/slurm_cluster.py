@@ -132,6 +132,8 @@ class Cluster:
     def _munge(self) -> None:
         # The socket at munge's default path: slurm 22.05's accounting clients (sacctmgr, sacct) ignore AuthInfo's
         # socket= and always use it, so one cluster at a time per machine.
+        if MUNGE_SOCKET.exists() and subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
+            raise RuntimeError(f"a munged already answers at {MUNGE_SOCKET} (another cluster running?): stop it first")
         mdir = self.root / "munge"
         key = mdir / "munge.key"
         key.write_bytes(os.urandom(1024))
@@ -209,7 +211,8 @@ class Cluster:
 
     def _node_idle(self) -> bool:
         proc = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env, capture_output=True, text=True)
-        return proc.returncode == 0 and proc.stdout.strip() in {"idle", "mixed"}
+        states = set(proc.stdout.split())  # one line per (node, partition)
+        return proc.returncode == 0 and bool(states) and states <= {"idle", "mixed", "allocated"}
 
     @staticmethod
     def _port_open(port: int) -> bool:
@@ -242,6 +245,8 @@ def _alive(pid: int) -> bool:
 
 
 if __name__ == "__main__":  # manual use: python tests/slurm_cluster.py <folder>; Ctrl-C stops it
+    if sys.argv[1:] == ["--installed"]:  # for `make slurm-deps`: exit 0 if the daemons are installed
+        sys.exit(0 if all(_which(d) for d in DAEMONS) else 1)
     reason = Cluster.unavailable()
     if reason:
         sys.exit(reason)
