@@ -26,8 +26,8 @@ try:
     check(validate_config(with_merge_configs(config, ABLATION_MERGE_CONFIGS), SCHEMA))
 except UserError as err:
     sys.exit(f"config error: {err}")
-try:  # cluster/site.yaml or $LAYERSWAP_SITE, if any (a local run needs none): GPUs per node, cache and scratch paths
-    SITE = Site.for_workflow(workflow.basedir)
+try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs per node, cache and scratch paths
+    SITE = Site.from_env()
 except UserError as err:
     sys.exit(f"site settings: {err}")
 spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)

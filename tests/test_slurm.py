@@ -26,13 +26,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import MICRO, REPO
+from conftest import HANG_GUARD, MICRO, REPO
 from slurm_cluster import ACCOUNT, Cluster
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
-# A guard against hangs, not a benchmark: far above what a run takes on a loaded 2-core machine.
-RUN_TIMEOUT = 3600
 SITE = {"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"}, "gpu_model": None, "gpus_per_node": 8}
 # Rules the workflow runs inside Snakemake's own process (`localrule: True`): never in the queue.
 LOCAL_RULES = {"select", "merge_recipes", "soup_then_swap_recipes", "tables", "table_pages", "swap_grid",
@@ -114,7 +112,7 @@ class Faults(threading.Thread):
 def run_with_faults(cmd: list[str], env, faults: Faults) -> subprocess.CompletedProcess:
     faults.start()
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     finally:
         faults.stop.set()
         faults.join()
@@ -167,7 +165,7 @@ def test_preempted_sft_resumes_from_its_last_checkpoint(env, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
                            str(local), "--configfile", str(cfg), "--cores", "2", target],
                           env={**os.environ, "PATH": env["PATH"]}, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT)
+                          timeout=HANG_GUARD)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     work = tmp_path / "slurm"
@@ -188,7 +186,7 @@ def test_time_limit_retry_and_keep_going(env, tmp_path):
     (keep-going); Snakemake then exits non-zero by itself."""
     work = tmp_path / "faults"
     proc = subprocess.run(profile_cmd(work, snakefile=REPO / "tests" / "slurm_faults" / "Snakefile"), env=env,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
+                          capture_output=True, text=True, timeout=HANG_GUARD)
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
     assert (work / "quick.txt").read_text() == "ok\n"

@@ -153,10 +153,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
 
-    from layerswap.workflow.site import Site
+    from layerswap.workflow.site import Site, parse
 
     config = load_config(args.configfile)
-    site = Site.for_workflow(".")  # cluster/site.yaml or $LAYERSWAP_SITE, if any: the cache the jobs will read
+    site = Site.path().is_file() and parse(Site.path())  # the site file's cache, which the jobs will read
     use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home") or (site.hf_home if site else None))
     ablations_dir = args.ablations_dir or Path(config["ablations_dir"])
     if args.verify or not (args.dry_run or args.no_verify):

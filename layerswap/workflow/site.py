@@ -8,9 +8,11 @@ missing or wrong setting is one line before anything is submitted, dry runs incl
 (`sinfo`, `sacctmgr`: a login node), the partitions, the account and the GPUs per node are checked against the
 cluster too.
 
-The Snakefile reads the same file (`Site.for_workflow`): an SFT run's GPU count follows its batch size and the site's
-GPUs per node (`Spec.sft_gpus`), and the site's cache and scratch paths fill `storage.hf_home` / `storage.scratch`
-where the config leaves them null.
+The profile also sets `$LAYERSWAP_SITE` to that file (for its own process and, through SLURM's environment, for the
+jobs), and the Snakefile reads the file `$LAYERSWAP_SITE` names (`Site.from_env`): an SFT run's GPU count follows its
+batch size and the site's GPUs per node (`Spec.sft_gpus`), and the site's cache and scratch paths fill
+`storage.hf_home` / `storage.scratch` where the config leaves them null. A run without the profile and without
+`$LAYERSWAP_SITE` reads no site file, whatever lies in cluster/.
 """
 
 from __future__ import annotations
@@ -47,16 +49,14 @@ class Site:
     scratch: str | None = None
 
     @staticmethod
-    def path_for(base: str | Path = ".") -> Path:
-        """The site file: $LAYERSWAP_SITE, else cluster/site.yaml under `base` (the profile: the working directory;
-        the Snakefile: the workflow's folder)."""
-        return Path(os.environ[ENV]) if os.environ.get(ENV) else Path(base) / DEFAULT
+    def path() -> Path:
+        """The site file: $LAYERSWAP_SITE, else cluster/site.yaml (from the working directory, like --profile)."""
+        return Path(os.environ[ENV]) if os.environ.get(ENV) else DEFAULT
 
-    @classmethod
-    def for_workflow(cls, basedir: str | Path) -> "Site | None":
-        """The site file if there is one (a local run needs none), parsed and checked (no cluster queries)."""
-        path = cls.path_for(basedir)
-        return parse(path) if path.is_file() or os.environ.get(ENV) else None
+    @staticmethod
+    def from_env() -> "Site | None":
+        """The site file $LAYERSWAP_SITE names (set by the profile, or by the user), parsed and checked; None if unset."""
+        return parse(os.environ[ENV]) if os.environ.get(ENV) else None
 
 
 def parse(path: str | Path) -> Site:
@@ -159,9 +159,10 @@ def load_site() -> Site:
     """For the profile (cluster/profile.yaml): the site file, parsed and checked against the cluster. A problem ends
     the run before any submission with one line."""
     try:
-        site = parse(Site.path_for())
+        site = parse(Site.path())
         check_cluster(site)
     except UserError as err:
-        # raised inside the profile's YTE rendering, which Snakemake reports as "Couldn't parse config file: ..."
+        # inside the profile's YTE rendering: SystemExit passes through Snakemake's parser as this one line
         raise SystemExit(f"site settings: {err}") from None
+    os.environ[ENV] = str(site.path.resolve())  # the Snakefile reads it, and SLURM passes it on to the jobs
     return site
