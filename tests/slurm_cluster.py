@@ -232,6 +232,23 @@ class Cluster:
         raise RuntimeError(f"{what} not ready after {self.start_timeout:.0f} s")
 
 
+# Files of a results tree whose bytes depend on wall-clock time or on the executor, not on what was computed.
+RUN_RECORDS = ("logs/", "manifest.json", "log.jsonl")
+
+
+def differing(a: Path, b: Path) -> list[str]:
+    """Files of two results trees that are missing on one side or differ in bytes, run records aside."""
+    files = {p.relative_to(root).as_posix() for root in (a, b) for p in root.rglob("*") if p.is_file()}
+    out = []
+    for rel in sorted(files):
+        if rel.startswith(RUN_RECORDS[0]) or rel.endswith(RUN_RECORDS[1:]):
+            continue
+        pa, pb = a / rel, b / rel
+        if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
+            out.append(rel)
+    return out
+
+
 def _alive(pid: int) -> bool:
     try:
         done, _ = os.waitpid(pid, os.WNOHANG)

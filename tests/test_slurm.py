@@ -16,7 +16,6 @@ are skipped, unless LAYERSWAP_REQUIRE_SLURM=1 (set by .ci/run) makes a missing c
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -27,7 +26,7 @@ import pytest
 import yaml
 
 from conftest import HANG_GUARD, MICRO, REPO
-from slurm_cluster import ACCOUNT, Cluster
+from slurm_cluster import ACCOUNT, Cluster, differing
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
@@ -35,8 +34,6 @@ SITE = {"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"}, "gpu_mod
 # Rules the workflow runs inside Snakemake's own process (`localrule: True`): never in the queue.
 LOCAL_RULES = {"select", "merge_recipes", "soup_then_swap_recipes", "tables", "table_pages", "swap_grid",
                "table1_bars", "config_used", "toy_source", "toy_eval", "checkpoint_index"}
-# Files whose bytes depend on wall-clock time or on the executor, not on what was computed.
-RUN_RECORDS = ("logs/", "manifest.json", "log.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -117,19 +114,6 @@ def run_with_faults(cmd: list[str], env, faults: Faults) -> subprocess.Completed
         faults.stop.set()
         faults.join()
     return proc
-
-
-def differing(a: Path, b: Path) -> list[str]:
-    """Files of two results trees that are missing on one side or differ in bytes, run records aside."""
-    files = {p.relative_to(root).as_posix() for root in (a, b) for p in root.rglob("*") if p.is_file()}
-    out = []
-    for rel in sorted(files):
-        if rel.startswith(RUN_RECORDS[0]) or rel.endswith(RUN_RECORDS[1:]):
-            continue
-        pa, pb = a / rel, b / rel
-        if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
-            out.append(rel)
-    return out
 
 
 def test_micro_through_slurm_matches_the_local_run(env, micro_run, tmp_path):
