@@ -42,6 +42,7 @@ if config["world"] == "toy":
             "layerswap toy-data --dataset {wildcards.dataset} --out {output} --params-json {params.world} > {log} 2>&1"
 
     use rule toy_source as toy_eval with:
+        localrule: True
         output:
             f"{R}/data/eval/{{dataset}}.jsonl",
         wildcard_constraints:

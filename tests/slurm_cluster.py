@@ -28,6 +28,9 @@ from pathlib import Path
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch")
 ACCOUNT = "layerswap_test"
 NODE = {"cpus": 64, "mem_mb": 1_000_000, "gpus": 8}
+# srun inside a job finds the config only at the default path: the jobstep plugin drops SLURM_CONF (every SLURM_*
+# variable but the job's identity) from the job step's environment. So the cluster links it there while it runs.
+ETC_CONF = Path("/etc/slurm/slurm.conf")
 MUNGE_RUN = Path("/run/munge")
 MUNGE_SOCKET = MUNGE_RUN / "munge.socket.2"
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
@@ -95,6 +98,7 @@ class Cluster:
         self._munge()
         self._mariadb()
         self._write_configs()
+        self._link_conf()
         self._daemon("slurmdbd", [_which("slurmdbd"), "-D"])  # reads slurmdbd.conf beside $SLURM_CONF
         self._wait(lambda: self._port_open(self.ports["dbd"]), "slurmdbd")
         self._sacctmgr("add", "cluster", "layerswap")
@@ -105,8 +109,18 @@ class Cluster:
         self._daemon("slurmd", [_which("slurmd"), "-D", "-f", str(self.conf), "-N", self.host])
         self._wait(self._node_idle, "slurmd (node idle)")
 
+    def _link_conf(self) -> None:
+        if ETC_CONF.is_symlink() and not ETC_CONF.exists():
+            ETC_CONF.unlink()  # left by a cluster that was killed before it could stop
+        if ETC_CONF.exists() or ETC_CONF.is_symlink():
+            raise RuntimeError(f"{ETC_CONF} exists (a real SLURM here?): this test cluster would shadow it")
+        ETC_CONF.parent.mkdir(parents=True, exist_ok=True)
+        ETC_CONF.symlink_to(self.conf)
+
     def stop(self) -> None:
-        """Stop every daemon this cluster started (TERM, then KILL after 10 s), newest first."""
+        """Stop every daemon this cluster started (TERM, then KILL after 10 s), newest first; unlink the config."""
+        if ETC_CONF.is_symlink() and ETC_CONF.resolve() == self.conf:
+            ETC_CONF.unlink()
         for name, pid in reversed(list(self.pids.items())):
             try:
                 os.kill(pid, signal.SIGTERM)
@@ -267,6 +281,7 @@ if __name__ == "__main__":  # manual use: python tests/slurm_cluster.py <folder>
     reason = Cluster.unavailable()
     if reason:
         sys.exit(reason)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops the daemons too
     with Cluster(sys.argv[1]) as c:
         print(f"export SLURM_CONF={c.conf}", flush=True)
         try:

@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> None:
     from layerswap.workflow.site import Site, parse
 
     config = load_config(args.configfile)
-    site = Site.path().is_file() and parse(Site.path())  # the site file's cache, which the jobs will read
+    site = Site.locate().is_file() and parse(Site.locate())  # the site file's cache, which the jobs will read
     use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home") or (site.hf_home if site else None))
     ablations_dir = args.ablations_dir or Path(config["ablations_dir"])
     if args.verify or not (args.dry_run or args.no_verify):

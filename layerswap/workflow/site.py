@@ -49,7 +49,7 @@ class Site:
     scratch: str | None = None
 
     @staticmethod
-    def path() -> Path:
+    def locate() -> Path:
         """The site file: $LAYERSWAP_SITE, else cluster/site.yaml (from the working directory, like --profile)."""
         return Path(os.environ[ENV]) if os.environ.get(ENV) else DEFAULT
 
@@ -159,7 +159,7 @@ def load_site() -> Site:
     """For the profile (cluster/profile.yaml): the site file, parsed and checked against the cluster. A problem ends
     the run before any submission with one line."""
     try:
-        site = parse(Site.path())
+        site = parse(Site.locate())
         check_cluster(site)
     except UserError as err:
         # inside the profile's YTE rendering: SystemExit passes through Snakemake's parser as this one line
