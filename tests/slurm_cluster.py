@@ -33,6 +33,7 @@ NODE = {"cpus": 64, "mem_mb": 1_000_000, "gpus": 8}
 ETC_CONF = Path("/etc/slurm/slurm.conf")
 MUNGE_RUN = Path("/run/munge")
 MUNGE_SOCKET = MUNGE_RUN / "munge.socket.2"
+MUNGE_LOG = MUNGE_RUN / "layerswap-test.log"
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
@@ -77,7 +78,7 @@ class Cluster:
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
     def log(self, name: str) -> str:
-        path = self.root / "log" / f"{name}.log"
+        path = MUNGE_LOG if name == "munged" else self.root / "log" / f"{name}.log"
         return path.read_text(errors="replace")[-4000:] if path.exists() else "(no log)"
 
     # --- start / stop ----------------------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class Cluster:
         self.stop()
 
     def start(self) -> None:
-        for sub in ("etc", "log", "state", "spool", "munge", "db", "gpu", "run"):
+        for sub in ("etc", "log", "state", "spool", "db", "gpu", "run"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
         self._munge()
         self._mariadb()
@@ -144,22 +145,22 @@ class Cluster:
                                f"{(self.root / 'log' / f'{name}.out').read_text(errors='replace')[-2000:]}")
 
     def _munge(self) -> None:
-        # The socket at munge's default path: slurm 22.05's accounting clients (sacctmgr, sacct) ignore AuthInfo's
-        # socket= and always use it, so one cluster at a time per machine.
+        # munged runs as user munge, which cannot reach a folder under root's temporary folders: its key, seed, PID and
+        # log go to /run/munge with the socket, at munge's default path (slurm 22.05's accounting clients ignore
+        # AuthInfo's socket= and always use it), so one cluster at a time per machine.
         if MUNGE_SOCKET.exists() and subprocess.run(["munge", "-n"], capture_output=True).returncode == 0:
             raise RuntimeError(f"a munged already answers at {MUNGE_SOCKET} (another cluster running?): stop it first")
-        mdir = self.root / "munge"
-        key = mdir / "munge.key"
-        key.write_bytes(os.urandom(1024))
         MUNGE_RUN.mkdir(parents=True, exist_ok=True)
-        for p in (mdir, key, MUNGE_RUN):
-            shutil.chown(p, "munge", "munge")
-        os.chmod(mdir, 0o700)
-        os.chmod(key, 0o400)
+        shutil.chown(MUNGE_RUN, "munge", "munge")
         os.chmod(MUNGE_RUN, 0o755)
+        key = MUNGE_RUN / "layerswap-test.key"
+        key.unlink(missing_ok=True)
+        key.write_bytes(os.urandom(1024))
+        shutil.chown(key, "munge", "munge")
+        os.chmod(key, 0o400)
         cmd = [_which("munged"), "-F", "--key-file", str(key), "--socket", str(MUNGE_SOCKET),
-               "--pid-file", str(mdir / "munged.pid"), "--log-file", str(self.root / "log" / "munged.log"),
-               "--seed-file", str(mdir / "munged.seed"), "--force"]
+               "--pid-file", str(MUNGE_RUN / "layerswap-test.pid"), "--log-file", str(MUNGE_LOG),
+               "--seed-file", str(MUNGE_RUN / "layerswap-test.seed"), "--force"]
         self._daemon("munged", ["runuser", "-u", "munge", "--", *cmd])
         self._wait(MUNGE_SOCKET.exists, "munged")
 
