@@ -26,14 +26,25 @@ lock:
 		--python-version 3.11 --custom-compile-command "make lock" -o requirements.lock
 	rm -rf .lock-venv
 
-.PHONY: run test report clean lock
+# Debian's SLURM, for tests/test_slurm.py (a one-node cluster on loopback that the tests start and stop as root):
+# installed where root can apt-get; elsewhere those tests are skipped (unless LAYERSWAP_REQUIRE_SLURM=1, as in CI).
+SLURM_PKGS := slurm-wlm slurmdbd munge mariadb-server
+slurm-deps:
+	@if $(PYTHON) tests/slurm_cluster.py --installed; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing $(SLURM_PKGS) (Debian) for the SLURM tests"; \
+		apt-get update -qq >/dev/null && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PKGS) >/dev/null; \
+	else echo "slurm-deps: no SLURM and no root apt-get here: tests/test_slurm.py will be skipped"; fi
+
+.PHONY: run test report clean lock slurm-deps
 run: $(BIN)/layerswap
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES)
 
 report: $(BIN)/layerswap
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --report results/report.html
 
-test: $(BIN)/layerswap
+test: $(BIN)/layerswap slurm-deps
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q
 
 clean:

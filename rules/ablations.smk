@@ -13,6 +13,7 @@ if spec.expert_ablations:
 
     rule ablation_select:
         """Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type)."""
+        localrule: True
         input:
             indexes=lambda w: spec.ablation_selection_indexes(w.ablation, w.set, w.expert),
             base=lambda w: spec.ablation_base_evals(w.ablation, w.set, w.expert),
@@ -45,6 +46,7 @@ if spec.expert_ablations:
             seed=config["seed"],
             task_set=spec.task_set,
             backend=spec.backend,
+            hf_home=spec.hf_home_arg,
             code=command_hash("evaluate"),
         wildcard_constraints:
             ablation="|".join(spec.expert_ablations),
@@ -61,7 +63,7 @@ if spec.expert_ablations:
             "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} "
             "--model ablations/{wildcards.ablation}/bases/{wildcards.base}=results/ablations/{wildcards.ablation}/bases/{wildcards.base} "
             "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
 
 
 if spec.ablation_merges:
@@ -70,6 +72,7 @@ if spec.ablation_merges:
 
     rule ablation_merge_recipes:
         """Recipes of an expert-set ablation's merge config (ax_*): its own and/or the main selections."""
+        localrule: True
         input:
             lang=lambda w: spec.ablation_merge_selection(w.cfg, w.lang, "lang"),
             task=lambda w: spec.ablation_merge_selection(w.cfg, w.lang, "task"),
@@ -111,7 +114,7 @@ if spec.other_base_runs:
             run="|".join(spec.other_base_runs),
         threads: lambda w: spec.run_spec(w.run).get("threads", 1)
         resources:
-            gpu=spec.gpus,
+            gpu=lambda w: spec.sft_gpus(w.run),
         log:
             f"{R}/logs/sft/{{run}}.log",
         conda:
@@ -190,6 +193,7 @@ if spec.ablation_extra:
             seed=config["seed"],
             task_set=spec.task_set,
             backend=spec.backend,
+            hf_home=spec.hf_home_arg,
             code=command_hash("evaluate-merges"),
         wildcard_constraints:
             benchmark="|".join(spec.ablation_extra),
@@ -203,7 +207,7 @@ if spec.ablation_extra:
         shell:
             "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
             "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+            "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
 
 
 for _name in spec.ablations:
@@ -211,6 +215,7 @@ for _name in spec.ablations:
     rule:
         name:
             f"ablation_table_{_name}"
+        localrule: True
         input:
             spec.ablation_inputs(_name),
         output:

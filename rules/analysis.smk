@@ -9,6 +9,7 @@
 # the job that writes an input below writes its log too (like the checkpoint files behind each index), so no rule
 # lists them.
 rule tables:
+    localrule: True
     input:
         spec.table_inputs(),
     output:
@@ -54,6 +55,7 @@ rule heatmap:
 
 
 rule table_pages:
+    localrule: True
     input:
         [f"{R}/tables/{t}.md" for t in spec.table_pages],
     output:
@@ -69,6 +71,7 @@ rule table_pages:
 
 
 rule swap_grid:
+    localrule: True
     input:
         spec.swap_grid_inputs(),
     output:
@@ -89,6 +92,7 @@ rule swap_grid:
 
 
 rule table1_bars:
+    localrule: True
     input:
         spec.table1_bars_inputs(),
     output:
@@ -108,6 +112,7 @@ rule table1_bars:
 
 
 rule config_used:
+    localrule: True
     output:
         yaml=report(f"{R}/config_used.yaml", category="Config", subcategory="Config used",
                     caption="../report/config.rst", labels={"file": "config_used", "format": "YAML"}),

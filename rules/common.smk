@@ -11,6 +11,7 @@ from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
+from layerswap.workflow.site import Site
 from layerswap.workflow.spec import R, Spec, as_json
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
@@ -25,7 +26,11 @@ try:
     check(validate_config(with_merge_configs(config, ABLATION_MERGE_CONFIGS), SCHEMA))
 except UserError as err:
     sys.exit(f"config error: {err}")
-spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS)
+try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs per node, cache and scratch paths
+    SITE = Site.from_env()
+except UserError as err:
+    sys.exit(f"site settings: {err}")
+spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
 
 
 wildcard_constraints:

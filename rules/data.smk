@@ -26,6 +26,7 @@ if config["world"] == "toy":
 
     rule toy_source:
         """One toy SFT source file (Orca-Math, or Aya / NLLB of one language)."""
+        localrule: True
         output:
             f"{R}/data/raw/{{dataset}}.jsonl",
         wildcard_constraints:
@@ -41,6 +42,7 @@ if config["world"] == "toy":
             "layerswap toy-data --dataset {wildcards.dataset} --out {output} --params-json {params.world} > {log} 2>&1"
 
     use rule toy_source as toy_eval with:
+        localrule: True
         output:
             f"{R}/data/eval/{{dataset}}.jsonl",
         wildcard_constraints:

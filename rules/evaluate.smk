@@ -14,6 +14,7 @@ rule evaluate_base:
         seed=config["seed"],
         task_set=spec.task_set,
         backend=spec.backend,
+        hf_home=spec.hf_home_arg,
         code=command_hash("evaluate"),
     wildcard_constraints:
         benchmark="|".join(spec.benchmarks),
@@ -27,7 +28,7 @@ rule evaluate_base:
     shell:
         "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
         "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
 
 
 if spec.base_constrained:
@@ -44,6 +45,7 @@ if spec.base_constrained:
             seed=config["seed"],
             task_set=spec.task_set,
             backend=spec.backend,
+            hf_home=spec.hf_home_arg,
             code=command_hash("evaluate"),
         log:
             f"{R}/logs/evaluate/base_select.log",
@@ -62,6 +64,7 @@ rule evaluate_merges:
         seed=config["seed"],
         task_set=spec.task_set,
         backend=spec.backend,
+        hf_home=spec.hf_home_arg,
         code=command_hash("evaluate-merges"),
     wildcard_constraints:
         benchmark="|".join(spec.merge_benchmarks),
@@ -78,7 +81,7 @@ rule evaluate_merges:
     shell:
         "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
         "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} > {log} 2>&1"
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
 
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
@@ -94,6 +97,7 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
         seed=config["seed"],
         task_set=spec.task_set,
         backend=spec.backend,
+        hf_home=spec.hf_home_arg,
         code=command_hash("evaluate-merges"),
     log:
         spec.per_layout(
@@ -123,6 +127,7 @@ rule evaluate_table2:
         seed=config["seed"],
         task_set=spec.task_set,
         backend=spec.backend,
+        hf_home=spec.hf_home_arg,
         code=command_hash("evaluate-merges"),
     threads: spec.eval["threads"]
     resources:
@@ -134,4 +139,4 @@ rule evaluate_table2:
     shell:
         "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
         "--out-dir results/evals/by_language/{wildcards.lang} --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} --index {output} > {log} 2>&1"
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} --index {output} > {log} 2>&1"

@@ -2,6 +2,7 @@
 
 
 rule merge_recipes:
+    localrule: True
     input:
         lang=f"{R}/selection/{{lang}}.json",
         task=f"{R}/selection/math.json",
@@ -39,6 +40,7 @@ rule merged_model:
 
 
 rule soup_then_swap_recipes:
+    localrule: True
     input:
         lang=f"{R}/selection/{{lang}}.json",
         task=f"{R}/selection/math.json",

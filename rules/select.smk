@@ -20,6 +20,7 @@ rule evaluate_checkpoints:
         seed=config["seed"],
         task_set=spec.task_set,
         backend=spec.backend,
+        hf_home=spec.hf_home_arg,
         code=command_hash("evaluate"),
     wildcard_constraints:
         benchmark="|".join(spec.eval["tasks"]),
@@ -33,7 +34,7 @@ rule evaluate_checkpoints:
     shell:
         "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
         "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} "
+        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} "
         "--run {wildcards.run} --index {output} > {log} 2>&1"
 
 
@@ -52,17 +53,16 @@ if not spec.single_task_jobs:
             seed=config["seed"],
             task_set=spec.task_set,
             backend=spec.backend,
+            hf_home=spec.hf_home_arg,
             code=command_hash("evaluate"),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
 
 else:
 
-    localrules:
-        checkpoint_index,
-
     rule checkpoint_index:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
+        localrule: True
         input:
             lambda w: [f"{R}/evals/ckpt/{w.run}/index.{b}.json" for b in spec.selection_benchmarks(w.run)],
         output:
@@ -78,6 +78,7 @@ else:
 
 
 rule select:
+    localrule: True
     input:
         indexes=lambda w: spec.selection_indexes(w.expert),
         base=lambda w: spec.eval_files("base", spec.constraint_benchmarks(spec.expert_kind(w.expert))),

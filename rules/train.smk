@@ -36,7 +36,7 @@ rule sft:
         code=command_hash("sft"),
     threads: lambda w: spec.run_spec(w.run).get("threads", 1)
     resources:
-        gpu=spec.gpus,
+        gpu=lambda w: spec.sft_gpus(w.run),
     log:
         f"{R}/logs/sft/{{run}}.log",
     conda:

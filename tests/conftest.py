@@ -11,6 +11,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Hermetic runs: a site file of the developer's (cluster/site.yaml via the cluster profile, or this variable) must not
+# reach the workflows the tests run; tests of the cluster path pass their own.
+os.environ.pop("LAYERSWAP_SITE", None)
+# Timeouts of the tests' subprocess runs guard against hangs; they are no benchmark: far above what a run takes on a
+# machine twice as loaded as a quiet one.
+HANG_GUARD = 3600
 MICRO = REPO / "config" / "micro.yaml"
 TINY_SIZES = {"pretrain_docs": 300, "math_sft": 80, "aya_per_language": 80, "nllb_per_language": 60,
               "mgsm": 8, "belebele": 8, "flores": 4, "mmlu": 8, "mbpp": 4}
@@ -50,7 +56,7 @@ def snakemake(workdir: Path, *args: str, configfile: Path | None = MICRO) -> sub
     config = ["--configfile", str(configfile)] if configfile else []
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
            *config, "--cores", "2", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
 
 
 @pytest.fixture(scope="session")

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
+from conftest import HANG_GUARD, REPO
 
 
 def test_benchmark_costs_tiny(tmp_path):
@@ -15,7 +13,7 @@ def test_benchmark_costs_tiny(tmp_path):
     cmd = [sys.executable, str(REPO / "scripts" / "benchmark_costs.py"), "--out", str(out), "--models", "tiny",
            "--backends", "hf,vllm", "--limit", "2", "--shots", "1", "--max-new-tokens", "4", "--threads", "1",
            "--sft-steps", "2", "--sft-batch", "2", "--sft-seq-len", "32", "--work", str(tmp_path / "work")]
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=600)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-3000:]
     rec = json.loads(out.read_text())
     assert {"cpu", "gpu", "torch", "transformers", "vllm", "date"} <= set(rec["machine"])

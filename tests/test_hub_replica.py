@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, snakemake
+from conftest import HANG_GUARD, REPO, snakemake
 from hub_replica import Replica
 from hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
@@ -30,7 +30,7 @@ def _env(hub: Replica, hf_home: Path, token: bool = True) -> dict:
 
 def _prestage(cfg: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([LAYERSWAP, "prestage", "--configfile", str(cfg), *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=HANG_GUARD)
 
 
 def test_shaped_config_differs_from_paper_only_in_sizes(tmp_path):
@@ -111,7 +111,7 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
         proc = subprocess.run(
             [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
              "--configfile", str(cfg), "--cores", "2", "--set-resources", "sft:gpu=2"],
-            env=env, capture_output=True, text=True, timeout=900)
+            env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     assert proc.returncode == 0, proc.stderr[-5000:]
     results = work / "results"
     for table in ("table1", "table2", "table5", "table6"):

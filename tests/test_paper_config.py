@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO
 from layerswap.config import load_config
@@ -47,9 +48,19 @@ def parse_jobs(text: str) -> list[dict]:
     return jobs
 
 
-def paper_dry_run(work: Path, *args: str) -> subprocess.CompletedProcess:
-    """`snakemake -n --profile cluster` on the paper config in `work`."""
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+# A site file (cluster/site.example.yaml's keys) for the profile; no cluster answers here, so only the file is checked.
+SITE = {"account": "test_account", "partitions": {"cpu": "cpu_part", "gpu": "gpu_part"}, "gpu_model": None,
+        "gpus_per_node": 8}
+
+
+def paper_dry_run(work: Path, *args: str, site: dict | None = SITE) -> subprocess.CompletedProcess:
+    """`snakemake -n --profile cluster` on the paper config in `work`, with `site` as the site file."""
+    site_file = work.parent / f"{work.name}.site.yaml"
+    if site is not None:
+        site_file.write_text(yaml.safe_dump(site))
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "LAYERSWAP_SITE": str(site_file)}
+    env.pop("SLURM_CONF", None)
     cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
            "-s", str(REPO / "Snakefile"), "--directory", str(work), *args]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
@@ -107,19 +118,40 @@ def test_job_counts_per_rule(dry_run):
 
 
 def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(dry_run):
+    """Account and partitions come from the site file; an SFT job asks for the GPUs its processes use."""
     for job in dry_run["jobs"]:
         res = job["resources"]
         gpus = int(res.get("gpu", 0) or 0)
         if is_gpu_rule(job["rule"]):
-            assert gpus >= 1, job
-            assert "gpu_partition" in res.get("slurm_partition", ""), job
+            assert gpus >= 1 and res.get("slurm_partition") == "gpu_part", job
         else:
             assert gpus == 0 and "gpus" not in res, job
-        assert res.get("slurm_account") == "CHANGE_ME_account", job
-    sft = next(j for j in dry_run["jobs"] if j["rule"] == "sft")["resources"]
-    assert (sft["gpu"], sft["nodes"], sft["cpus_per_gpu"]) == ("8", "1", "8")
+        assert res.get("slurm_account") == "test_account", job
+    runs = load_config(PAPER)["sft"]["runs"]
+    sft = [j for j in dry_run["jobs"] if j["rule"] == "sft"]
+    for job in sft:
+        run = job["output"].split("/")[-2]
+        # batch 8 on an 8-GPU node: 8 processes; Table 4's batch-4 runs: 4 (not the node's 8)
+        assert job["resources"]["gpu"] == str(runs[run]["batch_size"]), job
+        assert (job["resources"]["nodes"], job["resources"]["cpus_per_gpu"]) == ("1", "8")
+    assert {j["resources"]["gpu"] for j in sft} == {"4", "8"}
     hub_data = next(j for j in dry_run["jobs"] if j["rule"] == "hub_data")["resources"]
-    assert "gpu" not in hub_data and hub_data["slurm_partition"] == "CHANGE_ME_cpu_partition"
+    assert "gpu" not in hub_data and hub_data["slurm_partition"] == "cpu_part"
+
+
+@pytest.mark.parametrize("site, message", [
+    (None, "no site file; copy cluster/site.example.yaml to cluster/site.yaml"),
+    ({**SITE, "account": "CHANGE_ME"}, "'account' is not set (got 'CHANGE_ME')"),
+    ({**SITE, "partitions": {"cpu": "cpu_part"}}, "'partitions.gpu' is not set"),
+    ({**SITE, "gpus_per_node": 0}, "'gpus_per_node' must be a whole number >= 1"),
+    ({**SITE, "account": "a; rm -rf ~"}, "'account' 'a; rm -rf ~' is not a SLURM name"),
+])
+def test_a_dry_run_checks_the_site_file(tmp_path, site, message):
+    """A missing or placeholder setting is one line before anything is planned or submitted, dry runs included."""
+    proc = paper_dry_run(tmp_path / "work", site=site)
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
+    assert proc.returncode == 1 and len(lines) == 1 and lines[0].startswith("site settings: "), proc.stderr[-2000:]
+    assert message in lines[0], lines[0]
 
 
 def test_every_gpu_rule_has_a_gpu_partition_in_the_cluster_profile():
@@ -135,8 +167,6 @@ def test_every_gpu_rule_has_a_gpu_partition_in_the_cluster_profile():
                     rules.add(current)
             elif current and re.match(r"\s+gpu=", line):
                 rules.add(current)
-    import yaml
-
     profile = yaml.safe_load((REPO / "cluster" / "profile.yaml").read_text())["set-resources"]
     assert {"sft", "evaluate_merges", "ablation_sft", "evaluate_ablation_merges"} <= rules
     for rule in sorted(rules):
@@ -166,5 +196,5 @@ def test_every_ablation_plans_on_the_paper_config(tmp_path):
     for job in jobs:
         if job["rule"] in {"ablation_sft", "evaluate_ablation_merges"}:
             assert int(job["resources"].get("gpu", 0)) >= 1, job
-            assert "gpu_partition" in job["resources"].get("slurm_partition", ""), job  # sbatch needs a GPU partition
+            assert job["resources"].get("slurm_partition") == "gpu_part", job  # sbatch needs a GPU partition
     print(f"\npaper ablations dry run: {len(jobs)} jobs; " + ", ".join(f"{r} {n}" for r, n in sorted(counts.items())))

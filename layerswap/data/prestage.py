@@ -142,7 +142,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "failure; downloads nothing)")
     parser.add_argument("--no-verify", action="store_true",
                         help="download without running the pre-flight check first")
-    parser.add_argument("--hf-home", default=None, help="HF cache (default: storage.hf_home, else HF_HOME)")
+    parser.add_argument("--hf-home", default=None,
+                        help="HF cache (default: storage.hf_home, else the site file's hf_home, else HF_HOME)")
     parser.add_argument("--ablations-dir", default=None, type=Path,
                         help="ablation files whose extra bases to stage too, for the ablations the config's "
                              "`ablations` key selects (default: the config's ablations_dir, from the current "
@@ -152,8 +153,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
 
+    from layerswap.workflow.site import Site, parse
+
     config = load_config(args.configfile)
-    use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home"))
+    site = Site.locate().is_file() and parse(Site.locate())  # the site file's cache, which the jobs will read
+    use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home") or (site.hf_home if site else None))
     ablations_dir = args.ablations_dir or Path(config["ablations_dir"])
     if args.verify or not (args.dry_run or args.no_verify):
         from layerswap.data.preflight import verify

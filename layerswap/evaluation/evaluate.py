@@ -46,6 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from layerswap.data.hub import use_hf_home
 from layerswap.errors import UserError
 from layerswap.evaluation.hosts import (ModelHost, VLLMHost, check_model_dir, check_truncation, require_vllm,
                                         resolve_dtype)
@@ -87,6 +88,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index", type=Path,
                         help="also write this JSON index of the evaluated models and their result files")
     parser.add_argument("--run", help="SFT run name recorded in the index (checkpoint evaluations)")
+    parser.add_argument("--hf-home", default=None,
+                        help="the pre-staged Hugging Face cache the paper task set's datasets are read from "
+                             "(storage.hf_home; default: the environment's HF_HOME)")
 
 
 
@@ -150,6 +154,7 @@ def run(args: argparse.Namespace, merges=None) -> dict:
                 log.info("evaluate: UNAVAILABLE %s %s: %s", plan.name, t.key, t.unavailable)
     unsafe = any(p.bench.unsafe and not p.skipped for p in plans)
 
+    use_hf_home(getattr(args, "hf_home", None))
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

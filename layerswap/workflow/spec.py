@@ -20,6 +20,7 @@ from typing import Any
 from layerswap.config import METRIC_TASK, checkpoints_of, effective_runs, language_mix
 from layerswap.contracts import pair_ids
 from layerswap.train.sft import checkpoint_name
+from layerswap.workflow.site import Site
 
 R = "results"  # shell commands spell it out ("results/..."): a shell reads only its rule's own values (--lint)
 
@@ -62,8 +63,13 @@ class Spec:
     `config`, `ablations` or `ablation_merge_configs`."""
 
     def __init__(self, config: dict, ablations: dict[str, dict] | None = None,
-                 ablation_merge_configs: dict[str, dict] | None = None, selected_ablations: list[str] | None = None):
+                 ablation_merge_configs: dict[str, dict] | None = None, selected_ablations: list[str] | None = None,
+                 site: Site | None = None):
         self.config = config
+        self.site = site
+        # storage paths: the config's, else the site file's (cluster/site.yaml: hf_home, scratch), else none
+        self.storage = {**config["storage"], **{k: getattr(site, k) for k in ("hf_home", "scratch")
+                                                if site and not config["storage"].get(k) and getattr(site, k)}}
         ablations = ablations or {}
         self.ablations = ablations
         self.selected_ablations = list(ablations) if selected_ablations is None else list(selected_ablations)
@@ -71,7 +77,7 @@ class Spec:
         self.merge_configs = {**config["merges"]["configs"], **(ablation_merge_configs or {})}
 
         # Expert checkpoints are the big artefacts: they live under storage.scratch when it is set (cluster scratch).
-        big = (config.get("storage", {}).get("scratch") or R).rstrip("/")
+        big = (self.storage.get("scratch") or R).rstrip("/")
         self.experts = f"{big}/experts"
         self.merged = f"{big}/merged"  # merged models written by request (storage.keep_merged), same place rule
         self.langs = list(config["languages"])
@@ -80,18 +86,18 @@ class Spec:
         self.eval = config["evaluation"]
         self.task_set = "toy" if config["world"] == "toy" else "paper"  # the lm-eval task set `evaluate` builds
         self.backend = self.eval.get("backend", "hf")
-        self.gpus = 0 if config["world"] == "toy" else 1  # GPUs per SFT/evaluation job (a cluster profile may raise it)
+        self.gpus = 0 if config["world"] == "toy" else 1  # GPUs per evaluation job
         # grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so
         # an edit to one task's settings reruns only that task's evaluations (paper config: GPU start-up is cheap).
         self.single_task_jobs = self.eval["tasks_per_job"] == "single"
         self.benchmarks = list(self.eval["checkpoint_tasks"])
         self.merge_benchmarks = list(self.eval["merge_tasks"])
         self.pair_configs = list(config["merges"]["configs"])
-        keep = config["storage"]["keep_merged"]
+        keep = self.storage["keep_merged"]
         self.keep_merged = self.pair_configs if keep is True else list(keep or [])
         self.merged_models = [f"{self.merged}/{c}/{l}/{p}" for c in self.keep_merged for l in self.langs
                               for p in self.pairs]
-        hf_home = (config.get("storage") or {}).get("hf_home")  # else the job's environment (HF_HOME)
+        hf_home = self.storage.get("hf_home")  # else the job's environment (HF_HOME)
         self.hf_home_arg = f"--hf-home {shlex.quote(hf_home)}" if hf_home else ""
         world_langs = config["toy_world"]["languages"] if config["world"] == "toy" else self.langs
         self.all_langs = canonical_languages(["en", *world_langs])
@@ -165,17 +171,30 @@ class Spec:
     def sft_params(self, run: str) -> str:
         return as_json({**self.run_spec(run), "template": self.config["prompt_template"]})
 
+    def sft_gpus(self, run: str) -> int:
+        """GPUs an SFT job asks for (its rule's `gpu` resource): none in the toy world; under `accelerate launch`
+        the most of one node's GPUs (the site file's gpus_per_node; 1 without a site file) that split the run's
+        global batch evenly (batch 4 on an 8-GPU node: 4), so a job holds only the GPUs its processes use; else 1."""
+        if self.gpus == 0:
+            return 0
+        if self.config["sft"]["launcher"] != "accelerate":
+            return 1
+        return self.processes(run, self.site.gpus_per_node if self.site else 1)
+
+    def processes(self, run: str, gpus: int) -> int:
+        """Data-parallel processes of a run on `gpus` GPUs: the most that split its global batch evenly."""
+        batch, gpus = int(self.run_spec(run)["batch_size"]), max(1, int(gpus))
+        return max(n for n in range(1, min(batch, gpus) + 1) if batch % n == 0)
+
     def sft_launch(self, run: str, gpus: int, basedir: str | Path) -> str:
         """The command that runs `layerswap sft`: the plain CLI, or `accelerate launch` with the repo's accelerate
-        config and one process per GPU the job gets (resources.gpu, e.g. 8 from cluster/profile.yaml), at most
-        batch_size. A derived param: moving a workflow from one launcher to the other does not retrain finished
+        config and one process per GPU the job gets (resources.gpu: `sft_gpus`, or what --set-resources says), at
+        most batch_size. A derived param: moving a workflow from one launcher to the other does not retrain finished
         runs. `basedir`: the workflow's directory (a relative accelerate config not found here is its)."""
         sft = self.config["sft"]
         if sft["launcher"] != "accelerate":
             return "layerswap sft"
-        # batch_size is the global batch: use the most GPUs that split it evenly (batch 4 on 8 GPUs: 4 processes)
-        batch, gpus = int(self.run_spec(run)["batch_size"]), max(1, int(gpus))
-        procs = max(n for n in range(1, min(batch, gpus) + 1) if batch % n == 0)
+        procs = self.processes(run, gpus)
         # a relative accelerate config is the repository's (cluster/...), wherever --directory points
         accel = Path(sft["accelerate_config"])
         accel = accel if accel.is_absolute() or accel.exists() else Path(basedir) / accel

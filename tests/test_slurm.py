@@ -1,0 +1,211 @@
+"""The cluster path on a real scheduler: `snakemake --profile cluster` against a one-node SLURM on loopback
+(tests/slurm_cluster.py: munged, mariadbd, slurmdbd, slurmctld, slurmd from Debian's packages, fake GPUs as GRES, a
+`cpu` and a `gpu` partition), with a test site file (cluster/site.yaml's keys) and the shipped profile unchanged.
+
+- the micro config through the queue, to the tables: the same bytes as the local run of tests/test_workflow.py, while a
+  running SFT job is requeued (preempted) and a running evaluation job is cancelled: both are run again and the run
+  ends by itself; trivial CPU rules are not submitted;
+- a preempted SFT job resumes from its last checkpoint and ends with the checkpoints of an uninterrupted run;
+- a job killed at its time limit is retried with a longer one, and a failing branch leaves the others running;
+- bad site settings stop the run with one line before anything is submitted.
+
+`make slurm-deps` (called by `make test`) installs the packages where it can (root, Debian); elsewhere these tests
+are skipped, unless LAYERSWAP_REQUIRE_SLURM=1 (set by .ci/run) makes a missing cluster a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import HANG_GUARD, MICRO, REPO
+from slurm_cluster import ACCOUNT, Cluster, differing
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
+
+SITE = {"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"}, "gpu_model": None, "gpus_per_node": 8}
+# Rules the workflow runs inside Snakemake's own process (`localrule: True`): never in the queue.
+LOCAL_RULES = {"select", "merge_recipes", "soup_then_swap_recipes", "tables", "table_pages", "swap_grid",
+               "table1_bars", "config_used", "toy_source", "toy_eval", "checkpoint_index"}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    reason = Cluster.unavailable()
+    if reason:
+        if os.environ.get("LAYERSWAP_REQUIRE_SLURM") == "1":
+            pytest.fail(f"LAYERSWAP_REQUIRE_SLURM=1 but {reason}")
+        pytest.skip(reason)
+    with Cluster(tmp_path_factory.mktemp("slurm")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def env(cluster, tmp_path_factory) -> dict[str, str]:
+    site = tmp_path_factory.mktemp("site") / "site.yaml"
+    site.write_text(yaml.safe_dump(SITE))
+    return {**cluster.env, "LAYERSWAP_SITE": str(site),
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+
+
+def profile_cmd(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile") -> list[str]:
+    """Snakemake with the shipped profile. Status checks start after 5 s instead of 40 (a short test run; the
+    plugin then uses squeue as long as MinJobAge >= 15 s: the test cluster keeps 300 s)."""
+    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
+            "--profile", str(REPO / "cluster"), "--jobs", "3", "--slurm-init-seconds-before-status-checks", "5", *args]
+
+
+def squeue(env) -> list[tuple[str, str, str]]:
+    """(job id, state, rule) of every job SLURM still knows (finished ones too, for MinJobAge)."""
+    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i|%T|%k"], env=env, capture_output=True,
+                         text=True).stdout
+    jobs = []
+    for line in out.splitlines():
+        jobid, state, comment = line.split("|", 2)
+        jobs.append((jobid, state, comment.removeprefix("rule_").split("_wildcards_")[0]))
+    return jobs
+
+
+class Faults(threading.Thread):
+    """Watches the queue while a run goes on: records which rules were submitted and, once each, requeues (preempts)
+    the first running job of `requeue` when `ready(jobid)` holds and cancels the first running job of `cancel`."""
+
+    def __init__(self, env, requeue: str | None = None, cancel: str | None = None, ready=lambda: True):
+        super().__init__(daemon=True)
+        self.env, self.requeue, self.cancel, self.ready = env, requeue, cancel, ready
+        self.done: dict[str, str] = {}  # action -> job id
+        self.rules: dict[str, set[str]] = {}  # rule -> job ids
+        self.stop = threading.Event()
+
+    def slurm(self, *cmd: str) -> bool:
+        return subprocess.run(cmd, env=self.env, capture_output=True).returncode == 0
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for jobid, state, rule in squeue(self.env):
+                self.rules.setdefault(rule, set()).add(jobid)
+                if state != "RUNNING":
+                    continue
+                if rule == self.requeue and "requeue" not in self.done and self.ready():
+                    if self.slurm("scontrol", "requeue", jobid):
+                        self.done["requeue"] = jobid
+                        # SLURM holds a requeued job for 2 minutes (BeginTime); let it start at once
+                        deadline = time.monotonic() + 60
+                        while not self.slurm("scontrol", "update", f"jobid={jobid}", "StartTime=now") \
+                                and time.monotonic() < deadline:
+                            time.sleep(0.5)
+                elif rule == self.cancel and "cancel" not in self.done and self.slurm("scancel", jobid):
+                    self.done["cancel"] = jobid
+            time.sleep(0.2)
+
+
+def run_with_faults(cmd: list[str], env, faults: Faults) -> subprocess.CompletedProcess:
+    faults.start()
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+    finally:
+        faults.stop.set()
+        faults.join()
+    return proc
+
+
+def test_micro_through_slurm_matches_the_local_run(env, micro_run, tmp_path):
+    """The micro DAG through the queue (every job an sbatch, status from squeue), a running SFT job requeued and a
+    running checkpoint evaluation cancelled on the way: the run ends by itself (rc 0) with the local run's bytes."""
+    work = tmp_path / "micro"
+    faults = Faults(env, requeue="sft", cancel="evaluate_checkpoints")
+    t0 = time.monotonic()
+    proc = run_with_faults(profile_cmd(work, "--configfile", str(MICRO)), env, faults)
+    wall = time.monotonic() - t0
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-4000:]
+    assert set(faults.done) == {"requeue", "cancel"}, f"faults not injected: {faults.done} (rules seen {faults.rules})"
+    # the cancelled job failed (squeue says CANCELLED) and was submitted again; the requeued one ran twice
+    assert "Trying to restart job" in log, log[-3000:]
+    assert not differing(micro_run, work / "results"), differing(micro_run, work / "results")
+    submitted = set(faults.rules)
+    assert {"toy_corpus", "toy_base", "sft", "evaluate_checkpoints", "evaluate_merges", "heatmap"} <= submitted
+    assert not submitted & LOCAL_RULES, f"trivial CPU rules went through the queue: {submitted & LOCAL_RULES}"
+    print(f"micro through SLURM: {sum(map(len, faults.rules.values()))} SLURM jobs, {wall:.0f} s")
+
+
+def test_preempted_sft_resumes_from_its_last_checkpoint(env, tmp_path):
+    """An SFT job requeued after its first Trainer checkpoint resumes from it (its log says so) and ends with the
+    checkpoints, byte for byte, of the same run uninterrupted (run locally)."""
+    config = yaml.safe_load(MICRO.read_text())
+    # one run long enough to be caught between its checkpoints: 248 steps, a checkpoint every 62
+    config["sft"]["runs"]["math_1"].update(num_samples=1984, checkpoint_every=496)
+    cfg = tmp_path / "long_sft.yaml"
+    cfg.write_text(yaml.safe_dump(config))
+    target = "results/experts/math_1/checkpoints.json"
+    local = tmp_path / "local"
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
+                           str(local), "--configfile", str(cfg), "--cores", "2", target],
+                          env={**os.environ, "PATH": env["PATH"]}, capture_output=True, text=True,
+                          timeout=HANG_GUARD)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    work = tmp_path / "slurm"
+    trainer = work / "results" / "experts" / "math_1"
+    first = lambda: any(trainer.glob("trainer-*/checkpoint-*/trainer_state.json"))  # noqa: E731
+    faults = Faults(env, requeue="sft", ready=first)
+    proc = run_with_faults(profile_cmd(work, target, "--configfile", str(cfg)), env, faults)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "requeue" in faults.done, "the SFT job finished before its first checkpoint could be preempted"
+    sft_log = (work / "results" / "logs" / "sft" / "math_1.log").read_text()
+    assert "resuming" in sft_log and "checkpoint-" in sft_log, sft_log[-2000:]
+    assert not differing(local / "results" / "experts", work / "results" / "experts")
+
+
+def test_time_limit_retry_and_keep_going(env, tmp_path):
+    """tests/slurm_faults/Snakefile with the shipped profile: `slow` is killed at its 1-minute limit (TIMEOUT) and
+    retried with 2 minutes; `broken` fails every attempt (retries: 2); `quick` and `slow` finish meanwhile
+    (keep-going); Snakemake then exits non-zero by itself."""
+    work = tmp_path / "faults"
+    proc = subprocess.run(profile_cmd(work, snakefile=REPO / "tests" / "slurm_faults" / "Snakefile"), env=env,
+                          capture_output=True, text=True, timeout=HANG_GUARD)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode != 0, log[-3000:]
+    assert (work / "quick.txt").read_text() == "ok\n"
+    assert (work / "slow.txt").read_text() == "attempt 2\n", log[-3000:]  # the first attempt timed out
+    assert "TIMEOUT" in log, log[-3000:]
+    assert not (work / "broken.txt").exists()
+    broken = [job for job in squeue(env) if job[2] == "broken"]
+    assert len(broken) == 3 and {state for _, state, _ in broken} == {"FAILED"}, broken  # the first try + 2 retries
+
+
+BAD_SITES = {
+    "missing": (None, "no site file; copy cluster/site.example.yaml"),
+    "placeholder account": ({**SITE, "account": "CHANGE_ME"}, "'account' is not set (got 'CHANGE_ME')"),
+    "no gpu partition": ({**SITE, "partitions": {"cpu": "cpu"}}, "'partitions.gpu' is not set"),
+    "unknown partition": ({**SITE, "partitions": {"cpu": "cpu", "gpu": "a100"}},
+                          "'partitions.gpu' 'a100' is not a partition of this cluster (sinfo lists: cpu, gpu)"),
+    "more GPUs than a node": ({**SITE, "gpus_per_node": 16},
+                              "'gpus_per_node' is 16, but the nodes of partition 'gpu' have at most 8 GPUs"),
+    "GPU model the nodes lack": ({**SITE, "gpu_model": "h100"}, "have at most 0 GPUs of model 'h100'"),
+    "not your account": ({**SITE, "account": "someone_else"},
+                         f"'account' 'someone_else' is not one of yours (sacctmgr lists: {ACCOUNT}"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SITES))
+def test_bad_site_settings_stop_before_submission(env, tmp_path, case):
+    site, message = BAD_SITES[case]
+    path = tmp_path / "site.yaml"
+    if site is not None:
+        path.write_text(yaml.safe_dump(site))
+    before = {j for j, _, _ in squeue(env)}
+    proc = subprocess.run(profile_cmd(tmp_path / "work", "--configfile", str(MICRO)),
+                          env={**env, "LAYERSWAP_SITE": str(path)}, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"site settings: {path}: ") and message in lines[0], lines
+    assert {j for j, _, _ in squeue(env)} == before  # nothing submitted
+    assert not (tmp_path / "work" / "results").exists()
