@@ -24,15 +24,16 @@ LOCK_UV := .lock-venv/bin/uv
 $(LOCK_UV):
 	$(PYTHON) -m venv .lock-venv && .lock-venv/bin/pip install --quiet $(UV)
 
-# Re-pin every dependency (after an edit of pyproject.toml's ranges); uv keeps a lock's pins that still fit.
+# Re-pin every dependency (after an edit of pyproject.toml's ranges); uv keeps a lock's pins that still fit and
+# builds the few sdists (pure Python) with the Python it finds, whatever the target version.
 #   requirements.lock       what the workflow runs (+ the SLURM plugin): universal, Python >= 3.11
 #   requirements-test.lock  the test-only packages, resolved under requirements.lock's pins (it never moves one)
 #   requirements-gpu.lock   + vLLM (`make lock-gpu`)
 lock: | $(LOCK_UV)
-	echo "$(TORCH)" | $(LOCK_UV) pip compile pyproject.toml - --extra cluster --universal \
+	echo "$(TORCH)" | $(LOCK_UV) pip compile --no-python-downloads pyproject.toml - --extra cluster --universal \
 		--python-version 3.11 --custom-compile-command "make lock" -o requirements.lock
-	echo "$(UV)" | $(LOCK_UV) pip compile pyproject.toml - --extra test -c requirements.lock --universal \
-		--python-version 3.11 --custom-compile-command "make lock" -o requirements-test.lock
+	echo "$(UV)" | $(LOCK_UV) pip compile --no-python-downloads pyproject.toml - --extra test -c requirements.lock \
+		--universal --python-version 3.11 --custom-compile-command "make lock" -o requirements-test.lock
 	$(MAKE) lock-gpu
 
 # GPU nodes: the workflow + SLURM plugin + vLLM, under requirements.lock's pins except GPU_OWN_PINS, which vLLM's
@@ -43,8 +44,9 @@ GPU_PYTHON ?= 3.13
 GPU_OWN_PINS := numpy setuptools cuda-bindings
 lock-gpu: | $(LOCK_UV)
 	grep -v -E '^($(shell echo $(GPU_OWN_PINS) | tr ' ' '|'))==' requirements.lock > .lock-venv/gpu-constraints.txt
-	$(LOCK_UV) pip compile pyproject.toml --extra cluster --extra vllm -c .lock-venv/gpu-constraints.txt --universal \
-		--python-version $(GPU_PYTHON) --custom-compile-command "make lock-gpu" -o requirements-gpu.lock
+	$(LOCK_UV) pip compile --no-python-downloads pyproject.toml --extra cluster --extra vllm \
+		-c .lock-venv/gpu-constraints.txt --universal --python-version $(GPU_PYTHON) \
+		--custom-compile-command "make lock-gpu" -o requirements-gpu.lock
 
 # The GPU nodes' venv (both backends, hf and vllm; also runs Snakemake on the login node), every package at the
 # version requirements-gpu.lock pins (CUDA wheels). GPU_VENV_PYTHON: a version uv finds on PATH (or downloads a
