@@ -201,6 +201,7 @@ def test_vllm_missing_is_a_clear_error(monkeypatch):
     with pytest.raises(UserError, match=r"--backend vllm: the vllm package is not installed") as err:
         ev.require_vllm()
     assert "\n" not in str(err.value)
+    assert "make gpu-venv" in str(err.value)   # not a plain `pip install vllm`: it replaces the locked torch
 
 
 def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):

@@ -185,8 +185,8 @@ def require_vllm() -> None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        raise UserError("--backend vllm: the vllm package is not installed (pip install vllm, on a GPU machine); "
-                        "or use --backend hf")
+        raise UserError("--backend vllm: the vllm package is not installed; on a GPU node run `make gpu-venv` "
+                        "(vLLM at the locked torch, docs/GPU_ENVIRONMENT.md), or use --backend hf")
 
 
 class VLLMHost(_MergesInMemory):
