@@ -89,7 +89,8 @@ from typing import Any
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
-from layerswap.merge.params import config_defaults, swap_layer_overflow
+from layerswap.merge.methods.layer_swap import overflow
+from layerswap.merge.params import config_defaults
 
 KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
 METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
@@ -326,7 +327,7 @@ def expand(spec: dict, config: dict) -> list[dict]:
                     label = (f"{given}@{ref}L -> b{vals['bottom']} u{vals['top']}" if v.get("scaled")
                              else f"b{vals['bottom']} u{vals['top']}")
                     label += f" tb{vals['transition_bottom']} tu{vals['transition_top']}"
-                counts = swap_layer_overflow(vals, depth)
+                counts = overflow(vals, depth)
                 if counts is not None:
                     add(label, None, f"b+tb+tu+u = {sum(counts)} exceeds the {depth} layers of the model")
                 else:
