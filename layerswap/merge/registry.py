@@ -8,13 +8,14 @@ mergekit does); the order below is the order of the tables' columns. Importing t
 from __future__ import annotations
 
 from layerswap.errors import UserError
-from layerswap.merge.methods import layer_swap, soup, ties
+from layerswap.merge.methods import dare, layer_swap, soup, ties
 from layerswap.merge.params import Method
 
 MODULES = (
     layer_swap,
     soup,
     ties,
+    dare,
 )
 
 METHODS: dict[str, Method] = {m.name: m for module in MODULES for m in module.METHODS}
