@@ -1,7 +1,7 @@
 """Ablations as declarative experiments: `config/ablations/<name>.yaml` -> extra merge configs, a table and a figure.
 
-An ablation file lists *variants* of the layer swap; each resolves, for the workflow's base model depth L, to one
-layer_swap merge config. At parse time (rules/common.smk) ``plan`` returns those configs beside the config, which it
+An ablation file lists *variants* of the layer swap, or of any registered merge method (kind ``method``,
+layerswap/workflow/sweeps.py); each resolves, for the workflow's base model depth L, to one merge config. At parse time (rules/common.smk) ``plan`` returns those configs beside the config, which it
 leaves unchanged, and the rules look merge configs up in ``merges.configs`` plus these (``spec.merge_configs``,
 layerswap/workflow/spec.py), so the generic ``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them
 for every language and expert pair; ``layerswap ablation-table`` then turns their evaluation files into
@@ -22,6 +22,7 @@ Ablation file
       - {kind: alternating, offset: 0}
       - {kind: random, seed: 0, draws: 3}
       - {kind: layers, lang_layers: [0, 1, 7]}
+      - {kind: method, method: ties, density: [0.2, 0.5]}   # any registered method's params (sweeps.py)
 
 Variant kinds (L = base.num_layers; "default" = the value of ``merges.default_swap``):
 
@@ -36,6 +37,9 @@ Variant kinds (L = base.num_layers; "default" = the value of ``merges.default_sw
   the n evenly spread ones, candidate index ``floor((i + 0.5) * m / n)`` for i < n (m candidates).
 * ``random``: ``draws`` sets of n layers, draw d uses ``random.Random(seed + d).sample(range(L), n)`` (sorted).
 * ``layers``: explicit ``lang_layers`` (indices for this depth).
+* ``method``: a merge config of any registered method (``method``), its params given or swept as lists
+  (layerswap/workflow/sweeps.py); what the others leave at the default swap's values, it leaves at the method's
+  defaults.
 
 Location variants (middle/alternating/random/layers) have no transition layers. A variant that does not fit the
 model (layers past L, or n > L) is kept as a table row marked ``skipped`` with the reason, and builds nothing.
@@ -91,8 +95,10 @@ from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 from layerswap.merge.methods.layer_swap import overflow
 from layerswap.merge.params import config_defaults
+from layerswap.merge.registry import SWAP
+from layerswap.workflow import sweeps
 
-KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
+KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers", "method")
 METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
 SWAP_FIELDS = ("bottom", "top", "transition_bottom", "transition_top")
 VARIANT_KEYS = {
@@ -102,6 +108,7 @@ VARIANT_KEYS = {
     "alternating": {"kind", "label", "offset"},
     "random": {"kind", "label", "seed", "draws"},
     "layers": {"kind", "label", "lang_layers"},
+    "method": sweeps.BASE_KEYS,  # and the method's params (sweeps.allowed_keys)
 }
 FILE_KEYS = {"title", "plan", "metrics", "reference_depth", "variants", "note", "expert_sets", "bases"}
 EXPERT_SET_KEYS = {"name", "label", "experts", "scale", "set", "base", "lang_from", "task_from",
@@ -177,14 +184,20 @@ def load(path: str | Path) -> dict:
     if not isinstance(metrics, list) or "mgsm" not in metrics or any(m not in METRICS for m in metrics):
         raise _fail(f"{where}: metrics", f"{metrics!r} must be a list containing mgsm; allowed: {', '.join(METRICS)}")
     _load_expert_sets(where, spec)
+    texts = [(k, spec.get(k)) for k in ("title", "plan", "note")]
+    texts += [(f"variants[{i}].label", v.get("label")) for i, v in enumerate(variants) if isinstance(v, dict)]
+    for key, text in texts:
+        if isinstance(text, str) and re.search(r"\{\s*[.\w]+\s*[,}]", text):  # they reach a rule's params string
+            raise _fail(f"{where}: {key}", "must not contain {name} or {name, ...} (Snakemake reads it in params as a "
+                        "wildcard)")
     for i, v in enumerate(variants):
         vw = f"{where}: variants[{i}]"
         if not isinstance(v, dict) or v.get("kind") not in KINDS:
             raise _fail(vw, f"needs kind; allowed: {', '.join(KINDS)}")
-        extra = sorted(set(v) - VARIANT_KEYS[v["kind"]])
+        keys = sweeps.allowed_keys(v, vw) if v["kind"] == "method" else VARIANT_KEYS[v["kind"]]
+        extra = sorted(set(v) - keys)
         if extra:
-            raise _fail(vw, f"unknown key '{extra[0]}' for kind {v['kind']}; allowed: "
-                        f"{', '.join(sorted(VARIANT_KEYS[v['kind']]))}")
+            raise _fail(vw, f"unknown key '{extra[0]}' for kind {v['kind']}; allowed: {', '.join(sorted(keys))}")
         if v.get("scaled") and not isinstance(spec.get("reference_depth"), int):
             raise _fail(vw, "scaled: true needs an integer reference_depth in the file")
     return {"name": path.stem, "title": spec.get("title", path.stem), "plan": spec.get("plan", ""),
@@ -273,13 +286,18 @@ def _bt_config(b: int, u: int, tb: int, tu: int) -> dict:
 
 
 def _slug(cfg: dict) -> str:
+    if cfg["method"] != SWAP:
+        return sweeps.slug(cfg)
     if cfg.get("lang_layers") is not None:
-        return "abl_L" + "_".join(str(x) for x in cfg["lang_layers"])
-    return f"abl_b{cfg['bottom']}u{cfg['top']}t{cfg['transition_bottom']}{cfg['transition_top']}"
+        return sweeps.slug(cfg, "abl_L" + "_".join(str(x) for x in cfg["lang_layers"]))
+    return sweeps.slug(cfg, f"abl_b{cfg['bottom']}u{cfg['top']}t{cfg['transition_bottom']}{cfg['transition_top']}")
 
 
 def describe(cfg: dict, depth: int) -> str:
-    """Language layers of a config as text: '0 1 | 7' style for bottom/top, the index list otherwise."""
+    """Language layers of a layer-swap config as text: 'b=.. u=.. (lang 0,1,7)' for bottom/top, the index list
+    otherwise ('' for another method: its variant label names its params)."""
+    if cfg["method"] != SWAP:
+        return ""
     if cfg.get("lang_layers") is not None:
         return "lang " + ",".join(str(x) for x in cfg["lang_layers"])
     b, u, tb, tu = (cfg[k] for k in SWAP_FIELDS)
@@ -288,16 +306,20 @@ def describe(cfg: dict, depth: int) -> str:
     return text + (f" (lang {','.join(map(str, lang))})" if lang else " (no lang layers)")
 
 
-def _n_lang(cfg: dict) -> int:
+def _n_lang(cfg: dict) -> int | None:
+    if cfg["method"] != SWAP:
+        return None
     return len(cfg["lang_layers"]) if cfg.get("lang_layers") is not None else cfg["bottom"] + cfg["top"]
 
 
 def expand(spec: dict, config: dict) -> list[dict]:
     """Variants of an ablation for this config: [{label, merge (config dict or None), skipped (reason or '')}]."""
     depth = int(config["base"]["num_layers"])
-    dflt = _default_swap(config)
-    d_b, d_u = int(dflt["bottom"]), int(dflt["top"])
-    d_tb, d_tu = int(dflt.get("transition_bottom") or 0), int(dflt.get("transition_top") or 0)
+    d_b = d_u = d_tb = d_tu = 0
+    if any(v["kind"] != "method" for v in spec["variants"]):  # the swap kinds start from the default swap
+        dflt = _default_swap(config)
+        d_b, d_u = int(dflt["bottom"]), int(dflt["top"])
+        d_tb, d_tu = int(dflt.get("transition_bottom") or 0), int(dflt.get("transition_top") or 0)
     n = d_b + d_u
     ref = spec.get("reference_depth")
     out: list[dict] = []
@@ -308,6 +330,10 @@ def expand(spec: dict, config: dict) -> list[dict]:
     for i, v in enumerate(spec["variants"]):
         where = f"ablation {spec['name']}: variants[{i}]"
         kind = v["kind"]
+        if kind == "method":
+            for label, cfg, skipped in sweeps.expand(where, v, depth):
+                add(label, cfg, skipped)
+            continue
         if kind in ("bottom_top", "grid"):
             fields = {k: v.get(k, "default") for k in SWAP_FIELDS}
             grid = {k: (val if isinstance(val, list) else [val]) for k, val in fields.items()}
