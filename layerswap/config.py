@@ -31,10 +31,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import string
 from pathlib import Path
 from typing import Any, Iterable
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.contracts import SELECTION_METRICS
 from layerswap.data.mixes import language_mix  # noqa: F401 (re-exported: the Snakefile's helpers)
 from layerswap.errors import UserError
@@ -214,6 +216,12 @@ def _error_to_user(error) -> UserError:
         if not path:
             return _fail(path, f"{what} at top level", known)
         return _fail(path, what, known)
+    if kind == "unevaluatedProperties":  # toy_world.sizes: its own keys, and every benchmark's through allOf
+        from layerswap.benchmarks import NAMES
+
+        extra = sorted(set(re.findall(r"'([^']+)'", error.message)))
+        return _fail(path, f"unknown key '{extra[0]}'" if extra else error.message,
+                     [*schema.get("properties", {}), *NAMES])
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else str(error.validator_value)
         return _fail([*path, missing], "required key is missing")
@@ -465,7 +473,7 @@ def _check_selection(config: dict) -> None:
     if "joint" in kinds and "joint" not in selection["weights"]:
         raise _fail("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
     evaluated = config["evaluation"]["checkpoint_tasks"]
-    mbpp_runs = (config["evaluation"]["tasks"].get("mbpp") or {}).get("execute_code", False)
+    runs_code = {b for b, task in config["evaluation"]["tasks"].items() if (task or {}).get("execute_code", False)}
     for key in ("weights", "constraints"):
         for kind, metrics in selection.get(key, {}).items():
             for metric in metrics:
@@ -476,9 +484,9 @@ def _check_selection(config: dict) -> None:
                 if task not in evaluated:
                     ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
                     raise _fail(where, f"needs task '{task}' in evaluation.checkpoint_tasks", ok)
-                if task == "mbpp" and not mbpp_runs:
-                    raise _fail(where, "MBPP gives no score unless evaluation.tasks.mbpp.execute_code is true",
-                                [m for m in METRIC_TASK if m != "mbpp"])
+                if BENCHMARKS[task].unsafe and task not in runs_code:
+                    raise _fail(where, f"{BENCHMARKS[task].title} gives no score unless evaluation.tasks.{task}."
+                                "execute_code is true", [m for m, t in METRIC_TASK.items() if not BENCHMARKS[t].unsafe])
 
 
 def _check_merges(config: dict) -> None:

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from layerswap.benchmarks import BENCHMARKS
+
 REPO = Path(__file__).resolve().parents[1]
 MICRO = REPO / "config" / "micro.yaml"
+# every benchmark of the registry gets a tiny evaluation set (8 items per language; FLORES and MBPP 4)
 TINY_SIZES = {"pretrain_docs": 300, "math_sft": 80, "aya_per_language": 80, "nllb_per_language": 60,
-              "mgsm": 8, "belebele": 8, "flores": 4, "mmlu": 8, "mbpp": 4}
+              **{name: 8 for name in BENCHMARKS}, "flores": 4, "mbpp": 4}
 TINY_LANGS = {"toy_swh": {"stands_for": "swh", "word_order": "sov"}}
 
 

@@ -189,7 +189,7 @@ BAD = [
     ("unknown world", "world", "real", ["config key 'world': 'real' is not allowed; allowed: toy, hf"]),
     ("unknown scheduler", "sft.runs.toy_swh_2.scheduler", "cosine",
      ["config key 'sft.runs.toy_swh_2.scheduler': 'cosine' is not allowed; allowed: linear, wsd"]),
-    ("unknown merge method", "merges.configs.ties_d05.method", "dare",
+    ("unknown merge method", "merges.configs.ties_d05.method", "slerp",
      ["config key 'merges.configs.ties_d05.method'", "allowed: layer_swap, soup, ties"]),
     ("unknown soup weighting", "merges.configs.soup_uniform.weighting", "fisher",
      ["config key 'merges.configs.soup_uniform.weighting'", "allowed: uniform, magnitude"]),
@@ -246,7 +246,7 @@ BAD = [
      ["config key 'merges.best_of.soup[1]'", "allowed: soup_uniform, soup_magnitude"]),
     ("soup_then_swap unknown", "merges.soup_then_swap", "swap_zzz", ["config key 'merges.soup_then_swap'"]),
     ("merge task not evaluated", "evaluation.merge_tasks", ["mgsm", "xnli"],
-     ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mmlu, mbpp"]),
+     ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mbpp, mmlu"]),
     ("table2 language not a target", "analysis.table2_language", "toy_abc",
      ["config key 'analysis.table2_language'", "allowed: toy_swh"]),
     ("table2 language without a joint run", "analysis.table2_language", "toy_tel",
@@ -403,7 +403,7 @@ def test_schema_merge_config_is_the_methods_own_declaration():
 
     schema = yaml.safe_load(SCHEMA.read_text())
     assert schema["$defs"]["merge_config"] == params.config_schema(), \
-        "config/schema.yaml is stale: run `python -m layerswap.merge.params`"
+        "config/schema.yaml is stale: run `python -m layerswap.schema_blocks`"
     validator = cfg._validator_class()({"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]})
     for method, given in [("layer_swap", {"bottom": 2, "top": 1}), ("soup", {}), ("ties", {"density": 0.2})]:
         doc = {"m": {"method": method, **given}}

@@ -190,10 +190,9 @@ def best_of_schema() -> dict:
             "properties": {name: {"$ref": "#/$defs/name_list"} for name in METHODS}}
 
 
-# config/schema.yaml keeps a copy of config_schema() and best_of_schema() between these markers, so that the schema
-# file stands alone (snakemake.utils.validate reads it); tests/test_config.py checks the copy,
-# `python -m layerswap.merge.params` rewrites it.
-BEGIN = "  # BEGIN merge_config: generated from layerswap/merge/params.py by `python -m layerswap.merge.params`"
+# config/schema.yaml keeps a copy of config_schema() and best_of_schema() between these markers; tests/test_config.py
+# checks the copy, `python -m layerswap.schema_blocks` rewrites it.
+BEGIN = "  # BEGIN merge_config: generated from layerswap/merge/params.py by `python -m layerswap.schema_blocks`"
 END = "  # END merge_config"
 
 
@@ -203,20 +202,3 @@ def schema_block() -> str:
     body = yaml.safe_dump({"merge_config": config_schema(), "merge_best_of": best_of_schema()}, sort_keys=False,
                           width=110, default_flow_style=None)
     return "\n".join([BEGIN, *("  " + line for line in body.splitlines()), END])
-
-
-def rewrite_schema(path: str) -> None:
-    from pathlib import Path
-
-    text = Path(path).read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path}: no '{BEGIN.strip()}' ... '{END.strip()}' block")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    Path(path).write_text(head + schema_block() + tail)
-
-
-if __name__ == "__main__":  # through the package module: the method modules' REQUIRED is that module's
-    from layerswap.merge import params
-
-    params.rewrite_schema(str(__import__("pathlib").Path(__file__).parents[2] / "config" / "schema.yaml"))

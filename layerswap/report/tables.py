@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.report import intervals, summary
 from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
@@ -46,7 +47,6 @@ from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 TOY_LABEL = "TOY WORLD — synthetic languages"
 RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
-BENCHMARKS = ("mgsm", "belebele", "flores", "mbpp", "mmlu")
 #: What the paper config runs where the paper names no set or setting (README "Where this differs from the paper").
 PAPER_TASK_NOTES = [
     "MGSM: 8-shot native chain of thought (lm-eval mgsm_native_cot_*, MGSM's own exemplars in the target language), "
@@ -58,13 +58,6 @@ PAPER_TASK_NOTES = [
     "MBPP: English MBPP (google-research-datasets/mbpp), 0-shot pass@1, recorded under every language key: the "
     "paper's translated MBPP is not named and none is loadable.",
 ]
-BENCH_LABELS = {
-    "mgsm": "MGSM (exact match)",
-    "belebele": "Belebele (accuracy)",
-    "flores": "FLORES (BLEU)",
-    "mbpp": "MBPP (pass@1)",
-    "mmlu": "MMLU (accuracy)",
-}
 MISSING = "n/a"
 SKIPPED = "skipped"
 INTERVAL_NOTE = ("[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): an avg resamples the items "
@@ -768,14 +761,15 @@ class Builder:
 
     # Table 5 --------------------------------------------------------------------------------------------------
     def table5_rows(self) -> list[tuple[str, str]]:
-        langs = self.p.languages
-        mgsm = ["en"] + [l for l in langs if l != "en"]
-        rows = [("mgsm", l) for l in mgsm] + [("mgsm", "avg")]
-        rows += [("belebele", l) for l in mgsm]
-        for l in langs:
-            rows += [("flores", f"en-{l}"), ("flores", f"{l}-en")]
-        rows += [("mbpp", l) for l in langs]
-        rows += [("mmlu", l) for l in langs]
+        """(benchmark, key) per row, benchmarks in registry order, each in its row shape (layerswap/benchmarks.py):
+        en, the target languages, the avg over mgsm_languages, or both directions per target language."""
+        targets = [l for l in self.p.languages if l != "en"]
+        rows = []
+        for name, bench in BENCHMARKS.items():
+            for part in bench.table5:
+                keys = {"en": ["en"], "avg": ["avg"], "targets": targets,
+                        "directions": [k for l in targets for k in bench.keys(l)]}[part]
+                rows += [(name, key) for key in keys]
         return rows
 
     def table5(self) -> Table:
@@ -827,7 +821,7 @@ class Builder:
                 label = f"{self.name(src)} → {self.name(tgt)}"
             else:
                 label = self.name(key)
-            rows.append((row, (BENCH_LABELS[bench], label)))
+            rows.append((row, (BENCHMARKS[bench].label, label)))
         notes = [
             f"Each expert column is the average over the top {self.p.top_k} selected checkpoints of that expert type.",
             "Accuracy / exact match / pass@1 as fractions, FLORES as BLEU (0-100); 'skipped' = benchmark not run "
@@ -843,7 +837,7 @@ class Builder:
             notes += PAPER_TASK_NOTES
 
         def fmt(row: Any, value: float) -> str:
-            return f"{value:.1f}" if row[0] == "flores" else f"{value:.3f}"
+            return f"{value:.1f}" if BENCHMARKS[row[0]].unit == "bleu" else f"{value:.3f}"
 
         return Table("table5", self.title("Table 5: results of each set of experts"), ["Task", "Language"], rows,
                      cols, cells, fmt, notes, paper, bounds, counts)

@@ -13,7 +13,7 @@ Ablation file
 
     title: Swapped-layer count            # table/figure title
     plan: "seed 002: ..."                  # where the ablation comes from (free text, shown in the Markdown)
-    metrics: [mgsm]                        # mgsm (always first), belebele, flores, mmlu, mbpp
+    metrics: [mgsm]                        # mgsm (always first), then any benchmark (layerswap/benchmarks.py)
     reference_depth: 32                    # depth the `scaled` layer counts are given for (optional)
     variants:
       - {kind: bottom_top, bottom: 5, top: 2, scaled: true, label: "b5 u2"}
@@ -90,6 +90,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from layerswap.benchmarks import BENCHMARKS, NAMES
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
@@ -99,7 +100,7 @@ from layerswap.merge.registry import SWAP
 from layerswap.workflow import sweeps
 
 KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers", "method")
-METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
+METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 SWAP_FIELDS = ("bottom", "top", "transition_bottom", "transition_top")
 VARIANT_KEYS = {
     "bottom_top": {"kind", "label", "scaled", *SWAP_FIELDS},
@@ -120,11 +121,10 @@ EXPERT_MERGE_PREFIX = "ax_"
 LAYER_SWAP_DEFAULTS = config_defaults("layer_swap")  # what config validation fills in: variants compare equal
 # table columns per language, after `language`/`variant`
 COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
-           "mgsm_avg", "mgsm_max", "belebele_avg", "belebele_max", "flores_avg", "flores_max", "mmlu_avg",
-           "mmlu_max", "mbpp_avg", "mbpp_max", "note"]
-# per metric: 95% interval of avg and max (layerswap.report.intervals; none for FLORES BLEU) and items per model
-COLUMNS += [f"{m}_{c}" for m in ("mgsm", "belebele", "flores", "mmlu", "mbpp")
-            for c in (("n",) if m == "flores" else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
+           *(f"{m}_{s}" for m in METRICS for s in ("avg", "max")), "note"]
+# per metric: 95% interval of avg and max (layerswap.report.intervals; none for a corpus metric) and items per model
+COLUMNS += [f"{m}_{c}" for m in METRICS
+            for c in (("n",) if BENCHMARKS[m].corpus else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
 
 
 def _fail(where: str, message: str) -> UserError:
@@ -555,11 +555,9 @@ def _metric_scores(evals, model_ids: list[str], bench: str, lang: str) -> list[f
     for model_id in model_ids:
         if evals.skipped(model_id, bench):
             return "skipped: " + str(evals.skipped(model_id, bench))
-        if bench == "flores":
-            value = (evals.score(model_id, bench, f"en-{lang}") + evals.score(model_id, bench, f"{lang}-en")) / 2
-            scores.append(value)  # BLEU, already 0..100
-        else:
-            scores.append(pct(evals.score(model_id, bench, lang)))
+        keys = BENCHMARKS[bench].keys(lang)  # FLORES: the mean of the two directions
+        value = sum(evals.score(model_id, bench, key) for key in keys) / len(keys)
+        scores.append(value if BENCHMARKS[bench].unit == "bleu" else pct(value))  # BLEU: already 0..100
     return scores
 
 
@@ -594,10 +592,10 @@ def records(evals_dir: str | Path, params: dict) -> list[dict]:
                         notes.append(f"{bench} {scores}")
                         continue
                     row[f"{bench}_avg"], row[f"{bench}_max"] = round(mean(scores), 4), round(max(scores), 4)
-                    keys = [f"en-{lang}", f"{lang}-en"] if bench == "flores" else [lang]
+                    keys = BENCHMARKS[bench].keys(lang)
                     counts = [evals.count(m, bench, key) for m in ids for key in keys]
                     row[f"{bench}_n"] = None if None in counts else min(counts)
-                    for stat in ("avg", "max") if bench != "flores" else ():  # BLEU: a corpus metric
+                    for stat in ("avg", "max") if not BENCHMARKS[bench].corpus else ():  # no per-item scores
                         bounds = intervals.cell_interval(
                             evals.items, ids, [lang], stat, bench=bench, seed=int(params.get("seed") or 0),
                             draws=int(params.get("bootstrap_draws") or intervals.DEFAULT_DRAWS))
@@ -617,15 +615,19 @@ def markdown(frame, params: dict) -> str:
                   "real languages or the paper's models.", ""]
     if params.get("plan"):
         lines += [f"Plan: {params['plan']}", ""]
-    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); MGSM, "
-              "Belebele, MMLU, MBPP in %, FLORES in BLEU (mean of en->x and x->en), all in the target language.",
+    percent = ", ".join(b.title for b in BENCHMARKS.values() if b.unit != "bleu")
+    bleu = ", ".join(b.title + (" (mean of en->x and x->en)" if b.directions else "") for b in BENCHMARKS.values()
+                     if b.unit == "bleu")
+    corpus = ", ".join(f"{b.title} BLEU" if b.unit == "bleu" else b.title for b in BENCHMARKS.values() if b.corpus)
+    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); {percent} in %, "
+              f"{bleu} in BLEU, all in the target language.",
               "", "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
-              "same draw for every pair) and the pairs, max the items only; FLORES BLEU has none (corpus metric).", ""]
+              f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).", ""]
     counts = []
     for m in metrics:
         found = sorted({int(v) for v in frame[f"{m}_n"] if v is not None and v == v})
         if found:
-            unit = "sentences per direction" if m == "flores" else "items"
+            unit = "sentences per direction" if BENCHMARKS[m].directions else "items"
             counts.append(f"{m} {found[0]}" + (f"-{found[-1]}" if len(found) > 1 else "") + f" {unit}")
     if counts:
         lines += ["n per model and language: " + ", ".join(counts) + ".", ""]

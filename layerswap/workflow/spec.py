@@ -17,6 +17,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, checkpoints_of, effective_runs, language_mix
 from layerswap.contracts import pair_ids
 from layerswap.merge.registry import SWAP, best_of_methods
@@ -223,7 +224,7 @@ class Spec:
         """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
         all."""
         langs = languages if languages is not None else self.eval["tasks"][benchmark].get("languages") or self.all_langs
-        return [l for l in canonical_languages(langs) if not (benchmark == "flores" and l == "en")]
+        return [l for l in canonical_languages(langs) if BENCHMARKS[benchmark].keys(l)]  # FLORES: no English alone
 
     def task_data_files(self, benchmarks, languages=None) -> list[str]:
         """Exactly the data files an evaluation job of these benchmarks reads (none in the hf world: lm-eval's own
