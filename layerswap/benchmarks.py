@@ -60,7 +60,7 @@ class Benchmark:
     unit: str  # "fraction" (accuracy, exact match, pass@1: Table 5 with 3 decimals, ablations in %) or "bleu" (0-100)
     toy_size: int  # items per language of the toy evaluation set (toy_world.sizes.<name> where a config omits it)
     toy_templates: tuple[tuple[str, str], ...]  # (task key, template YAML in layerswap/tasks/toy/) per language
-    paper: PaperBenchmark
+    paper: PaperBenchmark | None  # None: a toy-world benchmark the paper task set does not run
     table5: tuple[str, ...] = ("targets",)  # Table 5 row groups: en, targets, avg (over mgsm_languages), directions
     directions: bool = False  # scored per direction en-<lang> and <lang>-en (English has no task of its own)
     corpus: bool = False  # a corpus metric (BLEU): no per-item correctness, so no intervals

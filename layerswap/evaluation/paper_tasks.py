@@ -67,7 +67,7 @@ def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None
     root = lm_eval_task_root()
     plans = []
     for name, cfg in spec.items():
-        bench = PAPER_BENCHMARKS[name]
+        bench = _benchmark(name)
         langs = cfg["languages"] if cfg["languages"] is not None else (default_languages or ["en"])
         if len(set(langs)) != len(langs):
             raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")

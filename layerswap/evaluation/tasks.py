@@ -71,6 +71,7 @@ def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
     """A benchmark's paper task; for ours (layerswap/tasks/paper/), the metric, filter, dataset, subset and split as
     its YAML says."""
     paper = bench.paper
+    assert paper is not None
     if paper.yaml is None:
         return paper
     task = read_task_yaml(PAPER_TASK_DIR / paper.yaml)
@@ -82,7 +83,8 @@ def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
 
 
 BENCHMARKS: dict[str, Benchmark] = {name: _toy_benchmark(b) for name, b in registry.BENCHMARKS.items()}
-PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {name: _paper_benchmark(b) for name, b in registry.BENCHMARKS.items()}
+PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {name: _paper_benchmark(b) for name, b in registry.BENCHMARKS.items()
+                                               if b.paper is not None}
 LAST_INTEGER = read_task_yaml(TASK_DIR / "mgsm.yaml")["filter_list"][0]["filter"][0]["regex_pattern"]  # (-?[0-9]+)
 
 
