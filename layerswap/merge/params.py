@@ -2,10 +2,10 @@
 
 Each method module (`layerswap/merge/methods/<name>.py`) declares a `Method`: its name, table label, parameters
 (`Param`), inputs, whether it needs the base, its checks and its per-tensor computation; `layerswap.merge.registry`
-lists them. From those declarations `recipes` validates a recipe's params and fills their defaults, `config` checks a
-workflow config's merge configs, the config schema's `merge_config` and `merge_best_of` are generated (config/schema.yaml
-holds a generated copy) and `ablations` builds the merge configs of its variants. Nothing here imports torch: a
-method's computation imports it when it runs.
+lists them. From those declarations `recipes` validates a recipe's params and fills their defaults, `config`
+checks a workflow config's merge configs, the config schema's `merge_config` and `merge_best_of` are generated
+(config/schema.yaml holds a generated copy) and `ablations` builds the merge configs of its variants. Nothing here
+imports torch: a method's computation imports it when it runs.
 """
 
 from __future__ import annotations

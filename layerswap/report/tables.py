@@ -716,7 +716,8 @@ class Builder:
             f"MGSM exact match (%) in the target language. Experts: the top {k} selected checkpoints; merges: the "
             f"{k}x{k} pairs (language expert rank x math expert rank).",
             f"Default layer-swap config: {self.p.default_swap}."
-            + (f" {best}; winners in table1_best_configs.csv." if (best := self.best_note(1, "target-language")) else ""),
+            + (f" {best}; winners in table1_best_configs.csv." if (best := self.best_note(1, "target-language"))
+               else ""),
         ]
         return Table("table1", self.title("Table 1: MGSM results of layer swapping"), ["Setting"], rows, cols,
                      cells, fmt_pct, notes, paper, bounds, counts)

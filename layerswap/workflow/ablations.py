@@ -619,9 +619,9 @@ def markdown(frame, params: dict) -> str:
     bleu = ", ".join(b.title + (" (mean of en->x and x->en)" if b.directions else "") for b in BENCHMARKS.values()
                      if b.unit == "bleu")
     corpus = ", ".join(f"{b.title} BLEU" if b.unit == "bleu" else b.title for b in BENCHMARKS.values() if b.corpus)
-    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); {percent} in %, "
-              f"{bleu} in BLEU, all in the target language.",
-              "", "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
+    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); {percent} "
+              f"in %, {bleu} in BLEU, all in the target language.", "",
+              "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
               f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).", ""]
     counts = []
     for m in metrics:
