@@ -413,3 +413,19 @@ def test_schema_merge_config_is_the_methods_own_declaration():
         recipe = validate_recipe({"method": method, "base": "b", "inputs": inputs, "params": given})
         filled = {k: v for k, v in doc["m"].items() if k not in ("method", "allow_different_base")}
         assert {k: recipe["params"][k] for k in filled} == filled
+
+
+def test_the_rules_parse_imports_no_torch():
+    """The merge-method and benchmark registries are read at parse time (config checks, ablation planning, Spec) and by
+    recipe validation; their computation imports torch only when it runs."""
+    code = ("import sys\n"
+            "from layerswap.config import load_config\n"
+            "from layerswap.merge.recipes import validate_recipe\n"
+            "from layerswap.workflow.ablations import plan\n"
+            "from layerswap.workflow.spec import Spec\n"
+            "config = load_config('config/config.yaml')\n"
+            "Spec(config, *plan(config, 'config/ablations'))\n"
+            "validate_recipe({'method': 'dare', 'base': 'b', 'inputs': {'models': ['x']}, 'params': {'density': 0.2}})\n"
+            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
