@@ -31,13 +31,17 @@ from __future__ import annotations
 
 import copy
 import functools
+import re
 import string
 from pathlib import Path
 from typing import Any, Iterable
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.contracts import SELECTION_METRICS
+from layerswap.data.mixes import language_mix  # noqa: F401 (re-exported: the Snakefile's helpers)
 from layerswap.errors import UserError
-from layerswap.merge.params import swap_layer_overflow
+from layerswap.merge.params import ParamError
+from layerswap.merge.registry import METHODS, SWAP
 
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
@@ -99,13 +103,6 @@ def runs_by_expert(config: dict) -> dict[str, list[str]]:
     for name, run in config["sft"]["runs"].items():
         out.setdefault(run["expert"], []).append(name)
     return out
-
-
-def language_mix(mixes: dict, lang: str) -> dict[str, int]:
-    """{source: count} of `lang`'s language SFT data: ``mixes.language`` is one mix for every language (toy config)
-    or a mix per language (paper config: {lang: {source: count}})."""
-    mix = mixes["language"]
-    return dict(mix[lang]) if any(isinstance(v, dict) for v in mix.values()) else dict(mix)
 
 
 def mix_of(config: dict, expert: str) -> dict[str, int]:
@@ -219,6 +216,12 @@ def _error_to_user(error) -> UserError:
         if not path:
             return _fail(path, f"{what} at top level", known)
         return _fail(path, what, known)
+    if kind == "unevaluatedProperties":  # toy_world.sizes: its own keys, and every benchmark's through allOf
+        from layerswap.benchmarks import NAMES
+
+        extra = sorted(set(re.findall(r"'([^']+)'", error.message)))
+        return _fail(path, f"unknown key '{extra[0]}'" if extra else error.message,
+                     [*schema.get("properties", {}), *NAMES])
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else str(error.validator_value)
         return _fail([*path, missing], "required key is missing")
@@ -470,7 +473,7 @@ def _check_selection(config: dict) -> None:
     if "joint" in kinds and "joint" not in selection["weights"]:
         raise _fail("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
     evaluated = config["evaluation"]["checkpoint_tasks"]
-    mbpp_runs = (config["evaluation"]["tasks"].get("mbpp") or {}).get("execute_code", False)
+    runs_code = {b for b, task in config["evaluation"]["tasks"].items() if (task or {}).get("execute_code", False)}
     for key in ("weights", "constraints"):
         for kind, metrics in selection.get(key, {}).items():
             for metric in metrics:
@@ -481,40 +484,20 @@ def _check_selection(config: dict) -> None:
                 if task not in evaluated:
                     ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
                     raise _fail(where, f"needs task '{task}' in evaluation.checkpoint_tasks", ok)
-                if task == "mbpp" and not mbpp_runs:
-                    raise _fail(where, "MBPP gives no score unless evaluation.tasks.mbpp.execute_code is true",
-                                [m for m in METRIC_TASK if m != "mbpp"])
+                if BENCHMARKS[task].unsafe and task not in runs_code:
+                    raise _fail(where, f"{BENCHMARKS[task].title} gives no score unless evaluation.tasks.{task}."
+                                "execute_code is true", [m for m, t in METRIC_TASK.items() if not BENCHMARKS[t].unsafe])
 
 
 def _check_merges(config: dict) -> None:
     merges, num_layers = config["merges"], config["base"]["num_layers"]
     configs = merges["configs"]
     for name, cfg in configs.items():
-        if cfg["method"] != "layer_swap":
-            continue
-        where = f"merges.configs.{name}"
-        if cfg.get("lang_layers") is not None:
-            for key in ("bottom", "top"):
-                if key in cfg:
-                    raise _fail(f"{where}.{key}", "cannot be combined with lang_layers",
-                                "either lang_layers or bottom/top/transition_*")
-            for key in ("transition_bottom", "transition_top"):
-                if cfg.get(key, 0):
-                    raise _fail(f"{where}.{key}", "cannot be combined with lang_layers", "0")
-            for i, layer in enumerate(cfg["lang_layers"]):
-                if not 0 <= layer < num_layers:
-                    raise _fail(f"{where}.lang_layers[{i}]", f"layer {layer} is outside the model "
-                                f"(base.num_layers = {num_layers})", f"0..{num_layers - 1}")
-            continue
-        for key in ("bottom", "top"):
-            if key not in cfg:
-                raise _fail(f"{where}.{key}", "required key is missing (layer_swap needs bottom and top, or "
-                            "lang_layers)")
-        values = swap_layer_overflow(cfg, num_layers)
-        if values is not None:
-            terms = "+".join(str(v) for v in values)
-            raise _fail(where, f"bottom+transition_bottom+transition_top+top = {terms} = {sum(values)} exceeds "
-                        f"base.num_layers = {num_layers}", f"a sum <= {num_layers}")
+        try:  # each method's own check (layerswap/merge/methods/), against the base's depth
+            METHODS[cfg["method"]].run_check(cfg, cfg, num_layers, f"base.num_layers = {num_layers}")
+        except ParamError as err:
+            where = f"merges.configs.{name}"
+            raise _fail(f"{where}.{err.key}" if err.key else where, err.message, err.allowed) from None
 
     def of_method(method: str) -> list[str]:
         return [n for n, c in configs.items() if c["method"] == method]
@@ -526,12 +509,12 @@ def _check_merges(config: dict) -> None:
                     else f"config '{value}' has method {configs[value]['method']}")
             raise _fail(key, f"{what} (needs method {method})", ok or f"none: add a {method} config")
 
-    need("merges.default_swap", merges["default_swap"], "layer_swap")
+    need("merges.default_swap", merges["default_swap"], SWAP)
     if merges.get("soup_then_swap") is not None:
-        need("merges.soup_then_swap", merges["soup_then_swap"], "layer_swap")
-    for group, method in (("soup", "soup"), ("swap", "layer_swap"), ("ties", "ties")):
-        for i, value in enumerate(merges["best_of"].get(group, [])):
-            need(f"merges.best_of.{group}[{i}]", value, method)
+        need("merges.soup_then_swap", merges["soup_then_swap"], SWAP)
+    for method, names in merges["best_of"].items():  # keyed by method name (the schema knows the registered ones)
+        for i, value in enumerate(names):
+            need(f"merges.best_of.{method}[{i}]", value, method)
 
 
 def _check_evaluation(config: dict) -> None:

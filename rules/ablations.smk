@@ -1,4 +1,5 @@
-# Ablations (<ablations_dir>/<name>.yaml, planned in rules/common.smk): the layer_swap merge configs they add
+# Ablations (<ablations_dir>/<name>.yaml, planned in rules/common.smk): the merge configs they add (layer swaps, or
+# any registered merge method's: variant kind `method`)
 # (ABLATION_MERGE_CONFIGS, in spec.merge_configs beside merges.configs) are built and evaluated by the generic
 # merge_recipes / evaluate_merges rules; `ablation_<name>` builds results/ablations/<name>/table.{csv,md} +
 # figure.{svg,png}; `ablations` builds the ones the `ablations` config key selects (all when absent). Not part of

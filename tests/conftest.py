@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from layerswap.benchmarks import BENCHMARKS
+
 REPO = Path(__file__).resolve().parents[1]
 # Hermetic runs: a site file of the developer's (cluster/site.yaml via the cluster profile, or this variable) must not
 # reach the workflows the tests run; tests of the cluster path pass their own.
@@ -18,8 +20,9 @@ os.environ.pop("LAYERSWAP_SITE", None)
 # machine twice as loaded as a quiet one.
 HANG_GUARD = 3600
 MICRO = REPO / "config" / "micro.yaml"
+# every benchmark of the registry gets a tiny evaluation set (8 items per language; FLORES and MBPP 4)
 TINY_SIZES = {"pretrain_docs": 300, "math_sft": 80, "aya_per_language": 80, "nllb_per_language": 60,
-              "mgsm": 8, "belebele": 8, "flores": 4, "mmlu": 8, "mbpp": 4}
+              **{name: 8 for name in BENCHMARKS}, "flores": 4, "mbpp": 4}
 TINY_LANGS = {"toy_swh": {"stands_for": "swh", "word_order": "sov"}}
 
 

@@ -68,7 +68,8 @@ def test_ablations_expand_to_exact_layers(depth, default, count, location, zone)
     out, added = abl.plan(config, ABL_DIR)
     assert config == before  # the config is not changed: the added merge configs come back beside it
     config = abl.with_merge_configs(config, added)
-    assert set(out) == {"layer_count", "layer_location", "transition_zone", "divergence", "lora", "different_base"}
+    assert set(out) == {"layer_count", "layer_location", "transition_zone", "divergence", "lora", "different_base",
+                        "ties_density", "dare_density"}
     assert _layers(out, "layer_count", config) == count
     assert _layers(out, "layer_location", config) == location
     assert _layers(out, "transition_zone", config) == zone
@@ -105,6 +106,9 @@ def test_bad_ablation_names_and_files(tmp_path):
         abl.load(bad)
     bad.write_text(yaml.safe_dump({"variants": [{"kind": "bottom_top", "bottom": 3, "scaled": True}]}))
     with pytest.raises(UserError, match="reference_depth"):
+        abl.load(bad)
+    bad.write_text(yaml.safe_dump({"plan": "density in {0.1, 0.3}", "variants": [{"kind": "middle"}]}))
+    with pytest.raises(UserError, match="plan: must not contain {name}"):
         abl.load(bad)
 
 
@@ -340,3 +344,50 @@ def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path)
     proc = snakemake(work, "-n", configfile=_enabled_config(tmp_path, "divergence,lora,different_base"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert set(_jobs(proc.stdout)) <= stale | {"config_used", "manifest", "all"}, proc.stdout[-3000:]
+
+
+def test_method_variants_sweep_the_params_of_any_registered_method(tmp_path):
+    """Kind `method` (layerswap/workflow/sweeps.py): one merge config per combination, named after the params that
+    differ from the method's defaults; an equal config of merges.configs is reused."""
+    spec_file = tmp_path / "sweep.yaml"
+    spec_file.write_text(yaml.safe_dump({"title": "sweep", "variants": [
+        {"kind": "method", "method": "ties", "density": [0.2, 0.5]},
+        {"kind": "method", "method": "dare", "density": 0.3, "seed": [0, 1], "label": "DARE 0.3"},
+        {"kind": "method", "method": "layer_swap", "bottom": [1, 9], "top": 0}]}))
+    config = _config(MICRO)
+    spec = abl.load(spec_file)
+    variants = abl.expand(spec, config)
+    added = abl.assign_names(variants, dict(config["merges"]["configs"]))
+    rows = [(v["label"], v["config"], bool(v["skipped"])) for v in variants]
+    assert rows == [("ties density=0.2", "abl_ties_density0p2", False), ("ties density=0.5", "ties_d05", False),
+                    ("DARE 0.3 seed=0", "abl_dare_density0p3", False),
+                    ("DARE 0.3 seed=1", "abl_dare_density0p3_seed1", False),
+                    ("layer_swap bottom=1 top=0", "abl_b1u0t00", False),
+                    ("layer_swap bottom=9 top=0", "", True)]
+    assert added["abl_ties_density0p2"] == {"method": "ties", "density": 0.2, "lam": 1.0, "allow_different_base": False}
+    assert added["abl_dare_density0p3_seed1"]["seed"] == 1 and "exceeds the 4 layers" in variants[-1]["skipped"]
+    assert abl.describe(added["abl_ties_density0p2"], 4) == "" and abl.describe(added["abl_b1u0t00"], 4)
+
+
+@pytest.mark.parametrize("variant, message", [
+    ({"kind": "method", "method": "slerp"}, "kind method needs method; allowed: layer_swap, soup, ties"),
+    ({"kind": "method", "method": "ties", "density": 0.5, "bottom": 2}, "unknown key 'bottom' for kind method"),
+    ({"kind": "method", "method": "ties", "density": [0.5, 2]}, r"variants\[0\]: ties density=2: 2 is greater"),
+    ({"kind": "method", "method": "dare"}, r"variants\[0\]: dare: 'density' is a required property"),
+])
+def test_bad_method_variants_name_the_file_and_variant(tmp_path, variant, message):
+    spec_file = tmp_path / "bad.yaml"
+    spec_file.write_text(yaml.safe_dump({"variants": [variant]}))
+    with pytest.raises(UserError, match=message):
+        abl.expand(abl.load(spec_file), _config(MICRO))
+
+
+@pytest.mark.workflow
+def test_the_dare_and_ties_sweeps_run_through_the_generic_merge_jobs(tmp_path):
+    proc = snakemake(tmp_path, "-n", "ablation_dare_density", "ablation_ties_density")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for cfg in ("abl_dare_density0p1", "abl_dare_ties_density0p9", "abl_ties_density0p2"):
+        for rule in ("merge_recipes", "evaluate_merges"):
+            job = rf"rule {rule}:\n(?:    .*\n)*?    wildcards: cfg={cfg}, lang=toy_swh"
+            assert re.search(job, proc.stdout), (rule, cfg)
+    assert "cfg=ties_d05, lang=toy_swh" in proc.stdout  # the sweep's density 0.5 is micro.yaml's ties_d05

@@ -189,7 +189,7 @@ BAD = [
     ("unknown world", "world", "real", ["config key 'world': 'real' is not allowed; allowed: toy, hf"]),
     ("unknown scheduler", "sft.runs.toy_swh_2.scheduler", "cosine",
      ["config key 'sft.runs.toy_swh_2.scheduler': 'cosine' is not allowed; allowed: linear, wsd"]),
-    ("unknown merge method", "merges.configs.ties_d05.method", "dare",
+    ("unknown merge method", "merges.configs.ties_d05.method", "slerp",
      ["config key 'merges.configs.ties_d05.method'", "allowed: layer_swap, soup, ties"]),
     ("unknown soup weighting", "merges.configs.soup_uniform.weighting", "fisher",
      ["config key 'merges.configs.soup_uniform.weighting'", "allowed: uniform, magnitude"]),
@@ -246,7 +246,7 @@ BAD = [
      ["config key 'merges.best_of.soup[1]'", "allowed: soup_uniform, soup_magnitude"]),
     ("soup_then_swap unknown", "merges.soup_then_swap", "swap_zzz", ["config key 'merges.soup_then_swap'"]),
     ("merge task not evaluated", "evaluation.merge_tasks", ["mgsm", "xnli"],
-     ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mmlu, mbpp"]),
+     ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mbpp, mmlu"]),
     ("table2 language not a target", "analysis.table2_language", "toy_abc",
      ["config key 'analysis.table2_language'", "allowed: toy_swh"]),
     ("table2 language without a joint run", "analysis.table2_language", "toy_tel",
@@ -403,7 +403,7 @@ def test_schema_merge_config_is_the_methods_own_declaration():
 
     schema = yaml.safe_load(SCHEMA.read_text())
     assert schema["$defs"]["merge_config"] == params.config_schema(), \
-        "config/schema.yaml is stale: run `python -m layerswap.merge.params`"
+        "config/schema.yaml is stale: run `python -m layerswap.schema_blocks`"
     validator = cfg._validator_class()({"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]})
     for method, given in [("layer_swap", {"bottom": 2, "top": 1}), ("soup", {}), ("ties", {"density": 0.2})]:
         doc = {"m": {"method": method, **given}}
@@ -413,3 +413,19 @@ def test_schema_merge_config_is_the_methods_own_declaration():
         recipe = validate_recipe({"method": method, "base": "b", "inputs": inputs, "params": given})
         filled = {k: v for k, v in doc["m"].items() if k not in ("method", "allow_different_base")}
         assert {k: recipe["params"][k] for k in filled} == filled
+
+
+def test_the_rules_parse_imports_no_torch():
+    """The merge-method and benchmark registries are read at parse time (config checks, ablation planning, Spec) and by
+    recipe validation; their computation imports torch only when it runs."""
+    code = ("import sys\n"
+            "from layerswap.config import load_config\n"
+            "from layerswap.merge.recipes import validate_recipe\n"
+            "from layerswap.workflow.ablations import plan\n"
+            "from layerswap.workflow.spec import Spec\n"
+            "config = load_config('config/config.yaml')\n"
+            "Spec(config, *plan(config, 'config/ablations'))\n"
+            "validate_recipe({'method': 'dare', 'base': 'b', 'inputs': {'models': ['x']}, 'params': {'density': 0.2}})\n"
+            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]

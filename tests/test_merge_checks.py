@@ -150,15 +150,14 @@ def test_cli_merge_and_recipes(tmp_path: Path, pair: tuple[str, str], capsys: py
 
 
 def test_the_layer_count_check_has_one_owner_that_the_engine_uses():
-    """merge.params.swap_layer_overflow is the check config.check, ablations.expand and the engine's layer_plan all
-    call (each with its own message): a swap of exactly L layers fits, one more does not."""
-    from layerswap.merge.methods import layer_plan
-    from layerswap.merge.params import swap_layer_overflow
+    """layer_swap.overflow is the count config.check (through layer_swap.check), ablations.expand and the engine's
+    layer_plan (through layer_swap.check) all use: a swap of exactly L layers fits, one more does not."""
+    from layerswap.merge.methods.layer_swap import layer_plan, overflow as swap_layer_overflow
 
     fits = {"bottom": 3, "transition_bottom": 2, "transition_top": 1, "top": 2}
     assert swap_layer_overflow(fits, 8) is None and layer_plan(fits, 8).count("lang") == 5
     assert swap_layer_overflow({"bottom": 4, "top": 4, "transition_bottom": None}, 8) is None  # absent/None: 0
     over = {**fits, "top": 3}
     assert swap_layer_overflow(over, 8) == [3, 2, 1, 3]
-    with pytest.raises(UserError, match=r"= 3\+2\+1\+3 exceeds the 8 layers of the model"):
+    with pytest.raises(UserError, match=r"= 3\+2\+1\+3 = 9 exceeds the 8 layers of the model"):
         layer_plan(over, 8, where="recipe.params")

@@ -12,7 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from layerswap.merge import build_state_dict, load_recipe, model_dir_of, recipe_hash, write_merged
 from layerswap.merge.engine import ExpertCache
-from layerswap.merge.methods import layer_plan
+from layerswap.merge.methods.layer_swap import layer_plan
 
 H, I, V, HEADS, KV = 8, 16, 32, 2, 1
 TASK, LANG, BASE = 1, 2, 0

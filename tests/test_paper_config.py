@@ -189,7 +189,7 @@ def test_every_ablation_plans_on_the_paper_config(tmp_path):
     jobs = parse_jobs(proc.stdout + proc.stderr)
     counts = Counter(j["rule"] for j in jobs)
     names = sorted(p.stem for p in (REPO / "config" / "ablations").glob("*.yaml"))
-    assert len(names) == 6
+    assert len(names) == 8  # the six of the plans, and the TIES and DARE density sweeps
     assert {f"ablation_table_{n}" for n in names} <= set(counts), sorted(counts)
     assert counts["ablation_prepare_base"] == 1  # the different-base ablation's second base, from the hub
     assert counts["ablation_sft"] and counts["evaluate_ablation_merges"]

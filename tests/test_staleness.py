@@ -98,7 +98,7 @@ def set_in(keys: list, value):
 def add_grid_point(config):
     config["merges"]["configs"]["swap_b2u0"] = {"method": "layer_swap", "bottom": 2, "top": 0,
                                                 "transition_bottom": 0, "transition_top": 0}
-    config["merges"]["best_of"]["swap"].append("swap_b2u0")
+    config["merges"]["best_of"]["layer_swap"].append("swap_b2u0")
 
 
 def single(edit=None):
@@ -130,7 +130,7 @@ def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
 
 
 def repo_copy_with_merge_edit(dest: Path) -> Path:
-    """The repository's files (tracked and untracked, not ignored) with a comment appended to the merge methods."""
+    """The repository's files (tracked and untracked, not ignored) with a comment appended to the merge engine."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout.split("\0")
     for rel in filter(None, listed):
@@ -138,7 +138,7 @@ def repo_copy_with_merge_edit(dest: Path) -> Path:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
-    methods = dest / "layerswap" / "merge" / "methods.py"
+    methods = dest / "layerswap" / "merge" / "engine.py"
     methods.write_text(methods.read_text() + "\n# edited by test_staleness\n")
     return dest
 
@@ -312,7 +312,7 @@ def test_figure_option_reruns_only_that_figure(plans):
 
 
 def test_merge_code_edit_reruns_merges_and_aggregates(plans):
-    # the merge arithmetic (merge/methods.py) runs in merge evaluations, not in writing recipes: those stay
+    # the merge engine (merge/engine.py) runs in merge evaluations, not in writing recipes: those stay
     evaluations = {f"evaluate_merges[cfg={cfg},lang=toy_swh]" for cfg in CONFIGS} | {
         "evaluate_soup_then_swap[lang=toy_swh]"}
     expected = evaluations | TABLE2

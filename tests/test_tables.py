@@ -54,7 +54,7 @@ PARAMS = {
     "languages": [SWH, TEL],
     "mgsm_languages": ["en", SWH, TEL],
     "top_k": 2,
-    "best_of": {"soup": ["soup_u", "soup_m"], "swap": ["swap_def", "swap_alt"], "ties": ["ties_d"]},
+    "best_of": {"soup": ["soup_u", "soup_m"], "layer_swap": ["swap_def", "swap_alt"], "ties": ["ties_d"]},
     "default_swap": "swap_def",
     "table2_language": SWH,
     "world": "toy",
@@ -168,12 +168,12 @@ def test_best_configs_per_pair(tmp_path):
     assert winners[(SWH, "soup", "l1m2")] == "soup_u"
     assert winners[(SWH, "soup", "l2m1")] == "soup_m"
     assert winners[(SWH, "soup", "l2m2")] == "soup_u"
-    assert [winners[(SWH, "swap", p)] for p in PAIRS] == ["swap_def", "swap_alt", "swap_def", "swap_alt"]
+    assert [winners[(SWH, "layer_swap", p)] for p in PAIRS] == ["swap_def", "swap_alt", "swap_def", "swap_alt"]
     # equal scores: the first config of best_of wins
     assert winners[(TEL, "soup", "l2m2")] == "soup_u"
     assert len(b1.rows) == 2 * 2 * 4
     b2 = tabs["table2_best_configs"]
-    assert {key[1] for key, _ in b2.rows} == {"soup", "ties", "swap"}
+    assert {key[1] for key, _ in b2.rows} == {"soup", "ties", "layer_swap"}
     assert {key[0] for key, _ in b2.rows} == {SWH}
 
 
@@ -298,7 +298,8 @@ def test_too_few_selected(tmp_path):
 
 @pytest.mark.parametrize("bad, message", [
     ({"languages": None}, "missing key 'languages'"),
-    ({"best_of": {"soup": ["a"], "swap": ["b"]}}, "best_of.ties"),
+    ({"best_of": {"soup": ["a"], "swap": ["b"]}}, "best_of.swap': unknown merge method"),
+    ({"best_of": {"soup": []}}, "best_of.soup' must be a non-empty list"),
     ({"world": "moon"}, "'world'"),
     ({"table2_language": "toy_xx"}, "table2_language"),
 ])

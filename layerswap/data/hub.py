@@ -21,8 +21,8 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from layerswap.config import language_mix
 from layerswap.contracts import write_text_atomic
+from layerswap.data.mixes import language_mix
 from layerswap.errors import UserError
 
 #: Files of a model snapshot that are fetched and linked: weights as safetensors only (never pickle).

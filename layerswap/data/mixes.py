@@ -36,6 +36,15 @@ from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
 
+
+def language_mix(mixes: dict, lang: str) -> dict[str, int]:
+    """{source: count} of `lang`'s language SFT data: ``mixes.language`` is one mix for every language (toy config)
+    or a mix per language (paper config: {lang: {source: count}}). Here, not in `config`, so that the hub data
+    commands that need it do not import the config checks (and the merge registry behind them)."""
+    mix = mixes["language"]
+    return dict(mix[lang]) if any(isinstance(v, dict) for v in mix.values()) else dict(mix)
+
+
 Normaliser = Callable[[dict, str], Iterator[tuple[str, str]]]
 
 

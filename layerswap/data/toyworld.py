@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from layerswap.benchmarks import BENCHMARKS, toy_sizes
 from layerswap.errors import UserError
 
 NAMES = ["tom", "mia", "sam", "ana", "leo", "eva", "max", "zoe", "ben", "ivy", "noa", "kai"]
@@ -233,15 +234,15 @@ def _write_jsonl(path: Path, rows: Iterator[dict] | list[dict]) -> int:
 
 
 #: The files the generator writes, by dataset name (rules/data.smk runs one job per dataset): the pretraining corpus
-#: (with the vocabulary), the SFT sources per language, and the evaluation sets per benchmark and language.
+#: (with the vocabulary), the SFT sources per language, and the evaluation sets per benchmark (layerswap/benchmarks.py;
+#: its writer below, WRITERS) and language.
 SOURCES = ("aya", "nllb")
-BENCHMARKS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
 
 
 def datasets(languages: list[str]) -> list[str]:
     """Every dataset name of a toy world with these languages (files: raw/<name>.jsonl or eval/<name>.jsonl)."""
     names = ["pretrain", "orca_math"] + [f"{src}_{l}" for src in SOURCES for l in languages]
-    return names + [f"{b}_{l}" for b in BENCHMARKS for l in ["en", *languages] if not (b == "flores" and l == "en")]
+    return names + [f"{b}_{l}" for b, bench in BENCHMARKS.items() for l in ["en", *languages] if bench.keys(l)]
 
 
 def is_evaluation_set(name: str) -> bool:
@@ -260,7 +261,7 @@ def dataset_inputs(name: str, languages: dict[str, dict], sizes: dict[str, int],
     if name == "orca_math":
         return {"languages": {}, "size": sizes["math_sft"]}
     kind, lang = name.split("_", 1)
-    size = sizes[f"{kind}_per_language"] if kind in SOURCES else sizes[kind]
+    size = sizes[f"{kind}_per_language"] if kind in SOURCES else toy_sizes(sizes)[kind]
     out = {"languages": {lang: languages[lang]} if lang != "en" else {}, "size": size}
     return out | ({"mix": aya_mix(mixes.get("aya"))} if kind == "aya" else {})
 
@@ -288,26 +289,17 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
                            (world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
                             for _ in range(size))))
         return
-    kind, _, code = name.partition("_")
-    if kind not in SOURCES + BENCHMARKS or not code or (code != "en" and len(langs) != 1):
+    kind, _, code = name.partition("_")  # benchmark and source names have no "_"
+    if kind not in SOURCES + tuple(WRITERS) or not code or (code != "en" and len(langs) != 1):
         raise UserError(f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
-                        f"<{'|'.join(BENCHMARKS)}>_<language> with that language's spec")
+                        f"<{'|'.join(WRITERS)}>_<language> with that language's spec")
     lang = en if code == "en" else langs[0]
     if kind == "aya":
         _write_jsonl(out, _aya(world, _stream(seed, name), lang, size, aya_mix(mix)))
     elif kind == "nllb":
         _write_jsonl(out, _nllb(world, _stream(seed, name), lang, size))
-    elif kind == "mgsm":  # parallel across languages like MGSM: the same problems (the benchmark's stream), translated
-        rng = _stream(seed, kind)
-        rows = []
-        for p in [world.math_problem(rng, steps=2) for _ in range(size)]:
-            q, a = world.render_math(p, lang)
-            eq = "; ".join(f"{x}{op}{y}={z}" for x, op, y, z in p["equations"])
-            rows.append({"question": q, "answer": a, "answer_number": p["answer"], "equation_solution": eq})
-        _write_jsonl(out, rows)
-    else:  # Belebele, MMLU, MBPP, FLORES: the same items in every language (the benchmark's stream)
-        writer = {"belebele": _belebele, "mmlu": _mmlu, "mbpp": _mbpp, "flores": _flores}[kind]
-        _write_jsonl(out, writer(world, _stream(seed, kind), lang, size))
+    else:  # an evaluation set: the same items in every language (the benchmark's stream), translated
+        _write_jsonl(out, WRITERS[kind](world, _stream(seed, kind), lang, size))
 
 
 #: The Aya sets' shares (`toy_world.aya_mix`): `math` of the items are one-step word problems in the language with
@@ -416,6 +408,16 @@ def _nllb(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[
                "laser_score": 1.0, "source_sentence_lid": 1.0, "target_sentence_lid": 1.0}
 
 
+def _mgsm(world: World, rng: random.Random, lang: Language, n: int) -> list[dict]:
+    """Two-step word problems, parallel across languages like MGSM (all problems drawn first, then rendered)."""
+    rows = []
+    for p in [world.math_problem(rng, steps=2) for _ in range(n)]:
+        q, a = world.render_math(p, lang)
+        eq = "; ".join(f"{x}{op}{y}={z}" for x, op, y, z in p["equations"])
+        rows.append({"question": q, "answer": a, "answer_number": p["answer"], "equation_solution": eq})
+    return rows
+
+
 def _belebele(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
     for i in range(n):
         c = world.comprehension(rng, lang, n_facts=3)
@@ -451,6 +453,11 @@ def _flores(world: World, rng: random.Random, lang: Language, n: int) -> Iterato
         facts = [world.fact(rng)[:4] for _ in range(2)]
         yield {"id": i, "sentence_eng": " ".join(en.clause(*f) for f in facts),
                "sentence": " ".join(lang.clause(*f) for f in facts)}
+
+
+#: The toy evaluation set of each benchmark of layerswap/benchmarks.py: writer(world, rng, language, n) -> rows in the
+#: real dataset's schema (docs/ARCHITECTURE.md, results/data/eval/).
+WRITERS = {"mgsm": _mgsm, "belebele": _belebele, "flores": _flores, "mbpp": _mbpp, "mmlu": _mmlu}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

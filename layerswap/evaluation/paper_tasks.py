@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.evaluation.tasks import MBPP_VARIANT, PAPER_BENCHMARKS, BenchmarkPlan, PaperBenchmark, TaskPlan
+from layerswap.evaluation.tasks import PAPER_BENCHMARKS, BenchmarkPlan, PaperBenchmark, TaskPlan
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -67,7 +67,7 @@ def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None
     root = lm_eval_task_root()
     plans = []
     for name, cfg in spec.items():
-        bench = PAPER_BENCHMARKS[name]
+        bench = _benchmark(name)
         langs = cfg["languages"] if cfg["languages"] is not None else (default_languages or ["en"])
         if len(set(langs)) != len(langs):
             raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
@@ -99,7 +99,7 @@ def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None
                 t.unavailable for t in tasks) + ")"
         plan = BenchmarkPlan(name, shots, limit, tasks, skipped, task_set="paper",
                              max_new_tokens=cfg.get("max_new_tokens"),
-                             variant=MBPP_VARIANT if name == "mbpp" else None)
+                             variant=bench.variant)
         plan.config_hash = _paper_config_hash(plan, root)
         plans.append(plan)
     return plans
@@ -117,17 +117,17 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
     """sha256 of the YAMLs (and helper modules) defining the plan's tasks, and the per-task settings."""
     h = hashlib.sha256()
     files: set[Path] = set()
+    bench = PAPER_BENCHMARKS[plan.name]
     for t in plan.run_tasks:
         _, folder, _ = paper_task(plan.name, t.key, root)
         base = root / folder if folder else PAPER_TASK_DIR
-        if plan.name == "mmlu":
+        if bench.group:  # an lm-eval group: every YAML and helper of its folder
             files |= set(base.glob("*yaml")) | set(base.glob("*.py"))
         elif folder:
             files |= {p for p in base.iterdir() if p.is_file() and (p.suffix in {".yaml", ".py"} or "yaml" in p.name)
                       and (p.stem == t.name or "template" in p.name or p.name in {"cot_yaml", "utils.py"})}
         else:
-            files |= {base / ("mbpp.yaml" if plan.name == "mbpp" else f"flores_{t.key}.yaml"),
-                      base / "_flores_template_yaml", base / "utils.py"}
+            files |= {base / (bench.marker or bench.yaml).format(key=t.key), base / bench.yaml, base / "utils.py"}
     for f in sorted(files):
         h.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
     for t in plan.tasks:

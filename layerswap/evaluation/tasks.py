@@ -1,6 +1,6 @@
-"""Evaluation task plans: the benchmarks as one table (toy and paper settings side by side), the plan types, the
-`--benchmarks-json` spec, the toy task set (task YAMLs over the toy world's files), and the settings of loaded lm-eval
-tasks. The paper task set's plan lives in `paper_tasks`."""
+"""Evaluation task plans: the benchmarks (layerswap/benchmarks.py) with the facts their task YAMLs hold (toy and paper
+settings side by side), the plan types, the `--benchmarks-json` spec, the toy task set (task YAMLs over the toy
+world's files), and the settings of loaded lm-eval tasks. The paper task set's plan lives in `paper_tasks`."""
 
 from __future__ import annotations
 
@@ -9,15 +9,43 @@ import hashlib
 import json
 from pathlib import Path
 
+from layerswap import benchmarks as registry
+from layerswap.benchmarks import MBPP_VARIANT, HubSplits, PaperBenchmark  # noqa: F401 (API: paper_tasks, tests)
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
-RESOURCES = ("tasks/toy",)  # read at run time (layerswap.fingerprint hashes them with this module)
+RESOURCES = ("tasks/toy", "tasks/paper")  # read at run time (layerswap.fingerprint hashes them with this module)
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
+PAPER_TASK_DIR = TASK_DIR.parent / "paper"
 TASK_SETS = ("toy", "paper")
 FEWSHOT_POOL = 8
-LAST_INTEGER = "(-?[0-9]+)"  # the regex of mgsm.yaml's last-integer filter (group_select: -1)
 BENCHMARK_KEYS = {"shots", "languages", "limit", "execute_code", "max_new_tokens"}
+
+
+def read_task_yaml(path: Path) -> dict:
+    """A task YAML as lm-eval writes them (`!function` tags kept as their text), with its `include` merged under it."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    data = yaml.load(path.read_text(encoding="utf-8"), Loader=Loader) or {}
+    if "include" in data:
+        data = {**read_task_yaml(path.parent / data.pop("include")), **data}
+    return data
+
+
+def _filter_doc(yaml_filter: dict) -> str:
+    """'<name>: regex <pattern> group_select <n>, take_first' for a YAML filter of regex/take_first steps."""
+    steps = []
+    for step in yaml_filter["filter"]:
+        if step["function"] == "regex":
+            steps.append(f"regex {step['regex_pattern']}" + (f" group_select {step['group_select']}"
+                                                              if "group_select" in step else ""))
+        else:
+            steps.append(step["function"])
+    return f"{yaml_filter['name']}: " + ", ".join(steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,94 +58,34 @@ class Benchmark:
     unsafe: bool = False  # runs model-written code
 
 
-BENCHMARKS: dict[str, Benchmark] = {
-    "mgsm": Benchmark("mgsm", "exact_match", "last-integer",
-                      f"last-integer: regex {LAST_INTEGER} group_select -1, take_first"),
-    "belebele": Benchmark("belebele", "acc", "none", "none (argmax loglikelihood over the 4 answer texts)"),
-    "flores": Benchmark("flores", "bleu", "none", "none (generation up to newline; sacrebleu corpus BLEU)",
-                        directions=True),
-    "mmlu": Benchmark("mmlu", "acc", "none", "none (argmax loglikelihood over the 4 choice texts)"),
-    "mbpp": Benchmark("mbpp", "pass_at_1", "execute",
-                      "execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
-                      unsafe=True),
-}
+def _toy_benchmark(bench: registry.Benchmark) -> Benchmark:
+    """A benchmark's toy task: metric and filter as its template YAML says (the first of each)."""
+    task = read_task_yaml(TASK_DIR / bench.toy_templates[0][1])
+    filters = task.get("filter_list") or []
+    doc = bench.toy_scoring or (_filter_doc(filters[0]) if filters else "none")
+    return Benchmark(bench.name, task["metric_list"][0]["metric"], filters[0]["name"] if filters else "none", doc,
+                     directions=bench.directions, unsafe=bench.unsafe)
 
 
-
-@dataclasses.dataclass(frozen=True)
-class HubSplits:
-    """Hub dataset splits a paper task reads (for `layerswap prestage`); `subset` "{code}" is the language's code."""
-    hub_id: str
-    subset: str
-    splits: tuple[str, ...]
-    columns: tuple[str, ...]
-
-
-@dataclasses.dataclass(frozen=True)
-class PaperBenchmark:
-    """A paper benchmark as lm-eval tasks, scored by `metric,filter`: per task key (a language, or a FLORES direction
-    "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to lm_eval/tasks;
-    None: layerswap/tasks/paper), present when the file `marker` exists there (None: always), else unavailable
-    with the reason `missing`. Templates: {key}, {code} (the language's `code` in layerswap.languages), {task}."""
-    metric: str
-    filter: str  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
-    filter_doc: str
-    paper_shots: int  # the paper's setting (Table 5); config shots are used, a difference is logged
-    task: str
-    folder: str | None
-    marker: str | None
-    missing: str
-    code: str  # "mgsm" (ISO 639-1 split names) or "flores" (FLORES-200 codes)
-    hub: HubSplits
-    directions: bool = False
-    unsafe: bool = False
-    group: bool = False  # the task name is an lm-eval group (metric aggregated over its subtasks)
-    own_fewshot: bool = True  # the task has a few-shot split (ours for FLORES/MBPP have none: 0-shot only)
+def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
+    """A benchmark's paper task; for ours (layerswap/tasks/paper/), the metric, filter, dataset, subset and split as
+    its YAML says."""
+    paper = bench.paper
+    assert paper is not None
+    if paper.yaml is None:
+        return paper
+    task = read_task_yaml(PAPER_TASK_DIR / paper.yaml)
+    filters = task.get("filter_list") or []
+    hub = HubSplits(task["dataset_path"], paper.hub.subset or task.get("dataset_name"), (task["test_split"],),
+                    paper.hub.columns)
+    return dataclasses.replace(paper, metric=task["metric_list"][0]["metric"],
+                               filter=filters[0]["name"] if filters else "none", hub=hub)
 
 
-PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {
-    # 8-shot chain of thought with MGSM's own exemplars in the target language (lm-eval mgsm_native_cot_*: the
-    # train split's 8 worked answers, the MGSM paper's main setting); greedy; the final number is the answer.
-    "mgsm": PaperBenchmark(
-        "exact_match", "flexible-extract",
-        "8-shot native chain of thought (MGSM train exemplars in the target language); greedy (em@maj1); "
-        "flexible-extract: the last number of the generation, regex (-?[$0-9.,]{2,})|(-?[0-9]+) group_select -1, "
-        "take_first; exact_match ignore_case+ignore_punctuation", 8,
-        task="mgsm_native_cot_{code}", folder="mgsm/native_cot", marker="{task}.yaml",
-        missing="MGSM has no {key} split ({task} not in lm-eval)", code="mgsm",
-        hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number"))),
-    "belebele": PaperBenchmark(
-        "acc", "none", "none (argmax loglikelihood over the letters A-D; lm-eval's first_n few-shot sampler over the "
-        "test split)", 5,
-        task="belebele_{code}", folder="belebele", marker="{task}.yaml",
-        missing="Belebele has no {code} ({task} not in lm-eval)", code="flores",
-        hub=HubSplits("facebook/belebele", "{code}", ("test",),
-                      ("flores_passage", "question", "mc_answer1", "mc_answer4", "correct_answer_num"))),
-    "flores": PaperBenchmark(
-        "bleu", "none", "none (greedy generation up to newline; sacreBLEU corpus BLEU, tokenize ja-mecab for Japanese "
-        "targets, 13a for the others)", 0,
-        task="layerswap_flores_{key}", folder=None, marker="flores_{key}.yaml",
-        missing="no FLORES task YAML for {key} in layerswap/tasks/paper", code="flores",
-        hub=HubSplits("openlanguagedata/flores_plus", "{code}", ("devtest",), ("id", "text")),
-        directions=True, own_fewshot=False),
-    "mmlu": PaperBenchmark(
-        "acc", "none", "none (argmax loglikelihood over A-D; group acc weighted by subtask size)", 5,
-        task="global_mmlu_full_{code}", folder="global_mmlu/full/{code}", marker="_{task}.yaml",
-        missing="Global-MMLU has no {code} ({task} not in lm-eval)", code="mgsm",  # ISO 639-1 codes, as MGSM
-        hub=HubSplits("CohereForAI/Global-MMLU", "{code}", ("test", "dev"),
-                      ("question", "option_a", "option_d", "answer", "subject")),
-        group=True),
-    "mbpp": PaperBenchmark(
-        "pass_at_1", "execute", "execute: greedy generation run against test_list in the sandbox -> "
-        "passed|failed|timeout", 0,
-        task="layerswap_mbpp", folder=None, marker=None, missing="", code="mgsm",
-        hub=HubSplits("google-research-datasets/mbpp", "full", ("test",),
-                      ("task_id", "text", "test_list", "test_setup_code")),
-        unsafe=True, own_fewshot=False),
-}
-MBPP_VARIANT = ("English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
-                "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language")
-
+BENCHMARKS: dict[str, Benchmark] = {name: _toy_benchmark(b) for name, b in registry.BENCHMARKS.items()}
+PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {name: _paper_benchmark(b) for name, b in registry.BENCHMARKS.items()
+                                               if b.paper is not None}
+LAST_INTEGER = read_task_yaml(TASK_DIR / "mgsm.yaml")["filter_list"][0]["filter"][0]["regex_pattern"]  # (-?[0-9]+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,11 +199,9 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, dict]) -> list[BenchmarkPlan
                 if n_lines <= pool:
                     raise UserError(f"{path}: {n_lines} items, but {shots}-shot {name} keeps the first {pool} as the "
                                     "few-shot pool: nothing left to score")
-            if bench.directions:
-                for key, template in ((f"en-{lang}", "flores_from_en.yaml"), (f"{lang}-en", "flores_to_en.yaml")):
-                    tasks.append(TaskPlan(name, key, f"toy_{name}_{key}", template, path, shots, pool, limit))
-            else:
-                tasks.append(TaskPlan(name, lang, f"toy_{name}_{lang}", f"{name}.yaml", path, shots, pool, limit))
+            for key, template in registry.BENCHMARKS[name].toy_templates:  # FLORES: one task per direction
+                key = key.format(lang=lang)
+                tasks.append(TaskPlan(name, key, f"toy_{name}_{key}", template, path, shots, pool, limit))
         if not tasks:
             raise UserError(f"--benchmarks-json: {name}: no language besides en to translate from/to")
         skipped = None

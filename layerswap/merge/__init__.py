@@ -1,8 +1,9 @@
 """Merge engine: layer swap, soups, TIES and soup-then-swap as recipes, built in memory or written to disk.
 
-`params` declares each method's parameters, `recipes` validates recipes, `methods` holds the per-tensor arithmetic,
-`engine` builds merged state dicts and writes merged models. The API below is resolved on first use (PEP 562), so
-reading a config or a recipe (`params`, `recipes`) imports no torch.
+`registry` lists the merge methods (`methods/<name>.py`, one module each: parameters, checks, per-tensor
+computation), `params` declares what a method declares and generates the config schema's merge block, `recipes`
+validates recipes, `engine` builds merged state dicts and writes merged models. The API below is resolved on first
+use (PEP 562), so reading a config or a recipe (`params`, `recipes`) imports no torch.
 """
 
 import importlib

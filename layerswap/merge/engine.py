@@ -1,4 +1,5 @@
-"""Merge engine: a recipe becomes a tree of tensor sources, filled chunk by chunk into memory or onto disk."""
+"""Merge engine: a recipe becomes a tree of tensor sources, filled chunk by chunk into memory or onto disk (each merge
+node runs its method's computation, layerswap/merge/methods/)."""
 
 from __future__ import annotations
 
@@ -16,13 +17,14 @@ import torch
 
 from layerswap.contracts import replace_dir
 from layerswap.errors import UserError
-from layerswap.merge import methods
 from layerswap.checkpoints import (BASE_FINGERPRINT_FILE, INDEX_FILE, TIED_HEAD, Checkpoint, chunk_ranges, ties_head,
                                    write_shard)
+from layerswap.merge.methods.layer_swap import layer_of
+from layerswap.merge.params import Method
 from layerswap.merge.recipes import canonical_json, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
+from layerswap.merge.registry import METHODS
 
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
-SMALL = 1 << 16  # tensors up to this size get an exact kthvalue directly
 CONFIG_KEYS = ("architectures", "model_type", "num_hidden_layers", "vocab_size")
 COPIED_FILES = (
     "config.json", "generation_config.json", "special_tokens_map.json", "added_tokens.json", "merges.txt",
@@ -152,6 +154,13 @@ def check_compatible(where: str, nodes: list[Node]) -> None:
                 )
 
 
+def magnitude_rows(delta: torch.Tensor, shape: tuple[int, ...]) -> tuple[float, int]:
+    """(sum of row means of |delta|, number of rows) for a row-aligned chunk of a 2-D tensor."""
+    cols = shape[-1]
+    rows = delta.numel() // cols
+    return float(delta.abs_().view(rows, cols).mean(dim=1).sum(dtype=torch.float64)), rows
+
+
 def magnitude(node: Node, base: Node, cache: ExpertCache, key: str) -> float:
     """1 / mean over all rows of all 1-D and 2-D tensors of the row mean |W_ft - W_pre| (rounded to 12 digits)."""
     if key in cache.magnitudes:
@@ -167,7 +176,7 @@ def magnitude(node: Node, base: Node, cache: ExpertCache, key: str) -> float:
             delta = read_f32(node, name, start, stop, scratch, "x")
             delta.sub_(read_f32(base, name, start, stop, scratch, "base"))
             if len(shape) == 2:
-                s, r = methods.magnitude_rows(delta, shape)
+                s, r = magnitude_rows(delta, shape)
                 total, rows = total + s, rows + r
             else:
                 row_sum += float(delta.abs_().sum(dtype=torch.float64))
@@ -181,11 +190,14 @@ def magnitude(node: Node, base: Node, cache: ExpertCache, key: str) -> float:
 
 
 class Merge(Node):
-    """Common parts of merge nodes: inputs, optional base, compatibility checks, output dtypes of the first input."""
+    """One merge of a recipe: its method's computation (`method.compute(self)`, layerswap/merge/methods/) over the
+    input nodes and the optional base, after the compatibility checks; output dtypes of the first input. The methods
+    read through the helpers below (chunks in reusable float32 buffers), so they import nothing of the engine."""
 
-    def __init__(self, where: str, recipe: dict, inputs: list[Node], refs: list[Any], base: Node | None,
-                 cache: ExpertCache) -> None:
-        self.label, self.recipe, self.inputs, self.refs, self.base, self.cache = where, recipe, inputs, refs, base, cache
+    def __init__(self, method: Method, where: str, recipe: dict, inputs: list[Node], refs: list[Any],
+                 base: Node | None, cache: ExpertCache) -> None:
+        self.method, self.label, self.recipe, self.params = method, where, recipe, recipe["params"]
+        self.inputs, self.refs, self.base, self.cache = inputs, refs, base, cache
         check_compatible(where, inputs + ([base] if base is not None else []))
         first = inputs[0]
         self.names, self.shapes, self.dtypes, self.config = first.names, first.shapes, first.dtypes, first.config
@@ -196,9 +208,38 @@ class Merge(Node):
             raise UserError(f"{first.label}: config.json has no valid num_hidden_layers ({n_layers!r})")
         self.n_layers = n_layers
         for name in self.names:
-            layer = methods.layer_of(name)
+            layer = layer_of(name)
             if layer is not None and layer >= n_layers:
                 raise UserError(f"{first.label}: tensor {name} has layer index {layer} >= num_hidden_layers {n_layers}")
+        self.compute = method.compute(self)
+
+    def prepare(self) -> None:
+        for node in self.inputs:
+            node.prepare()
+        self.compute.prepare()
+
+    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        self.compute.fill(name, start, stop, dest)
+
+    # what a method's computation reads through
+    def read(self, src: Node, name: str, start: int, stop: int, slot: str) -> torch.Tensor:
+        """Elements [start, stop) of tensor `name` of `src` as float32, in this merge's buffer `slot`."""
+        return read_f32(src, name, start, stop, self.scratch, slot)
+
+    def read_raw(self, src: Node, name: str, start: int, stop: int, slot: str) -> torch.Tensor:
+        """The same in the tensor's own dtype."""
+        return read_raw(src, name, start, stop, self.scratch, slot)
+
+    def copy(self, src: Node, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        """Elements [start, stop) of `src`'s tensor `name` into `dest`, converted to its dtype."""
+        fill_as(src, name, start, stop, dest, self.scratch)
+
+    def chunks(self, name: str) -> list[tuple[int, int]]:
+        """The element ranges a tensor is filled in."""
+        return chunk_ranges(self.shapes[name], CHUNK)
+
+    def buffer(self, slot: str, dtype: torch.dtype, n: int) -> torch.Tensor:
+        return self.scratch.get(slot, dtype, n)
 
     def magnitude_weights(self) -> list[float]:
         assert self.base is not None
@@ -209,141 +250,17 @@ class Merge(Node):
         ]
 
 
-class LayerSwap(Merge):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        p = self.recipe["params"]
-        self.plan = methods.layer_plan(p, self.n_layers, f"{self.label}.params")
-        self.non_layer = {"average": methods.MIX, "lang": methods.LANG, "task": methods.TASK}[p["non_layer"]]
-        self.weights = [p["w_task"], p["w_lang"]]
-
-    def prepare(self) -> None:
-        for node in self.inputs:
-            node.prepare()
-        if self.recipe["params"]["weighting"] == "magnitude":
-            self.weights = self.magnitude_weights()
-
-    def source(self, name: str) -> str:
-        layer = methods.layer_of(name)
-        return self.non_layer if layer is None else self.plan[layer]
-
-    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
-        task, lang = self.inputs
-        src = self.source(name)
-        if src != methods.MIX or not dest.is_floating_point():
-            fill_as(lang if src == methods.LANG else task, name, start, stop, dest, self.scratch)
-            return
-        acc = read_f32(task, name, start, stop, self.scratch, "task")
-        other = read_f32(lang, name, start, stop, self.scratch, "lang")
-        dest.copy_(methods.weighted_mean_(acc, [other], self.weights))
-
-
-class Soup(Merge):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.weights = [1.0] * len(self.inputs)
-
-    def prepare(self) -> None:
-        for node in self.inputs:
-            node.prepare()
-        if self.recipe["params"]["weighting"] == "magnitude":
-            self.weights = self.magnitude_weights()
-
-    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
-        if not dest.is_floating_point():
-            fill_as(self.inputs[0], name, start, stop, dest, self.scratch)
-            return
-        acc = read_f32(self.inputs[0], name, start, stop, self.scratch, "m0")
-        others = [read_f32(n, name, start, stop, self.scratch, f"m{i}") for i, n in enumerate(self.inputs) if i]
-        dest.copy_(methods.weighted_mean_(acc, others, self.weights))
-
-
-class Ties(Merge):
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.density, self.lam = self.recipe["params"]["density"], self.recipe["params"]["lam"]
-        self.chunk = methods.TiesChunk()
-        self._thresholds: tuple[str, list[float | None]] = ("", [])
-
-    def prepare(self) -> None:
-        for node in self.inputs:
-            node.prepare()
-
-    def threshold(self, node: Node, name: str) -> float | None:
-        """The k-th largest |delta| over the tensor, k = max(1, int(density * numel)) as mergekit; None keeps all.
-
-        Entries tied with the k-th largest are all kept (mergekit breaks such ties by argsort order)."""
-        assert self.base is not None
-        shape = self.shapes[name]
-        n = math.prod(shape)
-        k = max(1, int(self.density * n))
-        if k >= n:
-            return None
-        ranges = chunk_ranges(shape, CHUNK)
-        sc = self.scratch
-        if n > SMALL:
-            stride = max(1, n // methods.SAMPLE)
-            parts = []
-            for start, stop in ranges:
-                first = -start % stride
-                a = read_raw(node, name, start, stop, sc, "m")[first::stride].float()
-                a.sub_(read_raw(self.base, name, start, stop, sc, "base")[first::stride].float()).abs_()
-                parts.append(a)
-            sample = torch.cat(parts)
-            for widen in (1.0, 8.0, 64.0):
-                lo, hi = methods.kth_largest_bracket(sample, n, k, widen)
-                above, cands = 0, []
-                for start, stop in ranges:
-                    d = read_f32(node, name, start, stop, sc, "m")
-                    d.sub_(read_f32(self.base, name, start, stop, sc, "base")).abs_()
-                    mask = sc.get("mask", torch.bool, stop - start)
-                    above += int(torch.count_nonzero(torch.gt(d, hi, out=mask)))
-                    torch.ge(d, lo, out=mask)
-                    cands.append(d[mask.logical_and_(torch.le(d, hi, out=sc.get("mask2", torch.bool, stop - start)))])
-                cand = torch.cat(cands)
-                need = k - above
-                if 1 <= need <= cand.numel():
-                    return float(torch.kthvalue(cand, cand.numel() - need + 1).values)
-        full = torch.empty(n, dtype=F32)
-        for start, stop in ranges:
-            d = full[start:stop]
-            fill_as(node, name, start, stop, d, sc)
-            d.sub_(read_f32(self.base, name, start, stop, sc, "base")).abs_()
-        return float(torch.kthvalue(full, n - k + 1).values)
-
-    def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
-        assert self.base is not None
-        if not dest.is_floating_point():
-            fill_as(self.inputs[0], name, start, stop, dest, self.scratch)
-            return
-        if self._thresholds[0] != name:
-            self._thresholds = (name, [self.threshold(node, name) for node in self.inputs])
-        base = read_f32(self.base, name, start, stop, self.scratch, "base")
-        deltas = []
-        for i, (node, thr) in enumerate(zip(self.inputs, self._thresholds[1])):
-            d = read_f32(node, name, start, stop, self.scratch, f"d{i}")
-            d.sub_(base)
-            if thr is not None:
-                self.chunk.trim_(d, thr)
-            deltas.append(d)
-        dest.copy_(self.chunk.merge_(base, deltas, self.lam))
-
-
-METHODS: dict[str, type[Merge]] = {"layer_swap": LayerSwap, "soup": Soup, "ties": Ties}
-
-
 def _node(ref: str | dict, cache: ExpertCache, where: str) -> Node:
     return Leaf(cache.checkpoint(ref)) if isinstance(ref, str) else build_node(ref, cache, where)
 
 
 def build_node(recipe: dict, cache: ExpertCache, where: str = "recipe") -> Merge:
     """The node tree of a validated recipe (defaults filled in)."""
-    inputs = recipe["inputs"]
-    refs: list[Any] = [inputs["task"], inputs["lang"]] if recipe["method"] == "layer_swap" else list(inputs["models"])
-    keys = ["task", "lang"] if recipe["method"] == "layer_swap" else [f"models[{i}]" for i in range(len(refs))]
-    nodes = [_node(ref, cache, f"{where}.inputs.{key}") for ref, key in zip(refs, keys)]
+    method = METHODS[recipe["method"]]
+    keyed = method.input_refs(recipe["inputs"])
+    nodes = [_node(ref, cache, f"{where}.inputs.{key}") for key, ref in keyed]
     base = None if recipe["base"] is None else _node(recipe["base"], cache, f"{where}.base")
-    return METHODS[recipe["method"]](where, recipe, nodes, refs, base, cache)
+    return Merge(method, where, recipe, nodes, [ref for _, ref in keyed], base, cache)
 
 
 def check_bases(root: Merge, allow_different: bool) -> str | None:
@@ -401,11 +318,15 @@ def build_state_dict(recipe: dict, cache: ExpertCache | None = None) -> dict[str
 
 
 def model_dir_of(recipe: dict) -> str:
-    """Checkpoint dir whose config and tokenizer the merge uses: the task expert of a swap, else the first model."""
+    """Checkpoint dir whose config and tokenizer the merge uses: the first input (the task expert of a swap, else the
+    first model), down nested recipes."""
     ref: Any = recipe
     while isinstance(ref, dict):
         inputs = ref.get("inputs") or {}
-        ref = inputs.get("task") if ref.get("method") == "layer_swap" else (inputs.get("models") or [None])[0]
+        method = METHODS.get(ref.get("method"))
+        first = method.inputs[0] if method is not None else "models"
+        ref = inputs.get(first)
+        ref = (ref or [None])[0] if first == "models" else ref
     if not isinstance(ref, str):
         raise UserError("recipe: no checkpoint directory found in inputs")
     return ref

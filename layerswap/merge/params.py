@@ -1,15 +1,19 @@
-"""The parameters of each merge method, declared once.
+"""The declaration of a merge method, and what is generated from the declarations of the registered ones.
 
-`recipes` validates a recipe's params and fills their defaults from here; `config` builds the config schema's
-`merge_config` from here (config/schema.yaml holds no copy); `ablations` builds the merge configs of its variants
-with these defaults. Kept apart from `engine` (which implements the methods) so that reading a config or a recipe
-imports no torch.
+Each method module (`layerswap/merge/methods/<name>.py`) declares a `Method`: its name, table label, parameters
+(`Param`), inputs, whether it needs the base, its checks and its per-tensor computation; `layerswap.merge.registry`
+lists them. From those declarations `recipes` validates a recipe's params and fills their defaults, `config`
+checks a workflow config's merge configs, the config schema's `merge_config` and `merge_best_of` are generated
+(config/schema.yaml holds a generated copy) and `ablations` builds the merge configs of its variants. Nothing here
+imports torch: a method's computation imports it when it runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
+
+from layerswap.errors import UserError
 
 REQUIRED = object()  # a param without a default: a recipe or config must give it
 
@@ -23,31 +27,108 @@ class Param:
     config: bool = True  # a workflow config may set it (False: recipes only)
 
 
-METHOD_PARAMS: dict[str, dict[str, Param]] = {
-    "layer_swap": {
-        "bottom": Param(None, "int", "layers from the language expert at the bottom (b of Algorithm 1)"),
-        "top": Param(None, "int", "layers from the language expert at the top (u)"),
-        "transition_bottom": Param(0, "int", "averaged layers above the bottom block (t_b)"),
-        "transition_top": Param(0, "int", "averaged layers below the top block (t_u)"),
-        "w_task": Param(1.0, "number", "weight of the task expert in averaged tensors", {"exclusiveMinimum": 0}),
-        "w_lang": Param(1.0, "number", "weight of the language expert in averaged tensors", {"exclusiveMinimum": 0}),
-        "weighting": Param("fixed", ("fixed", "magnitude"), "fixed weights or magnitude-adjusted ones", config=False),
-        "non_layer": Param("average", ("average", "lang", "task"),
-                           "embeddings, final norm and LM head: averaged, or from one expert"),
-        "lang_layers": Param(None, "int_list", "explicit layer indices taken from the language expert (replaces "
-                             "bottom/top)", {"minItems": 1}),
-        "transition_layers": Param(None, "int_list", "explicit averaged layers (with lang_layers)", config=False),
-    },
-    "soup": {
-        "weighting": Param("uniform", ("uniform", "magnitude"), "uniform mean or magnitude-adjusted weights"),
-    },
-    "ties": {
-        "density": Param(REQUIRED, "number", "share of each task vector's entries kept (by |delta|)",
-                         {"exclusiveMinimum": 0, "maximum": 1}),
-        "lam": Param(1.0, "number", "scale of the merged task vector", {"exclusiveMinimum": 0}),
-    },
-}
-INPUT_KEYS = {"layer_swap": ("task", "lang"), "soup": ("models",), "ties": ("models",)}
+class ParamError(Exception):
+    """A method's check failing: the param at fault (None: the params together), what is wrong, what is allowed.
+    Each caller words the place (a config key, a recipe's params, a tensor source)."""
+
+    def __init__(self, key: str | None, message: str, allowed: str | None = None):
+        super().__init__(message)
+        self.key, self.message, self.allowed = key, message, allowed
+
+    def user_error(self, where: str) -> UserError:
+        place = f"{where}.{self.key}" if self.key else where
+        return UserError(f"{place}: {self.message}" + (f"; allowed: {self.allowed}" if self.allowed else ""))
+
+
+def _always(_params: dict) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Method:
+    """One merge method, as its module declares it.
+
+    `inputs`: ("models",) takes a list of models (the two experts of a pair, or more); named inputs (the layer swap's
+    ("task", "lang")) take one model each, the task expert first. `check(params, given, n_layers, depth)` raises
+    ParamError (params: filled in; given: as written; n_layers: the model's depth where known, worded as `depth`).
+    `compute(node)` returns the per-tensor computation of one merge (`prepare()`, `fill(name, start, stop, dest)`;
+    the node is the merge engine's, layerswap/merge/engine.py). `tables`: the tables (1, 2) that show its best
+    config as a column when `merges.best_of` lists it; `column`: that column's key, `<column>_best`."""
+
+    name: str
+    label: str  # in table columns "<label> (best config, n pairs)" and the best-config tables
+    note: str  # short name in table notes ("... among soup [...] / TIES [...]")
+    params: dict[str, Param]
+    inputs: tuple[str, ...]
+    compute: Callable[[Any], Any]
+    needs_base: Callable[[dict], bool] = _always
+    check: Callable[..., None] | None = None
+    tables: tuple[int, ...] = (1, 2)
+    column: str = ""
+
+    @property
+    def best_column(self) -> str:
+        return f"{self.column or self.name}_best"
+
+    def pair_inputs(self, task: Any, lang: Any) -> dict:
+        """The recipe inputs of an expert pair: the task (math) expert and the language expert."""
+        return {"models": [task, lang]} if self.inputs == ("models",) else dict(zip(self.inputs, (task, lang)))
+
+    def input_refs(self, inputs: dict) -> list[tuple[str, Any]]:
+        """(key, model reference) of a validated recipe's inputs, in order."""
+        if self.inputs == ("models",):
+            return [(f"models[{i}]", ref) for i, ref in enumerate(inputs["models"])]
+        return [(key, inputs[key]) for key in self.inputs]
+
+    def run_check(self, params: dict, given: dict | None = None, n_layers: int | None = None,
+                  depth: str | None = None) -> None:
+        if self.check is not None:
+            self.check(params, given if given is not None else params, n_layers,
+                       depth or (f"the {n_layers} layers of the model" if n_layers is not None else ""))
+
+
+def check_value(where: str, value: Any, kind: Any) -> Any:
+    if isinstance(kind, tuple):
+        if value not in kind:
+            raise UserError(f"{where}: {value!r} is not one of {', '.join(kind)}")
+        return value
+    if kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise UserError(f"{where}: expected a non-negative integer, got {value!r}")
+        return value
+    if kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+            raise UserError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value):
+        raise UserError(f"{where}: expected a list of non-negative layer indices, got {value!r}")
+    if len(set(value)) != len(value):
+        raise UserError(f"{where}: repeated layer index in {value!r}")
+    return sorted(value)
+
+
+def filled_params(method: Method, given: dict, where: str, n_layers: int | None = None,
+                  depth: str | None = None) -> dict[str, Any]:
+    """`given` params of `method` checked (known keys, each value of its kind, the method's own check) and with
+    every default filled in; a one-line UserError naming `where`.<key> otherwise."""
+    spec = method.params
+    for key in given:
+        if key not in spec:
+            raise UserError(f"{where}: unknown param {key!r} for {method.name} (allowed: {', '.join(spec)})")
+    filled: dict[str, Any] = {}
+    for key, param in spec.items():
+        value = given.get(key)
+        if value is None:
+            if param.default is REQUIRED:
+                raise UserError(f"{where}.{key}: missing (required for {method.name})")
+            filled[key] = param.default
+        else:
+            filled[key] = check_value(f"{where}.{key}", value, param.kind)
+    try:
+        method.run_check(filled, given, n_layers, depth)
+    except ParamError as err:
+        raise err.user_error(where) from None
+    return filled
 
 
 def _has_default(p: Param) -> bool:
@@ -57,21 +138,10 @@ def _has_default(p: Param) -> bool:
 
 def config_defaults(method: str) -> dict[str, Any]:
     """What validating a workflow config fills into a merge config of `method` (config_schema's defaults)."""
-    out = {k: p.default for k, p in METHOD_PARAMS[method].items() if p.config and _has_default(p)}
+    from layerswap.merge.registry import method as get
+
+    out = {k: p.default for k, p in get(method).params.items() if p.config and _has_default(p)}
     return {**out, "allow_different_base": False}
-
-
-# The blocks of a bottom/top layer swap, bottom up: b language layers, t_b averaged, (task layers), t_u averaged, u
-# language layers.
-SWAP_LAYER_KEYS = ("bottom", "transition_bottom", "transition_top", "top")
-
-
-def swap_layer_overflow(params: dict, n_layers: int) -> list[int] | None:
-    """The one check that a bottom/top layer swap fits its model: its counts [b, t_b, t_u, u] if together they
-    exceed `n_layers` (the config check, the ablation planner and the merge engine each word the error for their own
-    context), else None. An absent transition counts 0."""
-    counts = [params.get(k) or 0 for k in SWAP_LAYER_KEYS]
-    return counts if sum(counts) > n_layers else None
 
 
 def _value_schema(p: Param) -> dict:
@@ -82,7 +152,7 @@ def _value_schema(p: Param) -> dict:
     elif p.kind == "number":
         out = {"type": "number"}
     else:
-        out = {"type": ["array", "null"], "items": {"type": "integer"}, "uniqueItems": True}  # range: config.check
+        out = {"type": ["array", "null"], "items": {"type": "integer"}, "uniqueItems": True}  # range: the check
     out.update(p.schema)
     if p.description:
         out["description"] = p.description
@@ -94,8 +164,11 @@ def _value_schema(p: Param) -> dict:
 def config_schema() -> dict:
     """JSON schema of one merge config of a workflow config (`merges.configs.<name>`): method, its params, and
     `allow_different_base`."""
+    from layerswap.merge.registry import METHODS
+
     branches = []
-    for method, params in METHOD_PARAMS.items():
+    for name, method in METHODS.items():
+        params = method.params
         props: dict[str, Any] = {"method": {}}
         props.update({k: _value_schema(p) for k, p in params.items() if p.config})
         props["allow_different_base"] = {"type": "boolean", "default": False,
@@ -104,35 +177,28 @@ def config_schema() -> dict:
         required = [k for k, p in params.items() if p.config and p.default is REQUIRED]
         if required:
             then["required"] = required
-        branches.append({"if": {"required": ["method"], "properties": {"method": {"const": method}}}, "then": then})
-    return {"type": "object", "required": ["method"], "properties": {"method": {"enum": list(METHOD_PARAMS)}},
+        branches.append({"if": {"required": ["method"], "properties": {"method": {"const": name}}}, "then": then})
+    return {"type": "object", "required": ["method"], "properties": {"method": {"enum": list(METHODS)}},
             "allOf": branches}
 
 
-# config/schema.yaml keeps a copy of config_schema() between these markers, so that the schema file stands alone
-# (snakemake.utils.validate reads it); tests/test_config.py checks the copy, `python -m layerswap.merge.params`
-# rewrites it.
-BEGIN = "  # BEGIN merge_config: generated from layerswap/merge/params.py by `python -m layerswap.merge.params`"
+def best_of_schema() -> dict:
+    """JSON schema of `merges.best_of`: per registered method, the configs whose best result a table reports."""
+    from layerswap.merge.registry import METHODS
+
+    return {"type": "object", "additionalProperties": False,
+            "properties": {name: {"$ref": "#/$defs/name_list"} for name in METHODS}}
+
+
+# config/schema.yaml keeps a copy of config_schema() and best_of_schema() between these markers; tests/test_config.py
+# checks the copy, `python -m layerswap.schema_blocks` rewrites it.
+BEGIN = "  # BEGIN merge_config: generated from layerswap/merge/params.py by `python -m layerswap.schema_blocks`"
 END = "  # END merge_config"
 
 
 def schema_block() -> str:
     import yaml
 
-    body = yaml.safe_dump({"merge_config": config_schema()}, sort_keys=False, width=110, default_flow_style=None)
+    body = yaml.safe_dump({"merge_config": config_schema(), "merge_best_of": best_of_schema()}, sort_keys=False,
+                          width=110, default_flow_style=None)
     return "\n".join([BEGIN, *("  " + line for line in body.splitlines()), END])
-
-
-def rewrite_schema(path: str) -> None:
-    from pathlib import Path
-
-    text = Path(path).read_text()
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{path}: no '{BEGIN.strip()}' ... '{END.strip()}' block")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    Path(path).write_text(head + schema_block() + tail)
-
-
-if __name__ == "__main__":
-    rewrite_schema(str(__import__("pathlib").Path(__file__).parents[2] / "config" / "schema.yaml"))

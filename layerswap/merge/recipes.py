@@ -12,29 +12,10 @@ from typing import Any
 from layerswap.contracts import pair_id, read_selection, write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
-from layerswap.merge.params import INPUT_KEYS, METHOD_PARAMS, REQUIRED
+from layerswap.merge.params import filled_params
+from layerswap.merge.registry import method as registered
 
 TOP_KEYS = ("method", "base", "inputs", "params", "allow_different_base", "name")
-
-
-def _check_value(where: str, value: Any, kind: Any) -> Any:
-    if isinstance(kind, tuple):
-        if value not in kind:
-            raise UserError(f"{where}: {value!r} is not one of {', '.join(kind)}")
-        return value
-    if kind == "int":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise UserError(f"{where}: expected a non-negative integer, got {value!r}")
-        return value
-    if kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-            raise UserError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if not isinstance(value, list) or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in value):
-        raise UserError(f"{where}: expected a list of non-negative layer indices, got {value!r}")
-    if len(set(value)) != len(value):
-        raise UserError(f"{where}: repeated layer index in {value!r}")
-    return sorted(value)
 
 
 def _check_ref(where: str, ref: Any) -> str | dict:
@@ -52,10 +33,8 @@ def validate_recipe(recipe: Any, where: str = "recipe") -> dict:
     for key in recipe:
         if key not in TOP_KEYS:
             raise UserError(f"{where}: unknown key {key!r} (allowed: {', '.join(TOP_KEYS)})")
-    method = recipe.get("method")
-    if method not in METHOD_PARAMS:
-        raise UserError(f"{where}.method: {method!r} is not one of {', '.join(METHOD_PARAMS)}")
-    out: dict[str, Any] = {"method": method}
+    method = registered(recipe.get("method"), f"{where}.method")
+    out: dict[str, Any] = {"method": method.name}
     base = recipe.get("base")
     out["base"] = None if base is None else _check_ref(f"{where}.base", base)
     if "allow_different_base" in recipe:
@@ -64,69 +43,34 @@ def validate_recipe(recipe: Any, where: str = "recipe") -> dict:
         out["allow_different_base"] = recipe["allow_different_base"]
     if "name" in recipe:
         out["name"] = str(recipe["name"])
-    inputs = recipe.get("inputs")
-    if not isinstance(inputs, dict):
-        raise UserError(f"{where}.inputs: expected a mapping with keys {', '.join(INPUT_KEYS[method])}")
-    for key in inputs:
-        if key not in INPUT_KEYS[method]:
-            raise UserError(f"{where}.inputs: unknown key {key!r} for {method} (allowed: {', '.join(INPUT_KEYS[method])})")
-    if method == "layer_swap":
-        for key in ("task", "lang"):
-            if key not in inputs:
-                raise UserError(f"{where}.inputs.{key}: missing")
-        out["inputs"] = {k: _check_ref(f"{where}.inputs.{k}", inputs[k]) for k in ("task", "lang")}
-    else:
-        models = inputs.get("models")
-        if not isinstance(models, list) or not models:
-            raise UserError(f"{where}.inputs.models: expected a non-empty list")
-        out["inputs"] = {"models": [_check_ref(f"{where}.inputs.models[{i}]", m) for i, m in enumerate(models)]}
+    out["inputs"] = _check_inputs(where, method.name, method.inputs, recipe.get("inputs"))
     params = recipe.get("params") or {}
     if not isinstance(params, dict):
         raise UserError(f"{where}.params: expected a mapping")
-    spec = METHOD_PARAMS[method]
-    for key in params:
-        if key not in spec:
-            raise UserError(f"{where}.params: unknown param {key!r} for {method} (allowed: {', '.join(spec)})")
-    filled: dict[str, Any] = {}
-    for key, param in spec.items():
-        value = params.get(key)
-        if value is None:
-            if param.default is REQUIRED:
-                raise UserError(f"{where}.params.{key}: missing (required for {method})")
-            filled[key] = param.default
-        else:
-            filled[key] = _check_value(f"{where}.params.{key}", value, param.kind)
-    _check_method_params(where, method, filled, out, params)
+    filled = filled_params(method, params, f"{where}.params")
+    if method.needs_base(filled) and out["base"] is None:
+        raise UserError(f"{where}.base: required for {method.name} with these params (task vectors are taken "
+                        "against it)")
     out["params"] = filled
     return out
 
 
-def _check_method_params(where: str, method: str, p: dict, out: dict, given: dict) -> None:
-    if method == "layer_swap":
-        if p["lang_layers"] is None:
-            for key in ("bottom", "top"):
-                if p[key] is None:
-                    raise UserError(f"{where}.params.{key}: missing (required unless lang_layers is given)")
-            if p["transition_layers"] is not None:
-                raise UserError(f"{where}.params.transition_layers: only allowed together with lang_layers")
-        else:
-            for key in ("bottom", "top", "transition_bottom", "transition_top"):
-                if p[key]:
-                    raise UserError(f"{where}.params.{key}: must be absent when lang_layers is given")
-            overlap = sorted(set(p["lang_layers"]) & set(p["transition_layers"] or []))
-            if overlap:
-                raise UserError(f"{where}.params.transition_layers: layer {overlap[0]} is also in lang_layers")
-        if p["weighting"] == "magnitude":
-            for key in ("w_task", "w_lang"):
-                if given.get(key) is not None:
-                    raise UserError(f"{where}.params.{key}: cannot be set with weighting magnitude")
-        elif p["w_task"] < 0 or p["w_lang"] < 0 or p["w_task"] + p["w_lang"] <= 0:
-            raise UserError(f"{where}.params.w_task/w_lang: must be non-negative with a positive sum")
-    if method == "ties" and not 0.0 < p["density"] <= 1.0:
-        raise UserError(f"{where}.params.density: {p['density']} is not in (0, 1]")
-    needs_base = method == "ties" or p.get("weighting") == "magnitude"
-    if needs_base and out["base"] is None:
-        raise UserError(f"{where}.base: required for {method} with these params (task vectors are taken against it)")
+def _check_inputs(where: str, method: str, keys: tuple[str, ...], inputs: Any) -> dict:
+    """Named inputs (one model each) or ("models",): a non-empty list of models."""
+    if not isinstance(inputs, dict):
+        raise UserError(f"{where}.inputs: expected a mapping with keys {', '.join(keys)}")
+    for key in inputs:
+        if key not in keys:
+            raise UserError(f"{where}.inputs: unknown key {key!r} for {method} (allowed: {', '.join(keys)})")
+    if keys == ("models",):
+        models = inputs.get("models")
+        if not isinstance(models, list) or not models:
+            raise UserError(f"{where}.inputs.models: expected a non-empty list")
+        return {"models": [_check_ref(f"{where}.inputs.models[{i}]", m) for i, m in enumerate(models)]}
+    for key in keys:
+        if key not in inputs:
+            raise UserError(f"{where}.inputs.{key}: missing")
+    return {k: _check_ref(f"{where}.inputs.{k}", inputs[k]) for k in keys}
 
 
 def canonical_json(recipe: Any) -> str:
@@ -178,10 +122,7 @@ def _split_params(params_json: str) -> tuple[str, dict, dict]:
 
 
 def _recipe(method: str, base: str, task: Any, lang: Any, params: dict, top: dict) -> dict:
-    if method == "layer_swap":
-        inputs: dict[str, Any] = {"task": task, "lang": lang}
-    else:
-        inputs = {"models": [task, lang]}
+    inputs = registered(method, "--params-json: method").pair_inputs(task, lang)
     recipe = {"method": method, "base": base, "inputs": inputs, "params": params, **top}
     validate_recipe(recipe)
     return recipe

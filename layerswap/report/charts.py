@@ -11,8 +11,8 @@ Subcommands (every value through arguments, never the workflow config):
                 a note, not in the chart; so is a config with the same four numbers as an earlier one.
                 params: {"configs", "languages", "top_k", "default_swap", "world", "language_names" (optional)}
   table1-bars   Table 1 as bars with the individual values as points: per language, bars for the base model, the
-                language experts, the math experts, model soup (best config), layer swap (default config) and
-                layer swap (best config) at the mean over experts / pairs (= Table 1 "avg") with its 95% interval
+                language experts, the math experts, the best config of each merge method Table 1 shows (model
+                soup ...), layer swap (default config) and layer swap (best config) at the mean over experts / pairs (= Table 1 "avg") with its 95% interval
                 as an error bar (= Table 1's), and a point per expert or pair. Models and "best config" are resolved
                 exactly as in Table 1 (layerswap.report.tables).
                 params: the Table params of `layerswap tables`.
@@ -34,6 +34,8 @@ from pathlib import Path
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.merge.params import filled_params
+from layerswap.merge.registry import METHODS, SWAP
 
 SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
 GRID_COLUMNS = ["language", "language_name", "config", "bottom", "top", "transition_bottom", "transition_top",
@@ -68,14 +70,15 @@ def swap_grid_records(evals_dir: str | Path, params: dict) -> list[dict]:
     names = params.get("language_names") or {}
     pairs = pair_ids(k)
     evals = Evals(evals_dir)
+    swap = METHODS[SWAP]
     records = []
     for lang in params["languages"]:
         seen: dict[tuple, str] = {}
         for cfg, spec in configs.items():
             if not isinstance(spec, dict):
                 raise UserError(f"--params-json: configs.{cfg} must be an object")
-            method = spec.get("method", "layer_swap")
-            if method != "layer_swap":
+            method = spec.get("method", SWAP)
+            if method != SWAP:
                 raise UserError(f"--params-json: configs.{cfg} has method {method!r}; only layer_swap configs "
                                 "belong on the swap grid")
             scores = [pct(evals.score(f"merge/{cfg}/{lang}/{pair}", "mgsm", lang)) for pair in pairs]
@@ -90,12 +93,10 @@ def swap_grid_records(evals_dir: str | Path, params: dict) -> list[dict]:
                 rec["lang_layers"] = " ".join(str(x) for x in spec["lang_layers"])
                 rec["in_grid"] = False
                 rec["note"] = "lang_layers config: explicit language layers, no (bottom, top) cell"
-            else:
-                for key in SWAP_KEYS:
-                    value = spec.get(key, 0 if key.startswith("transition") else None)
-                    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                        raise UserError(f"--params-json: configs.{cfg}.{key} must be a non-negative integer")
-                    rec[key] = value
+            else:  # the layer swap's own checks (layerswap/merge/methods/layer_swap.py), transitions default 0
+                given = {k: v for k, v in spec.items() if k not in ("method", "allow_different_base")}
+                filled = filled_params(swap, given, f"--params-json: configs.{cfg}")
+                rec.update({key: filled[key] for key in SWAP_KEYS})
                 cell = tuple(rec[key] for key in SWAP_KEYS)
                 if cell in seen:
                     rec["in_grid"] = False
@@ -181,10 +182,9 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
     from layerswap.report.tables import Builder, Evals, Workspace, mean, pct
 
     builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
-    columns = builder.columns(builder.T1_COLUMNS)
+    columns = builder.columns(builder.table_columns(1))
     records = []
     for lang in params.languages:
-        best = {group: {c.model_id: c.config for c in builder.best(group, lang)} for group in ("soup", "swap")}
         for col, label in columns:
             models = builder.column_models(col, lang)
             points = []
@@ -199,9 +199,6 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                 value = pct(builder.ws.mgsm(model, lang))
                 points.append({"kind": "point", "member": member, "model_id": model, "config": config,
                                "mgsm": value})
-            group = {"soup_best": "soup", "swap_best": "swap"}.get(col)
-            if group:
-                assert all(p["model_id"] in best[group] for p in points)
             common = {"language": lang, "language_name": builder.name(lang), "setting": col,
                       "setting_label": label}
             lo, hi = builder.interval(models, [lang], "avg") or (None, None)

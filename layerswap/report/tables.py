@@ -3,7 +3,7 @@
 Inputs (all through arguments, never the workflow config):
   --selection-dir DIR   <DIR>/<expert_type>.json (math, each target language, joint_<lang>)
   --evals-dir DIR       <DIR>/<model_id>/<benchmark>.json (docs/ARCHITECTURE.md, "Evaluation file")
-  --params-json JSON    {"languages", "mgsm_languages", "top_k", "best_of": {"soup", "swap", "ties"},
+  --params-json JSON    {"languages", "mgsm_languages", "top_k", "best_of": {<merge method>: [config, ...]},
                          "default_swap", "table2_language", "world": "toy"|"hf" ("paper" is an alias of
                          "hf": real models, the paper's numbers shown beside ours), "language_names" (optional),
                          "benchmarks" (optional, Table 5; default mgsm belebele flores mbpp mmlu)}
@@ -14,9 +14,11 @@ Inputs (all through arguments, never the workflow config):
 Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
 expert rank, j = math expert rank); merge/soupswap/<lang>/{langsoup,multisoup}.
 
-"Best config" of a merge group (soup / swap / ties): per pair (i, j), the config of params.best_of[group] whose
-merged model scores highest on MGSM in the target language (ties go to the earlier config in the list); the
-English and all-languages rows of Table 2 use the same winning model. Avg/min/max are then over the pairs.
+"Best config" of a merge method (a key of params.best_of: layer_swap, soup, ties, ...; layerswap/merge/registry.py):
+per pair (i, j), the config of params.best_of[method] whose merged model scores highest on MGSM in the target
+language (ties go to the earlier config in the list); the English and all-languages rows of Table 2 use the same
+winning model. Avg/min/max are then over the pairs. Each method listed gets a best-config column in the tables its
+declaration names (`Method.tables`): the rivals in registry order, then the layer swap's.
 Tables 1, 2, 6 show MGSM in percent with one decimal, as the paper does; Table 5 keeps the paper's units
 (fractions with three decimals, FLORES BLEU with one).
 
@@ -33,16 +35,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.report import intervals, summary
 from layerswap.contracts import pair_ids, read_selection
 from layerswap.errors import UserError
 from layerswap.report.intervals import DEFAULT_DRAWS
 from layerswap.jsonl import json_object, read_rows
+from layerswap.merge.params import Method
+from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
 RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
-BENCHMARKS = ("mgsm", "belebele", "flores", "mbpp", "mmlu")
 #: What the paper config runs where the paper names no set or setting (README "Where this differs from the paper").
 PAPER_TASK_NOTES = [
     "MGSM: 8-shot native chain of thought (lm-eval mgsm_native_cot_*, MGSM's own exemplars in the target language), "
@@ -54,14 +58,6 @@ PAPER_TASK_NOTES = [
     "MBPP: English MBPP (google-research-datasets/mbpp), 0-shot pass@1, recorded under every language key: the "
     "paper's translated MBPP is not named and none is loadable.",
 ]
-BENCH_LABELS = {
-    "mgsm": "MGSM (exact match)",
-    "belebele": "Belebele (accuracy)",
-    "flores": "FLORES (BLEU)",
-    "mbpp": "MBPP (pass@1)",
-    "mmlu": "MMLU (accuracy)",
-}
-GROUP_LABELS = {"soup": "model soup", "swap": "layer swap", "ties": "TIES-merging"}
 MISSING = "n/a"
 SKIPPED = "skipped"
 INTERVAL_NOTE = ("[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): an avg resamples the items "
@@ -92,7 +88,7 @@ class Params:
     def from_json(cls, text: str, table2: bool = True) -> "Params":
         """Checked params; table2=False: 'table2_language' may be left out (Table 1 alone)."""
         raw = json_object(text, "--params-json")
-        required = ("languages", "mgsm_languages", "top_k", "best_of", "default_swap", "world")
+        required = ("languages", "mgsm_languages", "top_k", "default_swap", "world")
         for key in required + (("table2_language",) if table2 else ()):
             if raw.get(key) in (None, "", []):
                 raise UserError(f"--params-json: missing key '{key}'")
@@ -101,13 +97,14 @@ class Params:
                 raise UserError(f"--params-json: '{key}' must be a list of language codes")
         if not isinstance(raw["top_k"], int) or isinstance(raw["top_k"], bool) or raw["top_k"] < 1:
             raise UserError("--params-json: 'top_k' must be a positive integer")
-        best_of = raw["best_of"]
+        best_of = raw.get("best_of") or {}
         if not isinstance(best_of, dict):
-            raise UserError("--params-json: 'best_of' must map soup/swap/ties to lists of config names")
-        for group in ("soup", "swap", "ties"):
-            names = best_of.get(group)
+            raise UserError("--params-json: 'best_of' must map merge methods to lists of config names")
+        for method, names in best_of.items():
+            if method not in METHODS:
+                raise UserError(f"--params-json: 'best_of.{method}': unknown merge method; known: {', '.join(METHODS)}")
             if not names or not isinstance(names, list) or not all(isinstance(x, str) for x in names):
-                raise UserError(f"--params-json: 'best_of.{group}' must be a non-empty list of config names")
+                raise UserError(f"--params-json: 'best_of.{method}' must be a non-empty list of config names")
         if raw["world"] not in ("toy", "hf", "paper"):
             raise UserError(f"--params-json: 'world' must be 'toy' or 'hf' (alias 'paper'), not {raw['world']!r}")
         if raw.get("table2_language") is not None and raw["table2_language"] not in raw["languages"]:
@@ -127,7 +124,7 @@ class Params:
             languages=list(raw["languages"]),
             mgsm_languages=list(raw["mgsm_languages"]),
             top_k=raw["top_k"],
-            best_of={g: list(best_of[g]) for g in ("soup", "swap", "ties")},
+            best_of={m: list(names) for m, names in best_of.items()},
             default_swap=raw["default_swap"],
             table2_language=raw.get("table2_language"),
             world="toy" if raw["world"] == "toy" else "paper",
@@ -313,7 +310,7 @@ class Stats:
 @dataclass
 class BestChoice:
     language: str
-    group: str
+    method: str
     pair: str
     config: str
     model_id: str
@@ -347,15 +344,15 @@ class Workspace:
     def mgsm_all(self, model_id: str) -> float:
         return mean([self.mgsm(model_id, lang) for lang in self.p.mgsm_languages])
 
-    def best(self, group: str, lang: str) -> list[BestChoice]:
+    def best(self, method: str, lang: str) -> list[BestChoice]:
         choices = []
         for pair in self.pairs():
             candidates = {
-                config: self.mgsm(f"merge/{config}/{lang}/{pair}", lang) for config in self.p.best_of[group]
+                config: self.mgsm(f"merge/{config}/{lang}/{pair}", lang) for config in self.p.best_of[method]
             }
             winner = max(candidates, key=lambda c: candidates[c])  # first of equal maxima
             choices.append(
-                BestChoice(lang, group, pair, winner, f"merge/{winner}/{lang}/{pair}", candidates[winner], candidates)
+                BestChoice(lang, method, pair, winner, f"merge/{winner}/{lang}/{pair}", candidates[winner], candidates)
             )
         return choices
 
@@ -613,20 +610,44 @@ class Builder:
     def title(self, text: str) -> str:
         return f"{text} — {TOY_LABEL}" if self.p.world == "toy" else text
 
-    def best(self, group: str, lang: str) -> list[BestChoice]:
-        if (group, lang) not in self.best_cache:
-            self.best_cache[(group, lang)] = self.ws.best(group, lang)
-        return self.best_cache[(group, lang)]
+    def best(self, method: str, lang: str) -> list[BestChoice]:
+        if (method, lang) not in self.best_cache:
+            self.best_cache[(method, lang)] = self.ws.best(method, lang)
+        return self.best_cache[(method, lang)]
 
-    # Table 1 --------------------------------------------------------------------------------------------------
-    T1_COLUMNS = [
+    # columns of Tables 1 and 2 --------------------------------------------------------------------------------
+    T1_EXPERTS = [
         ("base", "base model"),
         ("language_expert", "language expert (top {k} training runs)"),
         ("math_expert", "math expert (top {k} training runs)"),
-        ("soup_best", "model soup (best config, {n} pairs)"),
-        ("swap_default", "layer swap (default config, {n} pairs)"),
-        ("swap_best", "layer swap (best config, {n} pairs)"),
     ]
+    T2_EXPERTS = [
+        ("base", "base model"),
+        ("language_expert", "{lang} expert (top {k} training runs)"),
+        ("math_expert", "math expert (top {k} training runs)"),
+        ("joint_sft", "{lang} & math joint SFT (top {k} training runs)"),
+    ]
+
+    def best_of_methods(self, table: int) -> list[Method]:
+        """The merge methods with a best-config column in Table `table` (layerswap.merge.registry)."""
+        return best_of_methods(self.p.best_of, table)
+
+    def merge_columns(self, table: int) -> list[tuple[str, str]]:
+        """The rivals' best configs, the default layer swap, the layer swap's best config (if best_of lists it)."""
+        cols = [(m.best_column, f"{m.label} (best config, {{n}} pairs)") for m in self.best_of_methods(table)
+                if m.name != SWAP]
+        cols.append(("swap_default", f"{METHODS[SWAP].label} (default config, {{n}} pairs)"))
+        if self.p.best_of.get(SWAP):
+            cols.append((METHODS[SWAP].best_column, f"{METHODS[SWAP].label} (best config, {{n}} pairs)"))
+        return cols
+
+    def table_columns(self, table: int) -> list[tuple[str, str]]:
+        return (self.T1_EXPERTS if table == 1 else self.T2_EXPERTS) + self.merge_columns(table)
+
+    def best_note(self, table: int, target: str) -> str:
+        """'Best config = per pair, the best on <target> MGSM among soup [...] / swap [...]' for the table's methods."""
+        among = " / ".join(f"{m.note} {self.p.best_of[m.name]}" for m in self.best_of_methods(table))
+        return f"Best config = per pair, the best on {target} MGSM among {among}" if among else ""
 
     def columns(self, spec: list[tuple[str, str]], **extra: str) -> list[tuple[str, str]]:
         k = self.p.top_k
@@ -669,11 +690,15 @@ class Builder:
             return ws.experts(f"joint_{lang}")
         if col == "swap_default":
             return ws.merge_models(p.default_swap, lang)
-        group = {"soup_best": "soup", "swap_best": "swap", "ties_best": "ties"}[col]
-        return [c.model_id for c in self.best(group, lang)]
+        return [c.model_id for c in self.best(self.method_of(col), lang)]
+
+    @staticmethod
+    def method_of(col: str) -> str:
+        """The merge method of a best-config column (`<column>_best`)."""
+        return next(name for name, m in METHODS.items() if m.best_column == col)
 
     def table1(self) -> Table:
-        cols = self.columns(self.T1_COLUMNS)
+        cols = self.columns(self.table_columns(1))
         rows, cells, paper, bounds, counts = [], {}, {}, {}, {}
         for lang in self.p.languages:
             models = {col: self.column_models(col, lang) for col, _ in cols}
@@ -690,9 +715,9 @@ class Builder:
         notes = [
             f"MGSM exact match (%) in the target language. Experts: the top {k} selected checkpoints; merges: the "
             f"{k}x{k} pairs (language expert rank x math expert rank).",
-            f"Default layer-swap config: {self.p.default_swap}. Best config = per pair, the best on target-language "
-            f"MGSM among soup {self.p.best_of['soup']} / swap {self.p.best_of['swap']}; winners in "
-            "table1_best_configs.csv.",
+            f"Default layer-swap config: {self.p.default_swap}."
+            + (f" {best}; winners in table1_best_configs.csv." if (best := self.best_note(1, "target-language"))
+               else ""),
         ]
         return Table("table1", self.title("Table 1: MGSM results of layer swapping"), ["Setting"], rows, cols,
                      cells, fmt_pct, notes, paper, bounds, counts)
@@ -700,17 +725,7 @@ class Builder:
     # Table 2 --------------------------------------------------------------------------------------------------
     def table2(self) -> Table:
         lang = self.p.table2_language
-        spec = [
-            ("base", "base model"),
-            ("language_expert", "{lang} expert (top {k} training runs)"),
-            ("math_expert", "math expert (top {k} training runs)"),
-            ("joint_sft", "{lang} & math joint SFT (top {k} training runs)"),
-            ("soup_best", "model soup (best config, {n} pairs)"),
-            ("ties_best", "TIES-merging (best config, {n} pairs)"),
-            ("swap_default", "layer swap (default config, {n} pairs)"),
-            ("swap_best", "layer swap (best config, {n} pairs)"),
-        ]
-        cols = self.columns(spec, lang=self.name(lang))
+        cols = self.columns(self.table_columns(2), lang=self.name(lang))
         name = self.name(lang)
         row_spec = [("min", f"{name} min"), ("avg", f"{name} avg"), ("max", f"{name} max"),
                     ("en_avg", "English avg"), ("all_avg", "All langs avg")]
@@ -734,13 +749,11 @@ class Builder:
                     if ref is not None:
                         paper[(row, col)] = ref
         rows = [(key, (label,)) for key, label in row_spec]
-        notes = [
-            f"MGSM exact match (%). 'All langs avg' = mean over {', '.join(self.p.mgsm_languages)}.",
-            f"Best config = per pair, the best on {name} MGSM among soup {self.p.best_of['soup']} / TIES "
-            f"{self.p.best_of['ties']} / swap {self.p.best_of['swap']}; the English and all-languages rows use the "
-            "same winning models; winners in table2_best_configs.csv.",
-            f"Joint SFT: the top {self.p.top_k} checkpoints of selection joint_{lang}.",
-        ]
+        notes = [f"MGSM exact match (%). 'All langs avg' = mean over {', '.join(self.p.mgsm_languages)}."]
+        if best := self.best_note(2, name):
+            notes.append(f"{best}; the English and all-languages rows use the same winning models; winners in "
+                         "table2_best_configs.csv.")
+        notes.append(f"Joint SFT: the top {self.p.top_k} checkpoints of selection joint_{lang}.")
         if self.p.world == "paper" and paper:
             notes.append("The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "
                          "('all 9 languages', Table 2 caption).")
@@ -749,14 +762,15 @@ class Builder:
 
     # Table 5 --------------------------------------------------------------------------------------------------
     def table5_rows(self) -> list[tuple[str, str]]:
-        langs = self.p.languages
-        mgsm = ["en"] + [l for l in langs if l != "en"]
-        rows = [("mgsm", l) for l in mgsm] + [("mgsm", "avg")]
-        rows += [("belebele", l) for l in mgsm]
-        for l in langs:
-            rows += [("flores", f"en-{l}"), ("flores", f"{l}-en")]
-        rows += [("mbpp", l) for l in langs]
-        rows += [("mmlu", l) for l in langs]
+        """(benchmark, key) per row, benchmarks in registry order, each in its row shape (layerswap/benchmarks.py):
+        en, the target languages, the avg over mgsm_languages, or both directions per target language."""
+        targets = [l for l in self.p.languages if l != "en"]
+        rows = []
+        for name, bench in BENCHMARKS.items():
+            for part in bench.table5:
+                keys = {"en": ["en"], "avg": ["avg"], "targets": targets,
+                        "directions": [k for l in targets for k in bench.keys(l)]}[part]
+                rows += [(name, key) for key in keys]
         return rows
 
     def table5(self) -> Table:
@@ -808,7 +822,7 @@ class Builder:
                 label = f"{self.name(src)} → {self.name(tgt)}"
             else:
                 label = self.name(key)
-            rows.append((row, (BENCH_LABELS[bench], label)))
+            rows.append((row, (BENCHMARKS[bench].label, label)))
         notes = [
             f"Each expert column is the average over the top {self.p.top_k} selected checkpoints of that expert type.",
             "Accuracy / exact match / pass@1 as fractions, FLORES as BLEU (0-100); 'skipped' = benchmark not run "
@@ -824,7 +838,7 @@ class Builder:
             notes += PAPER_TASK_NOTES
 
         def fmt(row: Any, value: float) -> str:
-            return f"{value:.1f}" if row[0] == "flores" else f"{value:.3f}"
+            return f"{value:.1f}" if BENCHMARKS[row[0]].unit == "bleu" else f"{value:.3f}"
 
         return Table("table5", self.title("Table 5: results of each set of experts"), ["Task", "Language"], rows,
                      cols, cells, fmt, notes, paper, bounds, counts)
@@ -852,10 +866,13 @@ class Builder:
             ("swap_langsoup", "layer swap, language soup w/ math soup (1 version)"),
             ("swap_multisoup", "layer swap, multilingual soup w/ math soup (1 version)"),
         ]
+        soup = METHODS["soup"]
+        if not self.p.best_of.get(soup.name):  # no soup configs to pick the best from: no pairwise soup column
+            cols = cols[1:]
         cells, paper, rows, bounds, counts = {}, {}, [], {}, {}
         for lang in self.p.languages:
             models = {
-                "soup_pairwise": self.column_models("soup_best", lang),
+                "soup_pairwise": self.column_models(soup.best_column, lang) if self.p.best_of.get(soup.name) else [],
                 "swap_pairwise": self.column_models("swap_default", lang),
                 "swap_langsoup": [f"merge/soupswap/{lang}/langsoup"],
                 "swap_multisoup": [f"merge/soupswap/{lang}/multisoup"],
@@ -883,14 +900,15 @@ class Builder:
             node = node[key]
         return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
 
-    def best_configs(self, groups: list[str], langs: list[str], name: str) -> Table:
+    def best_configs(self, table: int, langs: list[str], name: str) -> Table:
+        """Each pair's winning config of every method with a best-config column in Table `table`."""
         rows, cells = [], {}
         cols = [("config", "winning config"), ("score", "MGSM target (%)"), ("candidates", "candidates (%)")]
         for lang in langs:
-            for group in groups:
-                for choice in self.best(group, lang):
-                    key = (lang, group, choice.pair)
-                    rows.append((key, (lang, GROUP_LABELS[group], choice.pair)))
+            for method in self.best_of_methods(table):
+                for choice in self.best(method.name, lang):
+                    key = (lang, method.name, choice.pair)
+                    rows.append((key, (lang, method.label, choice.pair)))
                     cells[(key, "config")] = choice.config
                     cells[(key, "score")] = pct(choice.score)
                     cells[(key, "candidates")] = "; ".join(
@@ -913,10 +931,8 @@ def build_tables(selection_dir: str | Path, evals_dir: str | Path, params: Param
         "table5": builder.table5(),
         "table6": builder.table6(),
     }
-    tables["table1_best_configs"] = builder.best_configs(["soup", "swap"], params.languages, "table1_best_configs")
-    tables["table2_best_configs"] = builder.best_configs(
-        ["soup", "ties", "swap"], [params.table2_language], "table2_best_configs"
-    )
+    tables["table1_best_configs"] = builder.best_configs(1, params.languages, "table1_best_configs")
+    tables["table2_best_configs"] = builder.best_configs(2, [params.table2_language], "table2_best_configs")
     return tables
 
 

@@ -1,7 +1,7 @@
 """Ablations as declarative experiments: `config/ablations/<name>.yaml` -> extra merge configs, a table and a figure.
 
-An ablation file lists *variants* of the layer swap; each resolves, for the workflow's base model depth L, to one
-layer_swap merge config. At parse time (rules/common.smk) ``plan`` returns those configs beside the config, which it
+An ablation file lists *variants* of the layer swap, or of any registered merge method (kind ``method``,
+layerswap/workflow/sweeps.py); each resolves, for the workflow's base model depth L, to one merge config. At parse time (rules/common.smk) ``plan`` returns those configs beside the config, which it
 leaves unchanged, and the rules look merge configs up in ``merges.configs`` plus these (``spec.merge_configs``,
 layerswap/workflow/spec.py), so the generic ``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them
 for every language and expert pair; ``layerswap ablation-table`` then turns their evaluation files into
@@ -13,7 +13,7 @@ Ablation file
 
     title: Swapped-layer count            # table/figure title
     plan: "seed 002: ..."                  # where the ablation comes from (free text, shown in the Markdown)
-    metrics: [mgsm]                        # mgsm (always first), belebele, flores, mmlu, mbpp
+    metrics: [mgsm]                        # mgsm (always first), then any benchmark (layerswap/benchmarks.py)
     reference_depth: 32                    # depth the `scaled` layer counts are given for (optional)
     variants:
       - {kind: bottom_top, bottom: 5, top: 2, scaled: true, label: "b5 u2"}
@@ -22,6 +22,7 @@ Ablation file
       - {kind: alternating, offset: 0}
       - {kind: random, seed: 0, draws: 3}
       - {kind: layers, lang_layers: [0, 1, 7]}
+      - {kind: method, method: ties, density: [0.2, 0.5]}   # any registered method's params (sweeps.py)
 
 Variant kinds (L = base.num_layers; "default" = the value of ``merges.default_swap``):
 
@@ -36,6 +37,9 @@ Variant kinds (L = base.num_layers; "default" = the value of ``merges.default_sw
   the n evenly spread ones, candidate index ``floor((i + 0.5) * m / n)`` for i < n (m candidates).
 * ``random``: ``draws`` sets of n layers, draw d uses ``random.Random(seed + d).sample(range(L), n)`` (sorted).
 * ``layers``: explicit ``lang_layers`` (indices for this depth).
+* ``method``: a merge config of any registered method (``method``), its params given or swept as lists
+  (layerswap/workflow/sweeps.py); what the others leave at the default swap's values, it leaves at the method's
+  defaults.
 
 Location variants (middle/alternating/random/layers) have no transition layers. A variant that does not fit the
 model (layers past L, or n > L) is kept as a table row marked ``skipped`` with the reason, and builds nothing.
@@ -86,13 +90,17 @@ import re
 from pathlib import Path
 from typing import Any
 
+from layerswap.benchmarks import BENCHMARKS, NAMES
 from layerswap.contracts import pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
-from layerswap.merge.params import config_defaults, swap_layer_overflow
+from layerswap.merge.methods.layer_swap import overflow
+from layerswap.merge.params import config_defaults
+from layerswap.merge.registry import SWAP
+from layerswap.workflow import sweeps
 
-KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers")
-METRICS = ("mgsm", "belebele", "flores", "mmlu", "mbpp")
+KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers", "method")
+METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 SWAP_FIELDS = ("bottom", "top", "transition_bottom", "transition_top")
 VARIANT_KEYS = {
     "bottom_top": {"kind", "label", "scaled", *SWAP_FIELDS},
@@ -101,6 +109,7 @@ VARIANT_KEYS = {
     "alternating": {"kind", "label", "offset"},
     "random": {"kind", "label", "seed", "draws"},
     "layers": {"kind", "label", "lang_layers"},
+    "method": sweeps.BASE_KEYS,  # and the method's params (sweeps.allowed_keys)
 }
 FILE_KEYS = {"title", "plan", "metrics", "reference_depth", "variants", "note", "expert_sets", "bases"}
 EXPERT_SET_KEYS = {"name", "label", "experts", "scale", "set", "base", "lang_from", "task_from",
@@ -112,11 +121,10 @@ EXPERT_MERGE_PREFIX = "ax_"
 LAYER_SWAP_DEFAULTS = config_defaults("layer_swap")  # what config validation fills in: variants compare equal
 # table columns per language, after `language`/`variant`
 COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
-           "mgsm_avg", "mgsm_max", "belebele_avg", "belebele_max", "flores_avg", "flores_max", "mmlu_avg",
-           "mmlu_max", "mbpp_avg", "mbpp_max", "note"]
-# per metric: 95% interval of avg and max (layerswap.report.intervals; none for FLORES BLEU) and items per model
-COLUMNS += [f"{m}_{c}" for m in ("mgsm", "belebele", "flores", "mmlu", "mbpp")
-            for c in (("n",) if m == "flores" else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
+           *(f"{m}_{s}" for m in METRICS for s in ("avg", "max")), "note"]
+# per metric: 95% interval of avg and max (layerswap.report.intervals; none for a corpus metric) and items per model
+COLUMNS += [f"{m}_{c}" for m in METRICS
+            for c in (("n",) if BENCHMARKS[m].corpus else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
 
 
 def _fail(where: str, message: str) -> UserError:
@@ -176,14 +184,20 @@ def load(path: str | Path) -> dict:
     if not isinstance(metrics, list) or "mgsm" not in metrics or any(m not in METRICS for m in metrics):
         raise _fail(f"{where}: metrics", f"{metrics!r} must be a list containing mgsm; allowed: {', '.join(METRICS)}")
     _load_expert_sets(where, spec)
+    texts = [(k, spec.get(k)) for k in ("title", "plan", "note")]
+    texts += [(f"variants[{i}].label", v.get("label")) for i, v in enumerate(variants) if isinstance(v, dict)]
+    for key, text in texts:
+        if isinstance(text, str) and re.search(r"\{\s*[.\w]+\s*[,}]", text):  # they reach a rule's params string
+            raise _fail(f"{where}: {key}", "must not contain {name} or {name, ...} (Snakemake reads it in params as a "
+                        "wildcard)")
     for i, v in enumerate(variants):
         vw = f"{where}: variants[{i}]"
         if not isinstance(v, dict) or v.get("kind") not in KINDS:
             raise _fail(vw, f"needs kind; allowed: {', '.join(KINDS)}")
-        extra = sorted(set(v) - VARIANT_KEYS[v["kind"]])
+        keys = sweeps.allowed_keys(v, vw) if v["kind"] == "method" else VARIANT_KEYS[v["kind"]]
+        extra = sorted(set(v) - keys)
         if extra:
-            raise _fail(vw, f"unknown key '{extra[0]}' for kind {v['kind']}; allowed: "
-                        f"{', '.join(sorted(VARIANT_KEYS[v['kind']]))}")
+            raise _fail(vw, f"unknown key '{extra[0]}' for kind {v['kind']}; allowed: {', '.join(sorted(keys))}")
         if v.get("scaled") and not isinstance(spec.get("reference_depth"), int):
             raise _fail(vw, "scaled: true needs an integer reference_depth in the file")
     return {"name": path.stem, "title": spec.get("title", path.stem), "plan": spec.get("plan", ""),
@@ -272,13 +286,18 @@ def _bt_config(b: int, u: int, tb: int, tu: int) -> dict:
 
 
 def _slug(cfg: dict) -> str:
+    if cfg["method"] != SWAP:
+        return sweeps.slug(cfg)
     if cfg.get("lang_layers") is not None:
-        return "abl_L" + "_".join(str(x) for x in cfg["lang_layers"])
-    return f"abl_b{cfg['bottom']}u{cfg['top']}t{cfg['transition_bottom']}{cfg['transition_top']}"
+        return sweeps.slug(cfg, "abl_L" + "_".join(str(x) for x in cfg["lang_layers"]))
+    return sweeps.slug(cfg, f"abl_b{cfg['bottom']}u{cfg['top']}t{cfg['transition_bottom']}{cfg['transition_top']}")
 
 
 def describe(cfg: dict, depth: int) -> str:
-    """Language layers of a config as text: '0 1 | 7' style for bottom/top, the index list otherwise."""
+    """Language layers of a layer-swap config as text: 'b=.. u=.. (lang 0,1,7)' for bottom/top, the index list
+    otherwise ('' for another method: its variant label names its params)."""
+    if cfg["method"] != SWAP:
+        return ""
     if cfg.get("lang_layers") is not None:
         return "lang " + ",".join(str(x) for x in cfg["lang_layers"])
     b, u, tb, tu = (cfg[k] for k in SWAP_FIELDS)
@@ -287,16 +306,20 @@ def describe(cfg: dict, depth: int) -> str:
     return text + (f" (lang {','.join(map(str, lang))})" if lang else " (no lang layers)")
 
 
-def _n_lang(cfg: dict) -> int:
+def _n_lang(cfg: dict) -> int | None:
+    if cfg["method"] != SWAP:
+        return None
     return len(cfg["lang_layers"]) if cfg.get("lang_layers") is not None else cfg["bottom"] + cfg["top"]
 
 
 def expand(spec: dict, config: dict) -> list[dict]:
     """Variants of an ablation for this config: [{label, merge (config dict or None), skipped (reason or '')}]."""
     depth = int(config["base"]["num_layers"])
-    dflt = _default_swap(config)
-    d_b, d_u = int(dflt["bottom"]), int(dflt["top"])
-    d_tb, d_tu = int(dflt.get("transition_bottom") or 0), int(dflt.get("transition_top") or 0)
+    d_b = d_u = d_tb = d_tu = 0
+    if any(v["kind"] != "method" for v in spec["variants"]):  # the swap kinds start from the default swap
+        dflt = _default_swap(config)
+        d_b, d_u = int(dflt["bottom"]), int(dflt["top"])
+        d_tb, d_tu = int(dflt.get("transition_bottom") or 0), int(dflt.get("transition_top") or 0)
     n = d_b + d_u
     ref = spec.get("reference_depth")
     out: list[dict] = []
@@ -307,6 +330,10 @@ def expand(spec: dict, config: dict) -> list[dict]:
     for i, v in enumerate(spec["variants"]):
         where = f"ablation {spec['name']}: variants[{i}]"
         kind = v["kind"]
+        if kind == "method":
+            for label, cfg, skipped in sweeps.expand(where, v, depth):
+                add(label, cfg, skipped)
+            continue
         if kind in ("bottom_top", "grid"):
             fields = {k: v.get(k, "default") for k in SWAP_FIELDS}
             grid = {k: (val if isinstance(val, list) else [val]) for k, val in fields.items()}
@@ -326,7 +353,7 @@ def expand(spec: dict, config: dict) -> list[dict]:
                     label = (f"{given}@{ref}L -> b{vals['bottom']} u{vals['top']}" if v.get("scaled")
                              else f"b{vals['bottom']} u{vals['top']}")
                     label += f" tb{vals['transition_bottom']} tu{vals['transition_top']}"
-                counts = swap_layer_overflow(vals, depth)
+                counts = overflow(vals, depth)
                 if counts is not None:
                     add(label, None, f"b+tb+tu+u = {sum(counts)} exceeds the {depth} layers of the model")
                 else:
@@ -528,11 +555,9 @@ def _metric_scores(evals, model_ids: list[str], bench: str, lang: str) -> list[f
     for model_id in model_ids:
         if evals.skipped(model_id, bench):
             return "skipped: " + str(evals.skipped(model_id, bench))
-        if bench == "flores":
-            value = (evals.score(model_id, bench, f"en-{lang}") + evals.score(model_id, bench, f"{lang}-en")) / 2
-            scores.append(value)  # BLEU, already 0..100
-        else:
-            scores.append(pct(evals.score(model_id, bench, lang)))
+        keys = BENCHMARKS[bench].keys(lang)  # FLORES: the mean of the two directions
+        value = sum(evals.score(model_id, bench, key) for key in keys) / len(keys)
+        scores.append(value if BENCHMARKS[bench].unit == "bleu" else pct(value))  # BLEU: already 0..100
     return scores
 
 
@@ -567,10 +592,10 @@ def records(evals_dir: str | Path, params: dict) -> list[dict]:
                         notes.append(f"{bench} {scores}")
                         continue
                     row[f"{bench}_avg"], row[f"{bench}_max"] = round(mean(scores), 4), round(max(scores), 4)
-                    keys = [f"en-{lang}", f"{lang}-en"] if bench == "flores" else [lang]
+                    keys = BENCHMARKS[bench].keys(lang)
                     counts = [evals.count(m, bench, key) for m in ids for key in keys]
                     row[f"{bench}_n"] = None if None in counts else min(counts)
-                    for stat in ("avg", "max") if bench != "flores" else ():  # BLEU: a corpus metric
+                    for stat in ("avg", "max") if not BENCHMARKS[bench].corpus else ():  # no per-item scores
                         bounds = intervals.cell_interval(
                             evals.items, ids, [lang], stat, bench=bench, seed=int(params.get("seed") or 0),
                             draws=int(params.get("bootstrap_draws") or intervals.DEFAULT_DRAWS))
@@ -590,15 +615,19 @@ def markdown(frame, params: dict) -> str:
                   "real languages or the paper's models.", ""]
     if params.get("plan"):
         lines += [f"Plan: {params['plan']}", ""]
-    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); MGSM, "
-              "Belebele, MMLU, MBPP in %, FLORES in BLEU (mean of en->x and x->en), all in the target language.",
-              "", "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
-              "same draw for every pair) and the pairs, max the items only; FLORES BLEU has none (corpus metric).", ""]
+    percent = ", ".join(b.title for b in BENCHMARKS.values() if b.unit != "bleu")
+    bleu = ", ".join(b.title + (" (mean of en->x and x->en)" if b.directions else "") for b in BENCHMARKS.values()
+                     if b.unit == "bleu")
+    corpus = ", ".join(f"{b.title} BLEU" if b.unit == "bleu" else b.title for b in BENCHMARKS.values() if b.corpus)
+    lines += [f"Avg / max over the {int(params['top_k']) ** 2} expert pairs (language rank x math rank); {percent} "
+              f"in %, {bleu} in BLEU, all in the target language.", "",
+              "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
+              f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).", ""]
     counts = []
     for m in metrics:
         found = sorted({int(v) for v in frame[f"{m}_n"] if v is not None and v == v})
         if found:
-            unit = "sentences per direction" if m == "flores" else "items"
+            unit = "sentences per direction" if BENCHMARKS[m].directions else "items"
             counts.append(f"{m} {found[0]}" + (f"-{found[-1]}" if len(found) > 1 else "") + f" {unit}")
     if counts:
         lines += ["n per model and language: " + ", ".join(counts) + ".", ""]

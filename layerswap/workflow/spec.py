@@ -17,8 +17,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, checkpoints_of, effective_runs, language_mix
 from layerswap.contracts import pair_ids
+from layerswap.merge.registry import SWAP, best_of_methods
 from layerswap.train.sft import checkpoint_name
 from layerswap.workflow.site import Site
 
@@ -124,7 +126,7 @@ class Spec:
         # languages whose MGSM gets jobs of its own (evaluate_table2).
         self.base_rest, self.base_constrained = self.base_eval_groups()
         self.t2 = config["analysis"]["table2_language"]
-        self.t2_configs = sorted({config["merges"]["default_swap"]}.union(*config["merges"]["best_of"].values()))
+        self.t2_configs = sorted({config["merges"]["default_swap"]}.union(*self.best_of_configs(2)))
         self.t2_groups = self.table2_groups()
         self.t2_langs = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if self.table2_models(l)]
 
@@ -144,7 +146,7 @@ class Spec:
                                                              for e in ("svg", "png", "csv")]
         self.report_files += [f"{R}/config_used.yaml", f"{R}/config_used.html"]
         # the layer_swap configs of the swap-grid figure (lang_layers ones are listed in its CSV, not plotted)
-        self.swap_configs = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == "layer_swap"}
+        self.swap_configs = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == SWAP}
 
     # -----------------------------------------------------------------------------------------------------------
     # runs and expert types
@@ -241,7 +243,7 @@ class Spec:
         """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
         all."""
         langs = languages if languages is not None else self.eval["tasks"][benchmark].get("languages") or self.all_langs
-        return [l for l in canonical_languages(langs) if not (benchmark == "flores" and l == "en")]
+        return [l for l in canonical_languages(langs) if BENCHMARKS[benchmark].keys(l)]  # FLORES: no English alone
 
     def task_data_files(self, benchmarks, languages=None) -> list[str]:
         """Exactly the data files an evaluation job of these benchmarks reads (none in the hf world: lm-eval's own
@@ -458,15 +460,20 @@ class Spec:
 
     def table1_bars_inputs(self) -> list[str]:
         """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
-        MGSM of every pair of the default swap and the soup/swap best-of configs."""
+        MGSM of every pair of the default swap and the best-of configs of the methods Table 1 shows."""
         m = self.config["merges"]
         experts = ["math"] + self.langs
         files = [f"{R}/selection/{e}.json" for e in experts]
         files += [i for e in experts for i in self.checkpoint_indexes(e, ["mgsm"])]
         files += self.eval_files("base", ["mgsm"])
-        configs = dict.fromkeys(m["best_of"]["soup"] + m["best_of"]["swap"] + [m["default_swap"]])
+        configs = dict.fromkeys([c for names in self.best_of_configs(1) for c in names] + [m["default_swap"]])
         files += [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in configs for l in self.langs for p in self.pairs]
         return files
+
+    def best_of_configs(self, table: int) -> list[list[str]]:
+        """The best_of configs of each merge method with a best-config column in Table `table`, in column order."""
+        best_of = self.config["merges"]["best_of"]
+        return [best_of[m.name] for m in best_of_methods(best_of, table)]
 
     def config_json(self) -> str:
         """The config (defaults filled, keys sorted) as one shell word: config_used and the manifest record it."""

@@ -1,0 +1,179 @@
+"""The benchmarks, one entry each: everything the workflow knows about a benchmark beyond its task YAMLs.
+
+Table 5 (label, unit, row shape, order), the ablation tables (metric columns; a corpus metric has no intervals), the
+toy world (its evaluation sets and their default size), the config schema (the benchmark lists and the toy sizes,
+generated from here: `python -m layerswap.schema_blocks`), `Spec` (task languages) and the evaluation (the toy task
+templates, the paper tasks) read it from here. Facts a task YAML holds are read from the YAML, not repeated: the toy
+metric and filter (layerswap/tasks/toy/), the dataset, subset and split of our own paper tasks
+(layerswap/tasks/paper/); see layerswap/evaluation/tasks.py. The paper tasks lm-eval ships are named here with the
+hub datasets they read (tests/test_evaluate_paper.py checks those against lm-eval's own YAMLs).
+
+Adding a benchmark: an entry below, its task YAML(s) in layerswap/tasks/toy/ (and tasks/paper/ or an lm-eval task),
+its toy data writer in layerswap/data/toyworld.py (`WRITERS`), tests (docs/EXTENDING.md walks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HubSplits:
+    """Hub dataset splits a paper task reads (for `layerswap prestage`); `subset` "{code}" is the language's code.
+    None where our own task YAML says it (dataset_path, dataset_name, test_split: read by evaluation/tasks.py)."""
+    hub_id: str | None
+    subset: str | None
+    splits: tuple[str, ...] | None
+    columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PaperBenchmark:
+    """A paper benchmark as lm-eval tasks, scored by `metric,filter`: per task key (a language, or a FLORES direction
+    "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to lm_eval/tasks;
+    None: ours, layerswap/tasks/paper/`yaml`), present when the file `marker` exists there (None: always), else
+    unavailable with the reason `missing`. Templates: {key}, {code} (the language's `code` in layerswap.languages),
+    {task}. `metric`/`filter` None: read from our task YAML."""
+    metric: str | None
+    filter: str | None  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
+    filter_doc: str
+    paper_shots: int  # the paper's setting (Table 5); config shots are used, a difference is logged
+    task: str
+    folder: str | None
+    marker: str | None
+    missing: str
+    code: str  # "mgsm" (ISO 639-1 split names) or "flores" (FLORES-200 codes)
+    hub: HubSplits
+    directions: bool = False
+    unsafe: bool = False
+    group: bool = False  # the task name is an lm-eval group (metric aggregated over its subtasks)
+    own_fewshot: bool = True  # the task has a few-shot split (ours for FLORES/MBPP have none: 0-shot only)
+    yaml: str | None = None  # our task's YAML in layerswap/tasks/paper/ ({key}: the task key), whose facts are read
+    variant: str | None = None  # how the task differs from the paper's (recorded in each evaluation file)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    title: str  # short name in prose ("MGSM")
+    label: str  # Table 5's row label
+    unit: str  # "fraction" (accuracy, exact match, pass@1: Table 5 with 3 decimals, ablations in %) or "bleu" (0-100)
+    toy_size: int  # items per language of the toy evaluation set (toy_world.sizes.<name> where a config omits it)
+    toy_templates: tuple[tuple[str, str], ...]  # (task key, template YAML in layerswap/tasks/toy/) per language
+    paper: PaperBenchmark | None  # None: a toy-world benchmark the paper task set does not run
+    table5: tuple[str, ...] = ("targets",)  # Table 5 row groups: en, targets, avg (over mgsm_languages), directions
+    directions: bool = False  # scored per direction en-<lang> and <lang>-en (English has no task of its own)
+    corpus: bool = False  # a corpus metric (BLEU): no per-item correctness, so no intervals
+    unsafe: bool = False  # runs model-written code: only with execute_code (the YAML says unsafe_code: true)
+    toy_scoring: str | None = None  # what the toy filter does, where the YAML's filter is not a regex to describe
+
+    def keys(self, lang: str) -> list[str]:
+        """The task keys (score keys) of a language: the language, or its two directions ([] for English)."""
+        return [] if self.directions and lang == "en" else [k.format(lang=lang) for k, _ in self.toy_templates]
+
+
+MBPP_VARIANT = ("English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
+                "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language")
+
+REGISTRY: tuple[Benchmark, ...] = (
+    Benchmark(
+        "mgsm", "MGSM", "MGSM (exact match)", "fraction", 60, (("{lang}", "mgsm.yaml"),),
+        # 8-shot chain of thought with MGSM's own exemplars in the target language (lm-eval mgsm_native_cot_*: the
+        # train split's 8 worked answers, the MGSM paper's main setting); greedy; the final number is the answer.
+        PaperBenchmark(
+            "exact_match", "flexible-extract",
+            "8-shot native chain of thought (MGSM train exemplars in the target language); greedy (em@maj1); "
+            "flexible-extract: the last number of the generation, regex (-?[$0-9.,]{2,})|(-?[0-9]+) group_select -1, "
+            "take_first; exact_match ignore_case+ignore_punctuation", 8,
+            task="mgsm_native_cot_{code}", folder="mgsm/native_cot", marker="{task}.yaml",
+            missing="MGSM has no {key} split ({task} not in lm-eval)", code="mgsm",
+            hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number"))),
+        table5=("en", "targets", "avg"),
+    ),
+    Benchmark(
+        "belebele", "Belebele", "Belebele (accuracy)", "fraction", 100, (("{lang}", "belebele.yaml"),),
+        PaperBenchmark(
+            "acc", "none", "none (argmax loglikelihood over the letters A-D; lm-eval's first_n few-shot sampler over "
+            "the test split)", 5,
+            task="belebele_{code}", folder="belebele", marker="{task}.yaml",
+            missing="Belebele has no {code} ({task} not in lm-eval)", code="flores",
+            hub=HubSplits("facebook/belebele", "{code}", ("test",),
+                          ("flores_passage", "question", "mc_answer1", "mc_answer4", "correct_answer_num"))),
+        table5=("en", "targets"), toy_scoring="none (argmax loglikelihood over the 4 answer texts)",
+    ),
+    Benchmark(
+        "flores", "FLORES", "FLORES (BLEU)", "bleu", 30,
+        (("en-{lang}", "flores_from_en.yaml"), ("{lang}-en", "flores_to_en.yaml")),
+        PaperBenchmark(
+            None, None, "none (greedy generation up to newline; sacreBLEU corpus BLEU, tokenize ja-mecab for Japanese "
+            "targets, 13a for the others)", 0,
+            task="layerswap_flores_{key}", folder=None, marker="flores_{key}.yaml",
+            missing="no FLORES task YAML for {key} in layerswap/tasks/paper", code="flores",
+            hub=HubSplits(None, "{code}", None, ("id", "text")), directions=True, own_fewshot=False,
+            yaml="_flores_template_yaml"),
+        table5=("directions",), directions=True, corpus=True,
+        toy_scoring="none (generation up to newline; sacrebleu corpus BLEU)",
+    ),
+    Benchmark(
+        "mbpp", "MBPP", "MBPP (pass@1)", "fraction", 40, (("{lang}", "mbpp.yaml"),),
+        PaperBenchmark(
+            None, None, "execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout", 0,
+            task="layerswap_mbpp", folder=None, marker=None, missing="", code="mgsm",
+            hub=HubSplits(None, None, None, ("task_id", "text", "test_list", "test_setup_code")),
+            unsafe=True, own_fewshot=False, yaml="mbpp.yaml", variant=MBPP_VARIANT),
+        unsafe=True,
+        toy_scoring="execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
+    ),
+    Benchmark(
+        "mmlu", "MMLU", "MMLU (accuracy)", "fraction", 100, (("{lang}", "mmlu.yaml"),),
+        PaperBenchmark(
+            "acc", "none", "none (argmax loglikelihood over A-D; group acc weighted by subtask size)", 5,
+            task="global_mmlu_full_{code}", folder="global_mmlu/full/{code}", marker="_{task}.yaml",
+            missing="Global-MMLU has no {code} ({task} not in lm-eval)", code="mgsm",  # ISO 639-1 codes, as MGSM
+            hub=HubSplits("CohereForAI/Global-MMLU", "{code}", ("test", "dev"),
+                          ("question", "option_a", "option_d", "answer", "subject")),
+            group=True),
+        toy_scoring="none (argmax loglikelihood over the 4 choice texts)",
+    ),
+)
+
+BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in REGISTRY}
+NAMES: tuple[str, ...] = tuple(BENCHMARKS)
+
+
+def toy_sizes(given: dict | None = None) -> dict[str, int]:
+    """Each benchmark's toy size: `given` (toy_world.sizes) where it names one, else the registry default."""
+    return {name: (given or {}).get(name, b.toy_size) for name, b in BENCHMARKS.items()}
+
+
+# config/schema.yaml holds the benchmark lists generated from here between these markers (tests/test_benchmarks.py
+# checks the copy; `python -m layerswap.schema_blocks` rewrites it).
+BEGIN = "  # BEGIN benchmarks: generated from layerswap/benchmarks.py by `python -m layerswap.schema_blocks`"
+END = "  # END benchmarks"
+
+
+def schema_defs() -> dict:
+    """The schema's $defs that list benchmarks: the evaluation tasks (an unsafe one also takes execute_code), the
+    task lists, the toy sizes (each optional, with the registry default)."""
+    unsafe = {"type": "object", "additionalProperties": False, "required": ["shots"], "properties": {
+        "shots": {"type": "integer", "minimum": 0}, "languages": {"$ref": "#/$defs/language_list"},
+        "max_new_tokens": {"$ref": "#/$defs/count"},
+        "execute_code": {"description": "run model-written code against the tests (sandboxed); off unless opted in",
+                         "type": "boolean", "default": False}}}
+    return {
+        "benchmark_tasks": {"type": "object", "additionalProperties": False, "minProperties": 1,
+                            "properties": {n: dict(unsafe) if b.unsafe else {"$ref": "#/$defs/task"}
+                                           for n, b in BENCHMARKS.items()}},
+        "task_list": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(NAMES)}},
+        "benchmark_sizes": {"description": "items per language of each toy evaluation set (default: "
+                                           "layerswap/benchmarks.py)",
+                            "properties": {n: {"$ref": "#/$defs/count", "default": b.toy_size}
+                                           for n, b in BENCHMARKS.items()}},
+    }
+
+
+def schema_block() -> str:
+    import yaml
+
+    body = yaml.safe_dump(schema_defs(), sort_keys=False, width=110, default_flow_style=None)
+    return "\n".join([BEGIN, *("  " + line for line in body.splitlines()), END])
