@@ -4,6 +4,7 @@ evaluation file and score each reads), selection files, atomic writes of result 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -133,17 +134,20 @@ def umask() -> int:
 
 def follow_umask(root: Path) -> None:
     """Give `root` and everything under it the modes a plain `open`/`mkdir` would have (0o666/0o777 minus the umask):
-    `tempfile.mkdtemp` makes 0700 folders and safetensors' writer 0600 files, which a group could not read."""
+    `tempfile.mkdtemp` makes 0700 folders and safetensors' writer 0600 files, which a group could not read. A file
+    system without modes (chmod refused with EPERM/ENOTSUP) keeps its own."""
     mask = umask()
-    os.chmod(root, 0o777 & ~mask)
+    paths = [(root, True)]
     for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames:
-            os.chmod(os.path.join(dirpath, name), 0o777 & ~mask)
-        for name in filenames:
-            file = os.path.join(dirpath, name)
-            if not os.path.islink(file):
-                executable = os.stat(file).st_mode & 0o111
-                os.chmod(file, (0o777 if executable else 0o666) & ~mask)
+        paths += [(Path(dirpath, n), True) for n in dirnames]
+        paths += [(Path(dirpath, n), False) for n in filenames if not os.path.islink(os.path.join(dirpath, n))]
+    for path, is_dir in paths:
+        full = is_dir or os.stat(path).st_mode & 0o111  # directories and executables keep their x bits
+        try:
+            os.chmod(path, (0o777 if full else 0o666) & ~mask)
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.ENOTSUP):
+                raise
 
 
 def refuse_unsafe_target(out: str | Path, label: str | None = None) -> None:
