@@ -126,7 +126,7 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     # A rerun of the job (here forced; a changed recipe does the same) finds no old directory to refuse: Snakemake
     # removes a directory output before its job, so `layerswap merge` writes into a new --out without --force.
     proc = snakemake(work, target, "--forcerun", "merged_model", configfile=path)
-    assert proc.returncode == 0 and "merged_model" in proc.stdout, proc.stderr[-2000:]
+    assert proc.returncode == 0 and "Finished jobid: 0 (Rule: merged_model)" in proc.stderr, proc.stderr[-2000:]
     written = {}
     for shard in sorted(out.glob("*.safetensors")):
         written.update(load_file(shard))
