@@ -1,4 +1,5 @@
-"""Safetensors checkpoints: validated opening, chunked reads without pickle or mmap, streamed shard writing."""
+"""Safetensors checkpoints: validated opening (weights checked against the sha256 their run recorded), chunked reads
+without pickle or mmap, streamed shard writing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Callable
 
 import torch
 
+from layerswap.contracts import naming
 from layerswap.errors import UserError
 
 DTYPES: dict[str, torch.dtype] = {
@@ -25,6 +27,8 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 BASE_FINGERPRINT_FILE = "layerswap_base.json"
+#: The run record `layerswap sft` writes beside its checkpoints: each checkpoint's weight files with their sha256.
+RUN_RECORD = "checkpoints.json"
 MAX_HEADER_BYTES = 100 * 2**20
 #: The output head that `tie_word_embeddings` ties to the input embedding (Llama-family name).
 TIED_HEAD = "lm_head.weight"
@@ -105,6 +109,60 @@ def _json(path: Path) -> dict:
     return data
 
 
+_HASHED: dict[tuple[str, int, int, int], str] = {}  # (real path, inode, size, mtime_ns) -> sha256, this process
+
+
+def sha256_once(path: Path) -> str:
+    """sha256 of a file, hashed once per process (a job opens the same expert for many merges)."""
+    from layerswap.fingerprint import file_sha256
+
+    st = os.stat(path)
+    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _HASHED:
+        _HASHED[key] = file_sha256(path)
+    return _HASHED[key]
+
+
+def recorded_weights(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
+    """(record, {weight file name: sha256}) for a checkpoint that its run's `checkpoints.json` lists (by directory
+    name), or None: a checkpoint no record names (the base, a merged model, a hand-made directory) is not checked."""
+    record = ckpt_dir.parent / RUN_RECORD
+    if not record.is_file():
+        return None
+    entries = _json(record).get("checkpoints")
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and entry.get("name") == ckpt_dir.name:
+            files = entry.get("files") or {SINGLE_FILE: entry.get("sha256")}
+            if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+                raise UserError(f"{record}: checkpoint {ckpt_dir.name} has no sha256 of its weights")
+            return record, files
+    return None
+
+
+def verify_weights(ckpt_dir: str | Path) -> None:
+    """Check a checkpoint's weight files against the sha256 its run recorded (`recorded_weights`), each file hashed
+    once per process; a file that differs is one UserError naming it, the record, and the command that rebuilds it."""
+    ckpt_dir = Path(ckpt_dir)
+    found = recorded_weights(ckpt_dir)
+    if found is None:
+        return
+    record, files = found
+    for name, expected in sorted(files.items()):
+        path = ckpt_dir / name
+        if not path.is_file():
+            raise UserError(f"{path}: missing, but {record} lists it; {rebuild_hint(ckpt_dir, record)}")
+        if sha256_once(path) != expected:
+            raise UserError(f"{path}: sha256 differs from {record} (the file changed after training); "
+                            f"{rebuild_hint(ckpt_dir, record)}")
+
+
+def rebuild_hint(ckpt_dir: Path, record: Path) -> str:
+    """The commands that rebuild a run's checkpoint: without the directory the run is no longer complete, so the
+    forced `sft` job trains it again (same seed, same weights) and rewrites the record; what read it reruns after."""
+    return (f"rebuild it with: rm -r {ckpt_dir} && snakemake --forcerun {record} (with the run's own options, "
+            "e.g. --configfile)")
+
+
 def ties_head(config: dict) -> bool:
     """Whether a model config ties its output head to the input embedding (`tie_word_embeddings: true`): then the head
     IS the embedding, and a checkpoint holds (and a merge writes) the embedding tensor only."""
@@ -119,6 +177,7 @@ class Checkpoint:
         root = Path(path)
         if not root.is_dir():
             raise UserError(f"{path}: checkpoint directory does not exist")
+        verify_weights(root)  # before anything is read from it: a changed file is named with how to rebuild it
         if not (root / "config.json").is_file():
             raise UserError(f"{path}: no config.json in checkpoint directory")
         self.config = _json(root / "config.json")
@@ -164,7 +223,8 @@ class Checkpoint:
         view = dest.view(torch.uint8).numpy()
         pos, offset = 0, info.offset + start * info.itemsize
         while pos < view.nbytes:
-            got = os.preadv(fd, [view[pos:]], offset + pos)
+            with naming(info.file):  # a read error (EIO) names the file it read
+                got = os.preadv(fd, [view[pos:]], offset + pos)
             if got <= 0:
                 raise UserError(f"{info.file}: truncated while reading tensor {name}")
             pos += got

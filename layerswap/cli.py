@@ -2,6 +2,10 @@
 
 Only the module of the requested command is imported, so light commands (tables, select) do not pay for
 torch/transformers/lm-eval start-up.
+
+Errors a user can act on are one line on stderr and exit status 1: a `UserError` (bad input), and an operating-system
+error (disk full, permission denied, read-only file system, missing file), a file that is not UTF-8 or not YAML
+(`layerswap.errors.one_line`). `layerswap --debug <command> ...` (or `LAYERSWAP_DEBUG=1`) adds the traceback.
 """
 
 from __future__ import annotations
@@ -10,8 +14,12 @@ import argparse
 import importlib
 import os
 import sys
+import traceback
 
-from layerswap.errors import UserError
+from layerswap.errors import UserError, one_line
+
+#: Set to 1 (or give `--debug` before the command) for the traceback behind a one-line error.
+DEBUG_ENV = "LAYERSWAP_DEBUG"
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "check-config": ("layerswap.config", "validate a workflow config file"),
@@ -42,9 +50,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    if argv and argv[0] == "--debug":
+        debug, argv = True, argv[1:]
     if not argv or argv[0] in {"-h", "--help"} or argv[0] not in COMMANDS:
         lines = [f"  {name:<13} {help_}" for name, (_, help_) in COMMANDS.items()]
-        print("usage: layerswap <command> [options]\n\ncommands:\n" + "\n".join(lines), file=sys.stderr)
+        print("usage: layerswap [--debug] <command> [options]\n\ncommands:\n" + "\n".join(lines)
+              + f"\n\n--debug (or {DEBUG_ENV}=1): show the traceback behind a one-line error", file=sys.stderr)
         return 0 if argv and argv[0] in {"-h", "--help"} else 2
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])
@@ -54,9 +66,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module.run(args)
     except UserError as err:  # one clear line, no traceback, for bad input
-        print(f"layerswap {name}: error: {err}", file=sys.stderr)
-        return 1
+        return _report(name, str(err), debug, hint=False)
+    except Exception as err:  # noqa: BLE001 - only the kinds one_line knows; anything else is a bug: re-raised
+        line = one_line(err)
+        if line is None:
+            raise
+        return _report(name, line, debug, hint=True)
     return 0
+
+
+def _report(name: str, line: str, debug: bool, hint: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    elif hint:
+        line += f" (traceback: layerswap --debug {name} ..., or {DEBUG_ENV}=1)"
+    print(f"layerswap {name}: error: {line}", file=sys.stderr)
+    return 1
 
 
 def exit_fast(code: int) -> None:

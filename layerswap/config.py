@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from layerswap.benchmarks import BENCHMARKS
-from layerswap.contracts import SELECTION_METRICS
+from layerswap.contracts import SELECTION_METRICS, read_text
 from layerswap.data.mixes import language_mix  # noqa: F401 (re-exported: the Snakefile's helpers)
-from layerswap.errors import UserError
+from layerswap.errors import UserError, yaml_problem
 from layerswap.merge.params import ParamError
 from layerswap.merge.registry import METHODS, SWAP
 
@@ -166,15 +166,22 @@ def _load_yaml(path: str | Path, what: str) -> Any:
     import yaml
 
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    text = read_text(path, what)  # missing, unreadable or not UTF-8: one line naming the file
     try:
-        with open(path, encoding="utf-8") as handle:
-            return yaml.load(handle, Loader=loader)
-    except OSError as err:
-        raise UserError(f"cannot read {what} {path}: {err.strerror}") from None
+        return yaml.load(text, Loader=loader)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"cannot parse {what} {path}{where}: {getattr(err, 'problem', None) or err}") from None
+        raise UserError(f"{what} {path} {yaml_problem(err)}") from None
+
+
+def read_config_file(path: str | Path) -> dict:
+    """A workflow config file as a mapping, or one UserError naming the file (and line): missing, unreadable, not
+    UTF-8, not YAML, empty, or not a mapping. What Snakemake's own loader would refuse, said better."""
+    config = _load_yaml(path, "config file")
+    if config is None:
+        raise UserError(f"config file {path} is empty; a config is a mapping of keys (see config/config.yaml)")
+    if not isinstance(config, dict):
+        raise UserError(f"config file {path}: expected a mapping of keys, got {type(config).__name__}")
+    return config
 
 
 @functools.lru_cache(maxsize=8)
@@ -532,9 +539,7 @@ def _check_evaluation(config: dict) -> None:
 
 def load_config(path: str | Path, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """Read a config file, validate it (defaults filled) and check it; return the completed config."""
-    config = _load_yaml(path, "config file")
-    if not isinstance(config, dict):
-        raise UserError(f"config file {path}: expected a mapping of keys, got {type(config).__name__}")
+    config = read_config_file(path)
     validate_config(config, schema_path)
     check(config)
     return config

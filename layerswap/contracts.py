@@ -3,11 +3,15 @@ evaluation file and score each reads), selection files, atomic writes of result 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Iterator
 
 from layerswap.errors import UserError
 
@@ -53,6 +57,21 @@ def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path"))
     return sorted(selected, key=lambda e: e["rank"])
 
 
+def read_text(path: str | Path, what: str = "file") -> str:
+    """A UTF-8 text file's content; a missing or unreadable file, or one that is not UTF-8, is one UserError naming it
+    (and the line of the first bad byte)."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise UserError(f"cannot read {what} {path}: {err.strerror or err}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise UserError(f"{what} {path} line {line}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
+                        "save it as UTF-8") from None
+
+
 def write_json_atomic(path: str | Path, data) -> None:
     """`data` as JSON (indent 1, sorted keys, trailing newline), written atomically: the layout of every JSON record the
     workflow writes (selections, recipes, indexes, manifests), so equal content gives equal bytes."""
@@ -66,26 +85,105 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 
 def write_bytes_atomic(path: str | Path, data: bytes) -> None:
     """Write `data` to `path` through a hidden temporary file in the same folder, renamed into place: a reader (or a
-    killed job) never sees a half-written result file."""
+    killed job) never sees a half-written result file. The file's mode follows the umask (as `open` makes it)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        with naming(path, hidden=tmp):
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
+@contextlib.contextmanager
+def naming(path: str | Path, hidden: str | Path | None = None) -> Iterator[None]:
+    """Attach `path` to an operating-system error raised inside that names no file, or names a hidden temporary
+    file whose path starts with `hidden`, so the one-line report of the entry point (layerswap/cli.py) names the
+    file or directory the user asked for: an OSError without a file name (a failed `write()`: disk full, I/O error),
+    or a library error that carries only an OS error code (safetensors' Rust writer: "... I/O error: No space left
+    on device (os error 28)"), turned into that OSError."""
+    try:
+        yield
+    except OSError as err:
+        named = err.filename is not None and not (hidden is not None and str(err.filename).startswith(str(hidden)))
+        if err.errno is not None and not named:  # (an OSError("text") has no errno: its text is left as it is)
+            err.filename = str(path)
+        raise
+    except Exception as err:  # noqa: BLE001 - only errors carrying an OS error code are turned; others re-raised
+        code = re.search(r"\(os error (\d+)\)", str(err))
+        if code is None:
+            raise
+        raise OSError(int(code[1]), os.strerror(int(code[1])), str(path)) from err
+
+
+def umask() -> int:
+    """The process umask (read from /proc where it can be, so it is never changed, not even for an instant)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(root: Path) -> None:
+    """Give `root` and everything under it the modes a plain `open`/`mkdir` would have (0o666/0o777 minus the umask):
+    `tempfile.mkdtemp` makes 0700 folders and safetensors' writer 0600 files, which a group could not read. A file
+    system without modes (chmod refused with EPERM/ENOTSUP) keeps its own."""
+    mask = umask()
+    paths = [(root, True)]
+    for dirpath, dirnames, filenames in os.walk(root):
+        paths += [(Path(dirpath, n), True) for n in dirnames]
+        paths += [(Path(dirpath, n), False) for n in filenames if not os.path.islink(os.path.join(dirpath, n))]
+    for path, is_dir in paths:
+        full = is_dir or os.stat(path).st_mode & 0o111  # directories and executables keep their x bits
+        try:
+            os.chmod(path, (0o777 if full else 0o666) & ~mask)
+        except OSError as err:
+            if err.errno not in (errno.EPERM, errno.ENOTSUP):
+                raise
+
+
+def refuse_unsafe_target(out: str | Path, label: str | None = None) -> None:
+    """A directory no output ever replaces (its content would be deleted): the file system root, the home directory,
+    and the working directory or any folder above it. `label` names `out` in the error (default: the path)."""
+    real = Path(os.path.realpath(out))
+    cwd = Path(os.path.realpath(os.getcwd()))
+    home = Path(os.path.realpath(os.path.expanduser("~")))
+    reason = ("the file system root" if real == Path(real.anchor) else "the home directory" if real == home
+              else "the working directory" if real == cwd else "a parent of the working directory"
+              if real in cwd.parents else None)
+    if reason is not None:
+        raise UserError(f"{label or out} is {reason}, which an output never replaces: name a new or empty directory "
+                        "(nothing was changed)")
+
+
 def replace_dir(tmp: Path, out: Path) -> None:
     """Put the finished directory `tmp` (made beside `out`) in place of `out`, an old `out` moved aside first and then
-    removed: a reader finds the old directory or the new one, never a mix or a partial one."""
-    os.chmod(tmp, 0o755)
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    removed: a reader finds the old directory or the new one, never a mix or a partial one. Modes follow the umask
+    (follow_umask). The root, home and working directories (or a parent of it) are never replaced."""
+    out = Path(os.path.abspath(out))
+    refuse_unsafe_target(out)
+    follow_umask(tmp)
+    if not (out.exists() or out.is_symlink()):
+        os.replace(tmp, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+    try:
         os.replace(out, old / "x")
+    except BaseException:
+        old.rmdir()  # nothing moved: no hidden folder left behind
+        raise
+    try:
         os.replace(tmp, out)
-        shutil.rmtree(old)
-    else:
-        os.replace(tmp, out)
+    except BaseException:
+        os.replace(old / "x", out)  # the old directory goes back
+        old.rmdir()
+        raise
+    shutil.rmtree(old)

@@ -24,8 +24,8 @@ try:
     ABLATIONS, ABLATION_MERGE_CONFIGS = plan_ablations(config, ABLATIONS_DIR)  # each ablation file has its target
     SELECTED_ABLATIONS = enabled_ablations(config.get("ablations"), list(ABLATIONS))  # what `ablations` builds
     check(validate_config(with_merge_configs(config, ABLATION_MERGE_CONFIGS), SCHEMA))
-except UserError as err:
-    sys.exit(f"config error: {err}")
+except UserError as err:  # the files the config came from (--configfile, or the embedded default)
+    sys.exit(f"config error: {err} (config file: {', '.join(map(str, workflow.configfiles))})")
 try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs per node, cache and scratch paths
     SITE = Site.from_env()
 except UserError as err:

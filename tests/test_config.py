@@ -155,7 +155,8 @@ def test_cli_unparsable_file(tmp_path):
     bad.write_text("world: toy\n  languages: [a\n")
     out = subprocess.run([sys.executable, "-m", "layerswap.cli", "check-config", str(bad)],
                          capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1 and "cannot parse" in out.stderr
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert f"config file {bad} line 2 column" in out.stderr and "not valid YAML" in out.stderr, out.stderr
 
 
 # ---------------------------------------------------------------------------------------------------------------

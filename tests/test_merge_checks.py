@@ -113,8 +113,8 @@ def test_failure_keeps_previous_output(tmp_path: Path, pair: tuple[str, str]) ->
     out = tmp_path / "out"
     write_merged(swap(*pair, bottom=1, top=1), str(out))
     before = sorted(p.name for p in out.iterdir())
-    with pytest.raises(UserError):
-        write_merged(swap(*pair, bottom=4, top=1), str(out))
+    with pytest.raises(UserError, match="bottom"):
+        write_merged(swap(*pair, bottom=4, top=1), str(out), force=True)
     assert sorted(p.name for p in out.iterdir()) == before
 
 

@@ -121,7 +121,12 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     proc = snakemake(work, target, configfile=path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = work / target
-    assert {"config.json", "model.safetensors.index.json", "layerswap_recipe.json"} <= {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors.index.json", "layerswap_recipe.json", ".layerswap-merge.json"} \
+        <= {p.name for p in out.iterdir()}
+    # A rerun of the job (here forced; a changed recipe does the same) finds no old directory to refuse: Snakemake
+    # removes a directory output before its job, so `layerswap merge` writes into a new --out without --force.
+    proc = snakemake(work, target, "--forcerun", "merged_model", configfile=path)
+    assert proc.returncode == 0 and "Finished jobid: 0 (Rule: merged_model)" in proc.stderr, proc.stderr[-2000:]
     written = {}
     for shard in sorted(out.glob("*.safetensors")):
         written.update(load_file(shard))

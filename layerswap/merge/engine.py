@@ -15,13 +15,14 @@ from typing import Any, Iterator
 
 import torch
 
-from layerswap.contracts import replace_dir
+from layerswap.contracts import naming, replace_dir
 from layerswap.errors import UserError
 from layerswap.checkpoints import (BASE_FINGERPRINT_FILE, INDEX_FILE, TIED_HEAD, Checkpoint, chunk_ranges, ties_head,
                                    write_shard)
 from layerswap.merge.methods.layer_swap import layer_of
 from layerswap.merge.params import Method
-from layerswap.merge.recipes import canonical_json, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
+from layerswap.merge.output import MARKER, check_target, marker
+from layerswap.merge.recipes import canonical_json, input_paths, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
 from layerswap.merge.registry import METHODS
 
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
@@ -352,32 +353,47 @@ def _copy_side_files(src: Path, dst: Path) -> None:
             shutil.copyfile(path, dst / path.name)
 
 
-def write_merged(recipe: dict, out_dir: str, max_shard_bytes: int = 2**30) -> None:
-    """Write the merge as a HF model dir (sharded safetensors + index, config, tokenizer), atomically."""
-    out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
+def write_merged(recipe: dict, out_dir: str, max_shard_bytes: int = 2**30, force: bool = False,
+                 protect: tuple[str, ...] = ()) -> None:
+    """Write the merge as a HF model dir (sharded safetensors + index, config, tokenizer), atomically.
+
+    `out_dir` is checked first and again just before it is replaced (`layerswap.merge.output.check_target`): never a
+    directory this tool did not write, nor one that is, holds or lies in an input (or a path in `protect`); a previous
+    merge output only with `force`. The output gets the marker `output.MARKER`, listing the files written."""
+    out, shown = Path(os.path.abspath(out_dir)), Path(out_dir)  # errors name the path as given
+    full = validate_recipe(recipe)
+    guarded = (*input_paths(full), *protect)
+    check_target(out_dir, guarded, force)
+    hidden = out.parent / f".{out.name}.tmp-"
+    with naming(shown, hidden):
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=hidden.name, dir=out.parent))
     cache = ExpertCache()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        with one_thread():
+        with one_thread(), naming(shown, hidden):  # OS errors name the output, not the hidden temporary dir
             full, root, fingerprint = _open(recipe, cache)
             shards = _shards(root, max_shard_bytes)
             weight_map: dict[str, str] = {}
             total = 0
             for i, entries in enumerate(shards):
                 file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-                write_shard(str(tmp / file), entries, root.fill, CHUNK)
+                with naming(shown / file, hidden):
+                    write_shard(str(tmp / file), entries, root.fill, CHUNK)
                 for name, dtype, shape in entries:
                     weight_map[name] = file
                     total += math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-        (tmp / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
-        _copy_side_files(Path(model_dir_of(full)), tmp)
-        provenance = {"recipe": recipe, "recipe_hash": recipe_hash(recipe)}
-        (tmp / "layerswap_recipe.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
-        if fingerprint is not None:
-            (tmp / BASE_FINGERPRINT_FILE).write_text(json.dumps({"base_sha256": fingerprint}) + "\n")
-        replace_dir(tmp, out)
+            index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+            (tmp / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+            _copy_side_files(Path(model_dir_of(full)), tmp)
+            provenance = {"recipe": recipe, "recipe_hash": recipe_hash(recipe)}
+            (tmp / "layerswap_recipe.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+            if fingerprint is not None:
+                (tmp / BASE_FINGERPRINT_FILE).write_text(json.dumps({"base_sha256": fingerprint}) + "\n")
+            files = [p.name for p in tmp.iterdir()]
+            (tmp / MARKER).write_text(json.dumps(marker(recipe_hash(recipe), files), indent=1) + "\n")
+        check_target(out_dir, guarded, force)  # the merge took a while: DIR may have changed meanwhile
+        with naming(shown, hidden):
+            replace_dir(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

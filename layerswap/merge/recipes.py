@@ -9,8 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from layerswap.contracts import pair_id, read_selection, write_json_atomic
-from layerswap.errors import UserError
+from layerswap.contracts import pair_id, read_selection, read_text, write_json_atomic
+from layerswap.errors import UserError, yaml_problem
 from layerswap.jsonl import json_object
 from layerswap.merge.params import filled_params
 from layerswap.merge.registry import method as registered
@@ -73,6 +73,19 @@ def _check_inputs(where: str, method: str, keys: tuple[str, ...], inputs: Any) -
     return {k: _check_ref(f"{where}.inputs.{k}", inputs[k]) for k in keys}
 
 
+def input_paths(recipe: dict) -> list[str]:
+    """Every checkpoint directory a validated recipe reads: its base and inputs, nested recipes' ones included."""
+    refs = [recipe.get("base"), *recipe["inputs"].get("models", []),
+            *(recipe["inputs"][k] for k in ("task", "lang") if k in recipe["inputs"])]
+    paths: list[str] = []
+    for ref in refs:
+        if isinstance(ref, dict):
+            paths += input_paths(ref)
+        elif isinstance(ref, str):
+            paths.append(ref)
+    return list(dict.fromkeys(paths))
+
+
 def canonical_json(recipe: Any) -> str:
     return json.dumps(recipe, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
@@ -84,10 +97,7 @@ def recipe_hash(recipe: dict) -> str:
 
 def load_recipe(path: str) -> dict:
     """Read a JSON or YAML recipe file and validate it (returned as written, not with defaults filled in)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise UserError(f"{path}: cannot read recipe ({err.strerror})") from err
+    text = read_text(path, "recipe")  # missing, unreadable or not UTF-8: one line naming the file
     try:
         if str(path).endswith((".yaml", ".yml")):
             import yaml
@@ -98,7 +108,7 @@ def load_recipe(path: str) -> dict:
     except ValueError as err:  # yaml.YAMLError subclasses Exception; caught below
         raise UserError(f"{path}: not valid JSON ({err})") from err
     except Exception as err:  # noqa: BLE001 - yaml errors
-        raise UserError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from err
+        raise UserError(f"recipe {path} {yaml_problem(err)}") from err
     validate_recipe(recipe, str(path))
     return recipe
 

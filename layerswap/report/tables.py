@@ -37,7 +37,7 @@ from typing import Any, Callable
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.report import intervals, summary
-from layerswap.contracts import pair_ids, read_selection
+from layerswap.contracts import pair_ids, read_selection, write_text_atomic
 from layerswap.errors import UserError
 from layerswap.report.intervals import DEFAULT_DRAWS
 from layerswap.jsonl import json_object, read_rows
@@ -548,18 +548,18 @@ class Table:
 
     def write(self, out_dir: Path, world: str) -> list[Path]:
         written = [out_dir / f"{self.name}.csv", out_dir / f"{self.name}.md", out_dir / f"{self.name}.tex"]
-        self.frame(numeric=True).to_csv(written[0], index=False)
-        written[1].write_text(self.markdown(paper=world == "paper"))
-        written[2].write_text(self.latex())
+        write_text_atomic(written[0], self.frame(numeric=True).to_csv(index=False))
+        write_text_atomic(written[1], self.markdown(paper=world == "paper"))
+        write_text_atomic(written[2], self.latex())
         if world == "paper":
             extra = [out_dir / f"{self.name}_paper_vs_ours.csv", out_dir / f"{self.name}_paper_vs_ours.md"]
-            self.paper_frame().to_csv(extra[0], index=False)
+            write_text_atomic(extra[0], self.paper_frame().to_csv(index=False))
             frame = self.paper_frame(formatted=True)
             # the settings that differ from the paper's, under the numbers they qualify
             settings = PAPER_TASK_NOTES if self.name == "table5" else PAPER_TASK_NOTES[:1]  # others: MGSM only
             notes = self.notes + self.extra_notes() + [n for n in settings if n not in self.notes]
-            extra[1].write_text(
-                f"# {self.title}: paper vs ours\n\n" + self._md(frame, labels=len(self.index) + 1) + "\n\n"
+            write_text_atomic(
+                extra[1], f"# {self.title}: paper vs ours\n\n" + self._md(frame, labels=len(self.index) + 1) + "\n\n"
                 + "".join(f"- {n}\n" for n in notes)
             )
             written += extra
@@ -956,9 +956,9 @@ def run(args: argparse.Namespace) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, table in tables.items():
         if name.endswith("_best_configs"):
-            table.frame(numeric=True).to_csv(out_dir / f"{name}.csv", index=False)
-            (out_dir / f"{name}.md").write_text(table.markdown())
+            write_text_atomic(out_dir / f"{name}.csv", table.frame(numeric=True).to_csv(index=False))
+            write_text_atomic(out_dir / f"{name}.md", table.markdown())
         else:
             table.write(out_dir, params.world)
     text = summary.summary(tables, params.languages, params.language_names)
-    (out_dir / "summary.md").write_text(summary.markdown(text, params.world))
+    write_text_atomic(out_dir / "summary.md", summary.markdown(text, params.world))

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from layerswap.contracts import replace_dir
+from layerswap.contracts import naming, replace_dir
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 
@@ -84,10 +84,11 @@ def convert(source: str, out: Path, num_layers: int | None = None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "layerswap_source.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-        replace_dir(tmp, out)
+        with naming(out):  # disk full, read-only, ...: one line naming the output
+            model.save_pretrained(tmp, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            (tmp / "layerswap_source.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        replace_dir(tmp, out)  # modes follow the umask (safetensors writes 0600)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from layerswap.contracts import replace_dir
+from layerswap.contracts import naming, replace_dir
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -57,7 +57,8 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
     """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically.
 
     Everything goes to a hidden sibling `.tmp-<name>/` first (`extra(tmp)` may add files, e.g. a LoRA adapter) and
-    is renamed into place at the end, so a crash at any point leaves no `out_dir` without its full file set.
+    is renamed into place at the end, so a crash at any point leaves no `out_dir` without its full file set. File
+    modes follow the umask (group-readable under 022 or 027), although safetensors writes 0600.
     `state_dict` (e.g. gathered from FSDP) replaces the model's own. A `base_sha256` in meta also goes to
     `layerswap_base.json`, which the merge engine compares across experts.
     """
@@ -65,17 +66,18 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
     tmp = out_dir.with_name(".tmp-" + out_dir.name)
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-        tokenizer.save_pretrained(tmp)
-        if extra is not None:
-            extra(tmp)
-        (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-        if "base_sha256" in meta:
-            (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": meta["base_sha256"]}) + "\n")
+        with naming(out_dir):  # disk full, read-only, ...: one line naming the export
+            model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+            tokenizer.save_pretrained(tmp)
+            if extra is not None:
+                extra(tmp)
+            (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+            if "base_sha256" in meta:
+                (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": meta["base_sha256"]}) + "\n")
+        replace_dir(tmp, out_dir)  # modes follow the umask (safetensors writes 0600)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    replace_dir(tmp, out_dir)
 
 
 class JsonlLogger(TrainerCallback):

@@ -91,8 +91,8 @@ from pathlib import Path
 from typing import Any
 
 from layerswap.benchmarks import BENCHMARKS, NAMES
-from layerswap.contracts import pair_ids
-from layerswap.errors import UserError
+from layerswap.contracts import pair_ids, read_text
+from layerswap.errors import UserError, yaml_problem
 from layerswap.jsonl import json_object
 from layerswap.merge.methods.layer_swap import overflow
 from layerswap.merge.params import config_defaults
@@ -169,12 +169,11 @@ def load(path: str | Path) -> dict:
     import yaml
 
     path = Path(path)
+    text = read_text(path, "ablation file")  # missing, unreadable or not UTF-8: one line naming the file
     try:
-        spec = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise UserError(f"cannot read ablation file {path}: {err.strerror}") from None
+        spec = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise UserError(f"cannot parse ablation file {path}: {str(err).splitlines()[0]}") from None
+        raise UserError(f"ablation file {path} {yaml_problem(err)}") from None
     where = str(path)
     _check_mapping(spec, where, FILE_KEYS)
     variants = spec.get("variants")

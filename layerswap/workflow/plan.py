@@ -146,7 +146,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.parse_args = parse_args  # all unknown arguments, in order, are snakemake's
 
 
+def configfiles_in(snakemake_args: list[str]) -> list[str]:
+    """The config files a Snakemake command line names (`--configfile A [B ...]`, `--configfiles`, `--configfile=A`)."""
+    files: list[str] = []
+    taking = False
+    for arg in snakemake_args:
+        name, eq, value = arg.partition("=")
+        if name in ("--configfile", "--configfiles"):
+            taking = not eq
+            files += [value] if eq else []
+        elif arg.startswith("-"):
+            taking = False
+        elif taking:
+            files.append(arg)
+    return files
+
+
 def run(args: argparse.Namespace) -> None:
+    from layerswap.config import read_config_file
+
+    for file in configfiles_in(list(args.snakemake_args)):  # Snakemake's own loader names neither file nor line
+        read_config_file(file)
     jobs, _ = dry_run(list(args.snakemake_args))
     print(format_table(summarise(jobs)))
     if args.list_jobs:
