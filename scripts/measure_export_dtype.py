@@ -338,7 +338,7 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
             "swap_params": merge_recipes(base, {"math": base, "lang": base}, n_layers)["swap"]["params"],
             "runs": runs, "seconds": seconds,
             "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "command": "python scripts/measure_export_dtype.py " + " ".join(sys.argv[1:])}
+            "args": {k: v for k, v in vars(args).items() if k not in ("workdir", "out")}}
 
 
 def format_table(rec: dict) -> str:
