@@ -120,14 +120,20 @@ def base_dtype(base: Path):
     return dtype if isinstance(dtype, torch.dtype) else torch.float32
 
 
-def export_dtype(params: dict, base: Path):
-    """The torch dtype the run's checkpoints are exported in (sft param 'export_dtype', default 'base')."""
-    import torch
-
+def export_dtype_name(params: dict) -> str:
+    """The run's sft param 'export_dtype' (default 'base'), refused with one line unless it is in EXPORT_DTYPES."""
     name = params.get("export_dtype", "base")
     if name not in EXPORT_DTYPES:
         raise UserError(f"sft param 'export_dtype': unknown {name!r}; allowed: {', '.join(EXPORT_DTYPES)}")
-    return base_dtype(base) if EXPORT_DTYPES[name] is None else getattr(torch, EXPORT_DTYPES[name])
+    return name
+
+
+def export_dtype(params: dict, base: Path):
+    """The torch dtype the run's checkpoints are exported in."""
+    import torch
+
+    name = EXPORT_DTYPES[export_dtype_name(params)]
+    return base_dtype(base) if name is None else getattr(torch, name)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -308,7 +314,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
 
     out_dir = Path(out_dir)
     method = peft_method(params)
-    dtype = export_dtype(params, base)
+    export_dtype_name(params)
     rows = read_jsonl(data, ("prompt", "response"))  # bad data fails before any model is loaded
 
     import torch
@@ -352,7 +358,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
         model = get_peft_model(model, LoraConfig(
             task_type=TaskType.CAUSAL_LM, r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
             target_modules=list(lora["target_modules"]), layers_to_transform=lora.get("layers")))
-    export = make_export_callback(out_dir, tokenizer, params, meta, dtype)
+    export = make_export_callback(out_dir, tokenizer, params, meta, export_dtype(params, base))
     trainer = Trainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(_padding_tokenizer(base, tokenizer), padding=True,
