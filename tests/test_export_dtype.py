@@ -14,24 +14,16 @@ import yaml
 from safetensors.torch import load_file
 
 from layerswap.config import effective_runs, load_config
-from layerswap.data.mixes import build_mix
 from layerswap.errors import UserError
 from layerswap.train.sft import train_expert
 from layerswap.workflow import cost as cost_mod
+from test_sft import mix  # noqa: F401 (the fixture: 16 toy math rows)
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = {"lr": 1e-3, "batch_size": 4, "seq_len": 48, "weight_decay": 0.01, "max_grad_norm": 1.0,
           "scheduler": "linear", "warmup_steps": 1, "adam_beta2": 0.99, "num_samples": 8, "checkpoint_every": 8,
           "seed": 0, "threads": 1}
 TEMPLATE = "Q: {prompt}\nA:"
-
-
-@pytest.fixture(scope="module")
-def mix(toy_world, tmp_path_factory):
-    out = tmp_path_factory.mktemp("mix") / "math.jsonl"
-    build_mix([{"name": "m", "schema": "orca_math", "path": str(toy_world / "raw" / "orca_math.jsonl"),
-                "n": 8}], 0, out)
-    return out
 
 
 @pytest.fixture(scope="module")
