@@ -67,6 +67,8 @@ def effective_runs(config: dict) -> dict[str, dict]:
             out[name].pop("lora", None)  # LoRA settings of a full fine-tune are unused: no rerun when they change
         if out[name].get("chat_template", True) is True:
             out[name].pop("chat_template", None)  # the default, as runs had it before the key existed: no rerun
+        if out[name].get("export_dtype", "base") == "base":
+            out[name].pop("export_dtype", None)  # the default, as runs had it before the key existed: no rerun
     return out
 
 

@@ -2,9 +2,10 @@
 
 Checkpoint contract
 -------------------
-Each checkpoint is exported as a plain Hugging Face directory `<out>/s<samples:07d>/` (safetensors, config,
-tokenizer, `layerswap_meta.json`, `layerswap_base.json` with the base fingerprint), in the base model's dtype. The
-export is atomic: it is written to a hidden `<out>/.tmp-s<samples>/` and renamed, so a crash never leaves an `s*`
+Each checkpoint is exported as a plain Hugging Face directory `<out>/s<samples:07d>/` (safetensors, config, tokenizer,
+`layerswap_meta.json`, `layerswap_base.json` with the base fingerprint), in the run's `export_dtype` (`base`, the
+default: the base model's dtype; `bf16`; `fp32`: the fp32 master weights as they are; see docs/EXPORT_PRECISION.md).
+The export is atomic: it is written to a hidden `<out>/.tmp-s<samples>/` and renamed, so a crash never leaves an `s*`
 directory without its full file set. `<out>/checkpoints.json` is written last, after every checkpoint exists. The
 Trainer's own resumable state lives in `<out>/trainer-<key>/` (key = hash of base, data and params), so a killed run
 resumes from its last complete Trainer checkpoint when the workflow runs again, and a changed run never resumes from
@@ -71,6 +72,8 @@ UNSUPPORTED_PEFT = {
 #: LoRA settings when a run asks for LoRA without them (the schema fills the same values).
 LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05,
                  "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+#: sft param 'export_dtype' -> the torch dtype name checkpoints are exported in ('base': the base's own, base_dtype).
+EXPORT_DTYPES = {"base": None, "bf16": "bfloat16", "fp32": "float32"}
 #: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
 SAVE_TOTAL_LIMIT = 2
 CHECKPOINT_RE = re.compile(r"^s\d{7}$")
@@ -115,6 +118,22 @@ def base_dtype(base: Path):
     name = config.get("dtype") or config.get("torch_dtype") or "float32"
     dtype = getattr(torch, str(name).replace("torch.", ""), None)
     return dtype if isinstance(dtype, torch.dtype) else torch.float32
+
+
+def export_dtype_name(params: dict) -> str:
+    """The run's sft param 'export_dtype' (default 'base'), refused with one line unless it is in EXPORT_DTYPES."""
+    name = params.get("export_dtype", "base")
+    if name not in EXPORT_DTYPES:
+        raise UserError(f"sft param 'export_dtype': unknown {name!r}; allowed: {', '.join(EXPORT_DTYPES)}")
+    return name
+
+
+def export_dtype(params: dict, base: Path):
+    """The torch dtype the run's checkpoints are exported in."""
+    import torch
+
+    name = EXPORT_DTYPES[export_dtype_name(params)]
+    return base_dtype(base) if name is None else getattr(torch, name)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -295,6 +314,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
 
     out_dir = Path(out_dir)
     method = peft_method(params)
+    export_dtype_name(params)
     rows = read_jsonl(data, ("prompt", "response"))  # bad data fails before any model is loaded
 
     import torch
@@ -338,7 +358,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
         model = get_peft_model(model, LoraConfig(
             task_type=TaskType.CAUSAL_LM, r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
             target_modules=list(lora["target_modules"]), layers_to_transform=lora.get("layers")))
-    export = make_export_callback(out_dir, tokenizer, params, meta, base_dtype(base))
+    export = make_export_callback(out_dir, tokenizer, params, meta, export_dtype(params, base))
     trainer = Trainer(
         model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
         data_collator=DataCollatorForSeq2Seq(_padding_tokenizer(base, tokenizer), padding=True,

@@ -9,6 +9,9 @@ total plus the scratch of the jobs that run at once (`--concurrent`; default: ev
 upper bound). Each rule's entry may carry `source`: "estimate" (the default: the config author's guess) or
 "measured: <script>, <device>, <date>" (e.g. from scripts/benchmark_costs.py); the output marks every rule with its
 source, lists the measured ones with where they were measured, and lists the rules that have no entry.
+
+The sft rule's `disk_gb` is for checkpoints stored in the base's dtype (`base.dtype`); runs exported in another
+dtype (`sft.defaults.export_dtype` or a run's own) keep proportionally more or less, and the figure is scaled so.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ STAGES: dict[str, tuple[str, ...]] = {
     "tables": ("tables", "heatmap", "swap_grid", "table1_bars", "table_pages", "report"),
 }
 METRICS = ("gpu_hours", "cpu_hours", "disk_gb")
+#: bytes per weight of each base.dtype and sft export_dtype
+BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp32": 4, "bf16": 2}
 
 
 def stage_of(rule: str) -> str:
@@ -89,6 +94,23 @@ def source_of(est: dict) -> str:
 
 def is_measured(source: str) -> bool:
     return source.startswith("measured")
+
+
+def export_scaled(estimates: dict[str, dict], config: dict) -> tuple[dict[str, dict], str | None]:
+    """(`estimates` with the sft rule's disk_gb scaled from the base's dtype to the runs' export dtypes: the mean of
+    bytes(export) / bytes(base) over the runs; a line saying so, or None where nothing changes)."""
+    from layerswap.config import effective_runs
+
+    est = estimates.get("sft") or {}
+    base = config["base"].get("dtype", "float32")
+    exports = [run.get("export_dtype", "base") for run in effective_runs(config).values()]
+    factor = sum(BYTES[base if e == "base" else e] for e in exports) / (BYTES[base] * len(exports))
+    if "disk_gb" not in est or factor == 1:
+        return estimates, None
+    scaled = {**estimates, "sft": {**est, "disk_gb": est["disk_gb"] * factor}}
+    kinds = ", ".join(sorted({base if e == "base" else e for e in exports}))
+    return scaled, (f"sft disk: checkpoints exported in {kinds} (export_dtype), the estimate is per job in the "
+                    f"base's {base} (base.dtype): x{factor:g}")
 
 
 def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: int | None = None) -> dict:
@@ -146,6 +168,7 @@ def format_cost(cost: dict) -> str:
         lines.append(f"no estimate (counted as 0): {', '.join(cost['no_estimate'])}")
     if cost["unused_estimates"]:
         lines.append(f"estimates for rules not in this plan: {', '.join(cost['unused_estimates'])}")
+    lines += cost.get("notes", [])
     return "\n".join(lines)
 
 
@@ -164,5 +187,7 @@ def run(args: argparse.Namespace) -> None:
     counts = json.loads(args.counts_json) if args.counts_json else dry_run_counts(args.configfile)
     if args.concurrent is not None and args.concurrent < 1:
         raise UserError("--concurrent must be >= 1")
-    cost = plan_cost(counts, config.get("estimates") or {}, args.concurrent)
+    estimates, note = export_scaled(config.get("estimates") or {}, config)
+    cost = plan_cost(counts, estimates, args.concurrent)
+    cost["notes"] = [note] if note else []
     print(json.dumps(cost, indent=1) if args.json else format_cost(cost))
