@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -385,3 +386,20 @@ def test_config_lora_layers_must_exist(toy_config):
     toy_config["sft"]["runs"]["math_2"].update(peft_method="lora", lora={"layers": [0, 8]})
     assert ("config key 'sft.runs.math_2.lora.layers': layer 8 does not exist (the base has 8 layers, 0-based)"
             in config_error(toy_config))
+
+
+def test_checkpoint_files_do_not_depend_on_offline_mode(tiny_base, mix, full_run, tmp_path):
+    """A job with HF_HUB_OFFLINE=1 (a cluster node) writes the same checkpoint bytes as one without: transformers
+    records its load options (offline mode forces local_files_only) in tokenizer_config.json unless they are dropped."""
+    out = tmp_path / "offline"
+    code = ("import sys, json; from pathlib import Path; from layerswap.train.sft import train_expert; "
+            "train_expert(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5])")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-c", code, str(tiny_base), str(mix), str(out), json.dumps(PARAMS),
+                           TEMPLATE], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for ckpt in ("s0000008", "s0000016"):
+        names = sorted(p.name for p in (full_run / ckpt).iterdir())
+        assert names == sorted(p.name for p in (out / ckpt).iterdir())
+        for name in names:
+            assert (full_run / ckpt / name).read_bytes() == (out / ckpt / name).read_bytes(), f"{ckpt}/{name}"

@@ -65,6 +65,8 @@ def convert(source: str, out: Path, num_layers: int | None = None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from layerswap.train.training import save_tokenizer
+
     try:
         model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
@@ -86,7 +88,7 @@ def convert(source: str, out: Path, num_layers: int | None = None) -> dict:
     try:
         with naming(out):  # disk full, read-only, ...: one line naming the output
             model.save_pretrained(tmp, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
+            save_tokenizer(tokenizer, tmp)
             (tmp / "layerswap_source.json").write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         replace_dir(tmp, out)  # modes follow the umask (safetensors writes 0600)
     except BaseException:

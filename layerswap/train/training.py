@@ -52,6 +52,19 @@ def sft_examples(rows: list[dict], tokenizer: PreTrainedTokenizerBase, template:
     return TokenDataset(examples)
 
 
+# Options of the load that transformers (5.x) records in a tokenizer's init kwargs and writes to tokenizer_config.json:
+# `local_files_only` is forced to true by offline mode (HF_HUB_OFFLINE), so without this the same export's bytes would
+# depend on the environment of the job that wrote it (a SLURM job's vs a local run's).
+LOAD_OPTIONS = ("is_local", "local_files_only")
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
+    """`tokenizer.save_pretrained(directory)` without the options it was loaded with (LOAD_OPTIONS)."""
+    for key in LOAD_OPTIONS:
+        tokenizer.init_kwargs.pop(key, None)
+    tokenizer.save_pretrained(directory)
+
+
 def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, meta: dict,
                  state_dict: dict | None = None, extra: Callable[[Path], None] | None = None) -> None:
     """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically.
@@ -68,7 +81,7 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
     try:
         with naming(out_dir):  # disk full, read-only, ...: one line naming the export
             model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-            tokenizer.save_pretrained(tmp)
+            save_tokenizer(tokenizer, tmp)
             if extra is not None:
                 extra(tmp)
             (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
