@@ -373,7 +373,7 @@ def hardware_diff(recorded: dict, here: dict) -> list[str]:
             lines.append(f"hardware: {label}: manifest {was}; here {now}")
     if lines:
         lines.append("hardware: the lines above are informational, not drift: trained weights, evaluations and scores "
-                     "can differ across CPU/GPU types (README, Reproducibility), so changed files may come from it")
+                     "can differ across CPU/GPU types (docs/AUDITS.md), so changed files may come from it")
     return lines
 
 

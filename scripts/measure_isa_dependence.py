@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Which toy-world outputs depend on the CPU's instruction set? The measurement behind README "Reproducibility".
+"""Which toy-world outputs depend on the CPU's instruction set? The measurement behind docs/AUDITS.md.
 
     python scripts/measure_isa_dependence.py [--config config/config.yaml] [--steps 20]
 

@@ -47,7 +47,7 @@ from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 TOY_LABEL = "TOY WORLD — synthetic languages"
 RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
-#: What the paper config runs where the paper names no set or setting (README "Where this differs from the paper").
+#: What the paper config runs where the paper names no set or setting (docs/PAPER_DIFFERENCES.md).
 PAPER_TASK_NOTES = [
     "MGSM: 8-shot native chain of thought (lm-eval mgsm_native_cot_*, MGSM's own exemplars in the target language), "
     "greedy, the final number of the generation (flexible-extract), up to evaluation.tasks.mgsm.max_new_tokens new "

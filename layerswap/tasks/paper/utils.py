@@ -1,7 +1,8 @@
 """Helpers of the paper task YAMLs (`layerswap/tasks/paper/`), referenced as `!function utils.<name>`.
 
-Data comes from the Hugging Face hub, pre-staged by `layerswap prestage` (`layerswap.prestage.evaluation_artefacts`)
-and read offline by `layerswap evaluate` (HF_HUB_OFFLINE / HF_DATASETS_OFFLINE set).
+Data comes from the Hugging Face hub, pre-staged by `layerswap prestage`
+(`layerswap.data.prestage.evaluation_artefacts`) and read offline by `layerswap evaluate` (HF_HUB_OFFLINE /
+HF_DATASETS_OFFLINE set).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def bleu_13a(items) -> float:
     return _corpus_bleu(items, "13a")
 
 
-bleu_13a.sacrebleu_tokenize = "13a"  # recorded in each evaluation file (layerswap.evaluate.task_settings)
+bleu_13a.sacrebleu_tokenize = "13a"  # recorded in each evaluation file (layerswap.evaluation.tasks.task_settings)
 
 
 def bleu_ja_mecab(items) -> float:

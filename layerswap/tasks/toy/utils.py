@@ -1,7 +1,7 @@
 """Helpers the toy task YAMLs refer to with `!function utils.<name>` (resolved next to the YAML files).
 
 The toy data files are local JSONL files in the real datasets' schemas (see docs/ARCHITECTURE.md). The per-job task
-YAMLs that `layerswap.evaluate` writes pass, through `dataset_kwargs`:
+YAMLs that `layerswap.evaluation.tasks` writes pass, through `dataset_kwargs`:
   path          the JSONL file
   fewshot_pool  how many leading lines form the few-shot split (0 when the task runs 0-shot); these lines are never
                 scored, so a few-shot exemplar is never also a test item
