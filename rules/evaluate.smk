@@ -109,7 +109,7 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
 # Table 2 shows its language's experts and merges in English and every MGSM language, which their own evaluation
 # files do not hold (checkpoints: English + own language; merges: their target language). Those scores are files of
 # their own, one job per extra language: evals/by_language/<lang>/<model id>/mgsm.json, found there by
-# layerswap.report.tables.Evals. So a new Table 2 language or MGSM language adds jobs and files and reruns no evaluation,
+# layerswap.report.evals.Evals. So a new Table 2 language or MGSM language adds jobs and files and reruns no evaluation,
 # selection or merge that exists.
 
 
