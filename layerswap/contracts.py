@@ -1,5 +1,6 @@
 """File contracts that several stages share, each with one owner: merge pair ids, model ids, selection metrics (which
-evaluation file and score each reads), selection files, atomic writes of result files. (The files themselves are described in docs/ARCHITECTURE.md.)"""
+evaluation file and score each reads), selection files, atomic writes of result files. (The files themselves are
+described in docs/ARCHITECTURE.md.)"""
 
 from __future__ import annotations
 

@@ -6,8 +6,9 @@
 # `all`; the main tables and figures read merges.configs only, so the ablations change none of the main jobs.
 
 
-# Expert-set ablations (layerswap/workflow/expert_sets.py docstring): their extra runs, bases, selections and merge configs are
-# spec.expert_ablations, spec.ablation_runs, spec.ablation_bases, spec.ablation_merges (layerswap/workflow/spec.py).
+# Expert-set ablations (layerswap/workflow/expert_sets.py docstring): their extra runs, bases, selections and merge
+# configs are spec.expert_ablations, spec.ablation_runs, spec.ablation_bases, spec.ablation_merges
+# (layerswap/workflow/ablation_jobs.py).
 
 
 if spec.expert_ablations:
