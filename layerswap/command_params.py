@@ -109,7 +109,7 @@ def _unannotated(tp: Any) -> tuple[Any, list[AtLeast]]:
 
 
 def describe(tp: Any) -> str:
-    """What a value of type `tp` is, in words ('an integer >= 1', 'null or a list of strings')."""
+    """What a value of type `tp` is, in words ('an integer >= 1', 'null or a non-empty list of strings')."""
     base, bounds = _unannotated(tp)
     origin, args = typing.get_origin(base), typing.get_args(base)
     low = bounds[0].low if bounds else None
@@ -120,8 +120,11 @@ def describe(tp: Any) -> str:
     if dataclasses.is_dataclass(base):
         return "an object with keys " + ", ".join(f.name for f in dataclasses.fields(base))
     if origin in (list, dict):
-        noun = "a list of " + _plural(args[0]) if origin is list else "an object of " + _plural(args[1])
-        return noun.replace("a ", "a non-empty ", 1) if low == 1 else noun + (f" (at least {low:g})" if low else "")
+        noun, item = ("list", args[0]) if origin is list else ("object", args[1])
+        size = "non-empty " if low == 1 else ""
+        article = "an" if (size or noun).startswith(("a", "e", "i", "o", "u")) else "a"
+        more = f" (at least {low:g})" if low not in (None, 1) else ""
+        return f"{article} {size}{noun} of {_plural(describe(item))}{more}"
     words = {int: "an integer", float: "a number", str: "a string", bool: "true or false", Any: "any value"}
     text = words.get(base, getattr(base, "__name__", str(base)))
     if low is not None:
@@ -129,13 +132,15 @@ def describe(tp: Any) -> str:
     return text
 
 
-def _plural(tp: Any) -> str:
-    text = describe(tp)
-    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a string", "strings"),
-                      ("a list of", "lists of"), ("an object", "objects"), ("a non-empty list", "non-empty lists")):
-        if text.startswith(one):
-            return many + text[len(one):]
-    return text
+def _plural(text: str) -> str:
+    """'an integer >= 1' -> 'integers >= 1', 'a non-empty list of strings' -> 'non-empty lists of strings'."""
+    article, _, rest = text.partition(" ")
+    if article not in ("a", "an"):
+        return text
+    words = rest.split(" ")
+    noun = next(i for i, w in enumerate(words) if w != "non-empty")
+    words[noun] += "s"
+    return " ".join(words)
 
 
 def _fail(what: str, key: str, tp: Any, value: Any):

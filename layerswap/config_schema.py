@@ -19,7 +19,6 @@ from layerswap.errors import UserError, yaml_problem
 SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
 
 
-
 def _key(path: Iterable[Any]) -> str:
     out = ""
     for part in path:

@@ -46,7 +46,7 @@ rule soup_then_swap_recipes:
         task=f"{R}/selection/math.json",
         all_langs=expand(f"{R}/selection/{{l}}.json", l=spec.langs),
     output:
-        expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=["langsoup", "multisoup"]),
+        expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=spec.soups),
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
         code=command_hash("recipes"),

@@ -29,7 +29,6 @@ COLUMNS += [f"{m}_{c}" for m in METRICS
             for c in (("n",) if BENCHMARKS[m].corpus else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
 
 
-
 @dataclass
 class Variant:
     """A row of the ablation: its merge config ('' and `skipped` the reason where it does not fit the model)."""

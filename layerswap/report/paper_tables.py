@@ -57,7 +57,6 @@ def selection_rule(selection_dir: str | Path, expert_type: str) -> str:
     return text
 
 
-
 @dataclass
 class Stats:
     min: float
@@ -118,7 +117,6 @@ class Workspace:
                            candidates)
             )
         return choices
-
 
 
 # ----------------------------------------------------------------------------------------------------------------

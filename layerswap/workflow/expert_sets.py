@@ -91,7 +91,6 @@ def check_file(where: str, spec: dict) -> None:
             raise fail(f"{where}: variants[{i}]", "expert_sets ablations take bottom_top / grid variants only")
 
 
-
 def _toy_shapes(model: dict, depth: int) -> dict[str, list[int]]:
     """Tensor shapes of the toy Llama for these model params (meta device: nothing is allocated)."""
     import torch

@@ -21,7 +21,7 @@ import shlex
 from pathlib import Path
 
 from layerswap.config import effective_runs, expert_type, language_mix
-from layerswap.contracts import pair_ids
+from layerswap.contracts import merge_model_id, pair_ids
 from layerswap.merge.registry import SWAP, best_of_methods
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
@@ -261,8 +261,7 @@ class Spec(EvaluationJobs, AblationJobs):
         })
 
     def swap_grid_inputs(self) -> list[str]:
-        return [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in self.swap_configs for l in self.langs
-                for p in self.pairs]
+        return self.merge_mgsm_files(self.swap_configs)
 
     def table1_bars_inputs(self) -> list[str]:
         """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
@@ -273,8 +272,12 @@ class Spec(EvaluationJobs, AblationJobs):
         files += [i for e in experts for i in self.checkpoint_indexes(e, ["mgsm"])]
         files += self.eval_files("base", ["mgsm"])
         configs = dict.fromkeys([c for names in self.best_of_configs(1) for c in names] + [m["default_swap"]])
-        files += [f"{R}/evals/merge/{c}/{l}/{p}/mgsm.json" for c in configs for l in self.langs for p in self.pairs]
-        return files
+        return files + self.merge_mgsm_files(configs)
+
+    def merge_mgsm_files(self, configs) -> list[str]:
+        """The MGSM evaluation files of every pair of these merge configs in every language."""
+        return [f for c in configs for l in self.langs for p in self.pairs
+                for f in self.eval_files(merge_model_id(c, l, p), ["mgsm"])]
 
     def best_of_configs(self, table: int) -> list[list[str]]:
         """The best_of configs of each merge method with a best-config column in Table `table`, in column order."""
