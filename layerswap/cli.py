@@ -43,7 +43,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gguf-base": ("layerswap.train.gguf_base", "dequantise a GGUF base model into a safetensors HF directory"),
     "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
     "audit": ("layerswap.audit", "re-hash results against the manifest (drift), or trace a table cell"),
-    "ablation-table": ("layerswap.workflow.ablations", "an ablation's table (CSV + Markdown) and figure from evaluation files"),
+    "ablation-table": ("layerswap.report.ablation_table",
+                       "an ablation's table (CSV + Markdown) and figure from evaluation files"),
     "cost": ("layerswap.workflow.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
 }
 

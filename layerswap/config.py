@@ -1,4 +1,5 @@
-"""Workflow config: JSON-schema validation with defaults, and the checks a schema cannot express.
+"""Workflow config: the checks a schema cannot express, after JSON-schema validation with defaults
+(layerswap/config_schema.py, which also words every config error), and the helpers the rules use.
 
 The Snakefile calls, at parse time::
 
@@ -29,23 +30,17 @@ MGSM's languages (hf world).
 
 from __future__ import annotations
 
-import copy
-import functools
-import re
 import string
 from pathlib import Path
-from typing import Any, Iterable
 
 from layerswap.benchmarks import BENCHMARKS
-from layerswap.contracts import SELECTION_METRICS, read_text
+from layerswap.config_schema import SCHEMA_PATH, key_error, read_config_file, short, validate_config
+from layerswap.contracts import SELECTION_METRICS
 from layerswap.data.mixes import language_mix  # noqa: F401 (re-exported: the Snakefile's helpers)
-from layerswap.errors import UserError, yaml_problem
+from layerswap.errors import UserError
+from layerswap.languages import HF_LANGUAGES
 from layerswap.merge.params import ParamError
 from layerswap.merge.registry import METHODS, SWAP
-
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "config" / "schema.yaml"
-
-from layerswap.languages import HF_LANGUAGES  # noqa: E402  (re-exported: the config checks read it)
 
 #: The paper's target languages (hf world).
 PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
@@ -140,151 +135,6 @@ def mgsm_allowed(config: dict) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# schema validation
-
-
-def _key(path: Iterable[Any]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    text = repr(value).replace("\n", "\\n")
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _fail(path: Iterable[Any] | str, message: str, allowed: Iterable[Any] | str | None = None) -> UserError:
-    key = path if isinstance(path, str) else _key(path)
-    head = f"config key '{key}'" if key else "config"
-    if allowed is not None and not isinstance(allowed, str):
-        allowed = ", ".join(str(a) for a in allowed)
-    text = f"{head}: {message}" + (f"; allowed: {allowed}" if allowed is not None else "")
-    return UserError(" ".join(text.split("\n")))
-
-
-def _load_yaml(path: str | Path, what: str) -> Any:
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    text = read_text(path, what)  # missing, unreadable or not UTF-8: one line naming the file
-    try:
-        return yaml.load(text, Loader=loader)
-    except yaml.YAMLError as err:
-        raise UserError(f"{what} {path} {yaml_problem(err)}") from None
-
-
-def read_config_file(path: str | Path) -> dict:
-    """A workflow config file as a mapping, or one UserError naming the file (and line): missing, unreadable, not
-    UTF-8, not YAML, empty, or not a mapping. What Snakemake's own loader would refuse, said better."""
-    config = _load_yaml(path, "config file")
-    if config is None:
-        raise UserError(f"config file {path} is empty; a config is a mapping of keys (see config/config.yaml)")
-    if not isinstance(config, dict):
-        raise UserError(f"config file {path}: expected a mapping of keys, got {type(config).__name__}")
-    return config
-
-
-@functools.lru_cache(maxsize=8)
-def _schema(path: str, mtime: float) -> dict:
-    return _load_yaml(path, "schema")
-
-
-@functools.lru_cache(maxsize=1)
-def _validator_class():
-    from jsonschema import Draft202012Validator, validators
-
-    validate_properties = Draft202012Validator.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):
-        if isinstance(instance, dict):
-            for name, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub and name not in instance:
-                    instance[name] = copy.deepcopy(sub["default"])
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return validators.extend(Draft202012Validator, {"properties": set_defaults})
-
-
-def _error_to_user(error) -> UserError:
-    """One line for a jsonschema ValidationError, naming the key path and, where known, the allowed values."""
-    path, kind, schema, value = list(error.absolute_path), error.validator, error.schema, error.instance
-    if kind in ("anyOf", "oneOf"):
-        # descend into the branch that got furthest into the value (e.g. a wrong count inside a right-shaped mix)
-        deeper = [e for e in error.context if len(e.relative_path) > 0]
-        if deeper:
-            return _error_to_user(max(deeper, key=lambda e: len(e.relative_path)))
-        expected = schema.get("description") or " or ".join(
-            str(s.get("type") or s.get("const") or s.get("enum") or "another form") for s in error.validator_value)
-        return _fail(path, f"{_short(value)} is not valid; expected {expected}")
-    if kind == "additionalProperties":
-        known = list(schema.get("properties", {}))
-        extra = sorted(k for k in value if k not in known)
-        what = f"unknown key '{extra[0]}'" if len(extra) == 1 else f"unknown keys {', '.join(map(repr, extra))}"
-        if not path:
-            return _fail(path, f"{what} at top level", known)
-        return _fail(path, what, known)
-    if kind == "unevaluatedProperties":  # toy_world.sizes: its own keys, and every benchmark's through allOf
-        from layerswap.benchmarks import NAMES
-
-        extra = sorted(set(re.findall(r"'([^']+)'", error.message)))
-        return _fail(path, f"unknown key '{extra[0]}'" if extra else error.message,
-                     [*schema.get("properties", {}), *NAMES])
-    if kind == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else str(error.validator_value)
-        return _fail([*path, missing], "required key is missing")
-    if "propertyNames" in error.absolute_schema_path:  # a key of a mapping (the value here) is at fault
-        if kind == "enum":
-            return _fail(path, f"unknown key {_short(value)}", error.validator_value)
-        rule = schema.get("description") or error.message
-        return _fail(path, f"key {_short(value)} is not a valid name ({rule})")
-    if kind in ("enum", "const"):
-        allowed = error.validator_value if kind == "enum" else [error.validator_value]
-        return _fail(path, f"{_short(value)} is not allowed", allowed)
-    if kind in ("minProperties", "minItems") and error.validator_value == 1:
-        return _fail(path, "must not be empty")
-    if kind == "pattern":
-        rule = schema.get("description")
-        if path and path[-1] == "prompt_template":
-            rule = "must contain {prompt}"
-        return _fail(path, f"{_short(value)} is not valid ({rule or 'must match ' + error.validator_value})")
-    if kind == "type" and isinstance(value, str):
-        hint = ""
-        try:
-            float(value)
-            hint = " (YAML reads 1e-5 as a string: write 1.0e-5)"
-        except ValueError:
-            pass
-        return _fail(path, f"{_short(value)} is not of type {error.validator_value!r}{hint}")
-    message = error.message
-    if len(message) > 200:
-        message = message[:197] + "..."
-    return _fail(path, message)
-
-
-def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict:
-    """Validate `config` against the JSON schema, filling schema defaults in place; return it.
-
-    The first (most relevant) error becomes a one-line UserError naming the key path.
-    """
-    from jsonschema.exceptions import relevance
-
-    if not isinstance(config, dict):
-        raise UserError(f"config: expected a mapping of keys, got {type(config).__name__}")
-    path = Path(schema_path)
-    try:
-        mtime = path.stat().st_mtime
-    except OSError as err:
-        raise UserError(f"cannot read schema {path}: {err.strerror}") from None
-    schema = _schema(str(path), mtime)
-    errors = list(_validator_class()(schema).iter_errors(config))
-    if errors:
-        raise _error_to_user(max(errors, key=relevance))
-    return config
-
-
-# ----------------------------------------------------------------------------------------------------------------
 # checks beyond the schema
 
 
@@ -297,7 +147,7 @@ def check(config: dict) -> None:
     # world-specific structure
     if world == "toy":
         if "toy_world" not in config:
-            raise _fail("toy_world", "required key is missing (world is toy)")
+            raise key_error("toy_world", "required key is missing (world is toy)")
         from layerswap.data.toyworld import aya_mix, pretrain_mix
 
         pretrain_mix(config["toy_world"].get("pretrain_mix"))  # its shares of the toy documents sum to <= 1
@@ -306,30 +156,30 @@ def check(config: dict) -> None:
         if base["source"] == "toy":
             for key in ("toy_model", "toy_pretrain"):
                 if key not in base:
-                    raise _fail(f"base.{key}", "required key is missing (base.source is toy)")
+                    raise key_error(f"base.{key}", "required key is missing (base.source is toy)")
     else:
         if config["base"]["source"] == "toy":
-            raise _fail("base.source", "'toy' needs world: toy", "a local HF model directory or a hub id")
+            raise key_error("base.source", "'toy' needs world: toy", "a local HF model directory or a hub id")
 
     # languages
     for i, lang in enumerate(languages):
         if lang not in known:
-            raise _fail(f"languages[{i}]", f"unknown language '{lang}'", known)
+            raise key_error(f"languages[{i}]", f"unknown language '{lang}'", known)
     mgsm_ok = mgsm_allowed(config)
     for i, lang in enumerate(config["mgsm_languages"]):
         if lang not in mgsm_ok:
-            raise _fail(f"mgsm_languages[{i}]", f"unknown MGSM language '{lang}'", mgsm_ok)
+            raise key_error(f"mgsm_languages[{i}]", f"unknown MGSM language '{lang}'", mgsm_ok)
     eval_ok = list(dict.fromkeys(["en", *known, *([] if world == "toy" else HF_LANGUAGES)]))
     for task, spec in config["evaluation"]["tasks"].items():
         ok = mgsm_ok if task == "mgsm" else eval_ok
         for i, lang in enumerate(spec.get("languages") or []):
             if lang not in ok:
-                raise _fail(f"evaluation.tasks.{task}.languages[{i}]", f"unknown language '{lang}'", ok)
+                raise key_error(f"evaluation.tasks.{task}.languages[{i}]", f"unknown language '{lang}'", ok)
     for lang in config.get("language_names") or {}:
         if lang not in eval_ok:
-            raise _fail(f"language_names.{lang}", f"unknown language '{lang}'", eval_ok)
+            raise key_error(f"language_names.{lang}", f"unknown language '{lang}'", eval_ok)
     if config["analysis"]["table2_language"] not in languages:
-        raise _fail("analysis.table2_language", f"'{config['analysis']['table2_language']}' is not a target "
+        raise key_error("analysis.table2_language", f"'{config['analysis']['table2_language']}' is not a target "
                     "language", languages)
 
     _check_prompt(config)
@@ -339,7 +189,7 @@ def check(config: dict) -> None:
     joint = sorted({run["expert"][len("joint_"):] for run in effective_runs(config).values()
                     if run["expert"].startswith("joint_")})
     if table2 not in joint:
-        raise _fail("analysis.table2_language", f"Table 2 compares the joint expert of '{table2}' with the merges, "
+        raise key_error("analysis.table2_language", f"Table 2 compares the joint expert of '{table2}' with the merges, "
                     f"but no run of sft.runs has expert 'joint_{table2}'", joint or ["none: add a joint_<lang> run"])
     _check_selection(config)
     _check_merges(config)
@@ -347,13 +197,13 @@ def check(config: dict) -> None:
     keep = config.get("storage", {}).get("keep_merged")
     for i, name in enumerate(keep if isinstance(keep, list) else []):
         if name not in config["merges"]["configs"]:
-            raise _fail(f"storage.keep_merged[{i}]", f"unknown merge config '{name}'", list(config["merges"]["configs"]))
+            raise key_error(f"storage.keep_merged[{i}]", f"unknown merge config '{name}'", list(config["merges"]["configs"]))
 
 
 def _check_prompt(config: dict) -> None:
     fields = _placeholders(config.get("prompt_template", "{prompt}"))
     if fields - {"prompt"}:
-        raise _fail("prompt_template", f"unknown placeholder {{{sorted(fields - {'prompt'})[0]}}} (write {{{{ }}}} "
+        raise key_error("prompt_template", f"unknown placeholder {{{sorted(fields - {'prompt'})[0]}}} (write {{{{ }}}} "
                     "for a literal brace)", ["{prompt}"])
 
 
@@ -369,20 +219,20 @@ def _check_sources(config: dict, known: list[str]) -> None:
     for name, src in config["data_sources"].items():
         where = f"data_sources.{name}"
         if ("file" in src) == ("hub_id" in src):
-            raise _fail(where, "needs exactly one of file, hub_id", ["file", "hub_id"])
+            raise key_error(where, "needs exactly one of file, hub_id", ["file", "hub_id"])
         if src.get("builder") and not src.get("data_files"):
-            raise _fail(f"{where}.builder", "needs data_files (the files the builder reads)", ["data_files"])
+            raise key_error(f"{where}.builder", "needs data_files (the files the builder reads)", ["data_files"])
         for field, allowed in (("file", {"lang"}), ("subset", {"lang", "code"}), ("data_files", {"lang", "code"})):
             extra = _placeholders(src.get(field)) - allowed
             if extra:
-                raise _fail(f"{where}.{field}", f"unknown placeholder {{{sorted(extra)[0]}}}",
+                raise key_error(f"{where}.{field}", f"unknown placeholder {{{sorted(extra)[0]}}}",
                             ", ".join(f"{{{a}}}" for a in sorted(allowed)))
             if "code" in _placeholders(src.get(field)) and not src.get("languages"):
-                raise _fail(f"{where}.{field}", "uses {code} but the source has no languages mapping",
+                raise key_error(f"{where}.{field}", "uses {code} but the source has no languages mapping",
                             "a languages: {<target>: <code>} mapping")
         for lang in src.get("languages") or {}:
             if lang not in ok_codes:
-                raise _fail(f"{where}.languages.{lang}", f"unknown language '{lang}'", ok_codes)
+                raise key_error(f"{where}.languages.{lang}", f"unknown language '{lang}'", ok_codes)
 
 
 def _per_language(source: dict) -> bool:
@@ -396,32 +246,32 @@ def _check_mixes(config: dict, languages: list[str], known: list[str]) -> None:
     lang_mix = mixes["language"]
     per_language = [isinstance(v, dict) for v in lang_mix.values()]
     if any(per_language) and not all(per_language):
-        raise _fail("mixes.language", "mixes {source: count} and {language: {source: count}} forms",
+        raise key_error("mixes.language", "mixes {source: count} and {language: {source: count}} forms",
                     "either one shared {source: count} or one {source: count} per target language")
     if all(per_language):
         for lang in lang_mix:
             if lang not in known:
-                raise _fail(f"mixes.language.{lang}", f"unknown language '{lang}'", known)
+                raise key_error(f"mixes.language.{lang}", f"unknown language '{lang}'", known)
         for lang in languages:
             if lang not in lang_mix:
-                raise _fail("mixes.language", f"no mix for target language '{lang}'", list(lang_mix))
+                raise key_error("mixes.language", f"no mix for target language '{lang}'", list(lang_mix))
         lang_parts = [(f"mixes.language.{lang}", lang, lang_mix[lang]) for lang in languages]
     else:
         lang_parts = [("mixes.language", lang, lang_mix) for lang in languages]
 
     for source in mixes["math"]:
         if source not in sources:
-            raise _fail(f"mixes.math.{source}", f"unknown data source '{source}'", list(sources))
+            raise key_error(f"mixes.math.{source}", f"unknown data source '{source}'", list(sources))
         if _per_language(sources[source]):
-            raise _fail(f"mixes.math.{source}", f"source '{source}' is per target language (the math mix is "
+            raise key_error(f"mixes.math.{source}", f"source '{source}' is per target language (the math mix is "
                         "English)", [n for n, s in sources.items() if not _per_language(s)])
     for where, lang, mix in lang_parts:
         for source in mix:
             if source not in sources:
-                raise _fail(f"{where}.{source}", f"unknown data source '{source}'", list(sources))
+                raise key_error(f"{where}.{source}", f"unknown data source '{source}'", list(sources))
             mapping = sources[source].get("languages")
             if mapping and lang not in mapping:
-                raise _fail(f"data_sources.{source}.languages", f"no entry for language '{lang}' (used in {where})",
+                raise key_error(f"data_sources.{source}.languages", f"no entry for language '{lang}' (used in {where})",
                             list(mapping))
 
 
@@ -437,26 +287,26 @@ def _check_runs(config: dict, languages: list[str]) -> None:
         method = run.get("peft_method", "full")
         if method not in PEFT_METHODS:
             why = UNSUPPORTED_PEFT.get(str(method).lower())
-            raise _fail(_origin(config, name, "peft_method"), f"{_short(method)} is not supported"
+            raise key_error(_origin(config, name, "peft_method"), f"{short(method)} is not supported"
                         + (f" ({why})" if why else ""), PEFT_METHODS)
         if method != "lora" and "lora" in config["sft"]["runs"][name]:
-            raise _fail(f"sft.runs.{name}.lora", "is set but the run's peft_method is full", "peft_method: lora")
+            raise key_error(f"sft.runs.{name}.lora", "is set but the run's peft_method is full", "peft_method: lora")
         if run["expert"] not in allowed:
-            raise _fail(f"sft.runs.{name}.expert", f"unknown expert '{run['expert']}'", allowed)
+            raise key_error(f"sft.runs.{name}.expert", f"unknown expert '{run['expert']}'", allowed)
         outside = [i for i in (run.get("lora") or {}).get("layers") or [] if i >= config["base"]["num_layers"]]
         if method == "lora" and outside:
-            raise _fail(_origin(config, name, "lora") + ".layers", f"layer {outside[0]} does not exist (the base "
+            raise key_error(_origin(config, name, "lora") + ".layers", f"layer {outside[0]} does not exist (the base "
                         f"has {config['base']['num_layers']} layers, 0-based)")
         for field in ("num_samples", "checkpoint_every"):
             if field not in run:
-                raise _fail(f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in "
+                raise key_error(f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in "
                             "sft.defaults)")
         every, total, batch = run["checkpoint_every"], run["num_samples"], run["batch_size"]
         if every <= 0 or every > total:
-            raise _fail(_origin(config, name, "checkpoint_every"),
+            raise key_error(_origin(config, name, "checkpoint_every"),
                         f"{every} does not fit num_samples {total} of run '{name}'", f"1..{total}")
         if every % batch:
-            raise _fail(_origin(config, name, "checkpoint_every"),
+            raise key_error(_origin(config, name, "checkpoint_every"),
                         f"{every} is not a multiple of batch_size {batch} of run '{name}' (checkpoints are saved "
                         "at whole steps)", f"multiples of {batch}")
 
@@ -469,18 +319,18 @@ def _check_selection(config: dict) -> None:
     for expert in experts(config):
         names = by_expert.get(expert, [])
         if not names:
-            raise _fail("sft.runs", f"no run trains expert '{expert}' (every target language needs one)",
+            raise key_error("sft.runs", f"no run trains expert '{expert}' (every target language needs one)",
                         f"runs with expert: {expert}")
         counts = {n: len(checkpoints_of(runs[n])) for n in names}
         usable = sum(min(c, cap) if cap else c for c in counts.values())
         if usable < top_k:
             detail = ", ".join(f"{n}: {c}" for n, c in counts.items())
             capped = f", at most {cap} per run (selection.max_per_run)" if cap else ""
-            raise _fail("selection.top_k", f"{top_k} needs {top_k} checkpoints of expert '{expert}' but its runs "
+            raise key_error("selection.top_k", f"{top_k} needs {top_k} checkpoints of expert '{expert}' but its runs "
                         f"give {usable} ({detail}{capped})", f"top_k <= {usable}, or more runs/checkpoints")
     kinds = {expert_type(e) for e in experts(config)}
     if "joint" in kinds and "joint" not in selection["weights"]:
-        raise _fail("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
+        raise key_error("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
     evaluated = config["evaluation"]["checkpoint_tasks"]
     runs_code = {b for b, task in config["evaluation"]["tasks"].items() if (task or {}).get("execute_code", False)}
     for key in ("weights", "constraints"):
@@ -488,13 +338,13 @@ def _check_selection(config: dict) -> None:
             for metric in metrics:
                 where = f"selection.{key}.{kind}.{metric}"
                 if kind == "math" and metric not in ("mgsm_en", "mgsm_avg"):
-                    raise _fail(where, "math experts have no target language", ["mgsm_en", "mgsm_avg"])
+                    raise key_error(where, "math experts have no target language", ["mgsm_en", "mgsm_avg"])
                 task = METRIC_TASK[metric]
                 if task not in evaluated:
                     ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
-                    raise _fail(where, f"needs task '{task}' in evaluation.checkpoint_tasks", ok)
+                    raise key_error(where, f"needs task '{task}' in evaluation.checkpoint_tasks", ok)
                 if BENCHMARKS[task].unsafe and task not in runs_code:
-                    raise _fail(where, f"{BENCHMARKS[task].title} gives no score unless evaluation.tasks.{task}."
+                    raise key_error(where, f"{BENCHMARKS[task].title} gives no score unless evaluation.tasks.{task}."
                                 "execute_code is true", [m for m, t in METRIC_TASK.items() if not BENCHMARKS[t].unsafe])
 
 
@@ -506,7 +356,7 @@ def _check_merges(config: dict) -> None:
             METHODS[cfg["method"]].run_check(cfg, cfg, num_layers, f"base.num_layers = {num_layers}")
         except ParamError as err:
             where = f"merges.configs.{name}"
-            raise _fail(f"{where}.{err.key}" if err.key else where, err.message, err.allowed) from None
+            raise key_error(f"{where}.{err.key}" if err.key else where, err.message, err.allowed) from None
 
     def of_method(method: str) -> list[str]:
         return [n for n, c in configs.items() if c["method"] == method]
@@ -516,7 +366,7 @@ def _check_merges(config: dict) -> None:
         if value not in ok:
             what = (f"unknown config '{value}'" if value not in configs
                     else f"config '{value}' has method {configs[value]['method']}")
-            raise _fail(key, f"{what} (needs method {method})", ok or f"none: add a {method} config")
+            raise key_error(key, f"{what} (needs method {method})", ok or f"none: add a {method} config")
 
     need("merges.default_swap", merges["default_swap"], SWAP)
     if merges.get("soup_then_swap") is not None:
@@ -532,7 +382,7 @@ def _check_evaluation(config: dict) -> None:
     for key in ("checkpoint_tasks", "merge_tasks"):
         for i, task in enumerate(evaluation[key]):
             if task not in tasks:
-                raise _fail(f"evaluation.{key}[{i}]", f"task '{task}' has no entry in evaluation.tasks", tasks)
+                raise key_error(f"evaluation.{key}[{i}]", f"task '{task}' has no entry in evaluation.tasks", tasks)
 
 
 # ----------------------------------------------------------------------------------------------------------------

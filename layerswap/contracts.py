@@ -1,5 +1,6 @@
-"""File contracts that several stages share, each with one owner: merge pair ids, selection metrics (which
-evaluation file and score each reads), selection files, atomic writes of result files. (The files themselves are described in docs/ARCHITECTURE.md.)"""
+"""File contracts that several stages share, each with one owner: merge pair ids, model ids, selection metrics (which
+evaluation file and score each reads), selection files, atomic writes of result files. (The files themselves are
+described in docs/ARCHITECTURE.md.)"""
 
 from __future__ import annotations
 
@@ -24,6 +25,29 @@ def pair_id(lang_rank: int, math_rank: int) -> str:
 def pair_ids(top_k: int) -> list[str]:
     """Every pair of the top-k experts, i-major (l1m1, l1m2, ..., lkmk)."""
     return [pair_id(i, j) for i in range(1, top_k + 1) for j in range(1, top_k + 1)]
+
+
+BASE_MODEL_ID = "base"  # the base model's evaluations: results/evals/base/
+
+
+def checkpoint_model_id(run: str, checkpoint: str) -> str:
+    """An expert checkpoint's model id, `ckpt/<run>/<checkpoint>`: the folder of its evaluations under results/evals/
+    and the name the tables give it."""
+    return f"ckpt/{run}/{checkpoint}"
+
+
+def merge_model_id(config: str, lang: str, member: str) -> str:
+    """A merge's model id, `merge/<config>/<lang>/<member>`: member a pair id `l<i>m<j>`, or for the soup-then-swap
+    recipes (config `soupswap`) `langsoup` / `multisoup`; the folder of its evaluations under results/evals/."""
+    return f"merge/{config}/{lang}/{member}"
+
+
+def merge_model_parts(model_id: str) -> tuple[str, str, str]:
+    """(config, lang, member) of a merge's model id (`merge_model_id`); anything else is a ValueError."""
+    kind, config, lang, member = model_id.split("/")
+    if kind != "merge":
+        raise ValueError(f"not a merge model id: {model_id!r}")
+    return config, lang, member
 
 
 #: Selection metric -> (benchmark whose evaluation file it reads, key of that file's `scores`); `{lang}` is the

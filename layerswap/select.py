@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
+from typing import Annotated, Literal
 
+from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import SELECTION_METRICS, write_json_atomic
 from layerswap.errors import UserError
 
@@ -124,6 +127,19 @@ def merge_indexes(paths: list[Path]) -> dict:
     return merged
 
 
+@dataclass
+class Params:
+    """--params-json of `layerswap select` (layerswap/workflow/spec.py: selection_params)."""
+
+    kind: Literal["math", "language", "joint"]
+    weights: Annotated[dict[str, float], AtLeast(1)]  # selection metric -> weight
+    top_k: Annotated[int, AtLeast(1)]
+    mgsm_languages: Annotated[list[str], AtLeast(1)]
+    lang: str | None = None  # the target language (None for math experts)
+    max_per_run: Annotated[int, AtLeast(1)] | None = None  # None: no cap
+    constraints: dict[str, float] = field(default_factory=dict)  # metric -> margin below the base
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     if parser.prog.split()[-1] == "checkpoint-index":
         parser.add_argument("--out", required=True, type=Path)
@@ -142,9 +158,9 @@ def run(args: argparse.Namespace) -> None:
     if hasattr(args, "parts"):
         write_json_atomic(args.out, merge_indexes(args.parts))
         return
-    p = json.loads(args.params_json)
-    result = select(args.index, args.expert, p["kind"], p.get("lang"), p["weights"], p["top_k"], p["max_per_run"],
-                    p["mgsm_languages"], p.get("constraints") or {}, args.base_evals)
+    p = parse(Params, args.params_json)
+    result = select(args.index, args.expert, p.kind, p.lang, p.weights, p.top_k, p.max_per_run, p.mgsm_languages,
+                    p.constraints, args.base_evals)
     write_json_atomic(args.out, result)
     for s in result["selected"]:
         print(f"{args.expert} #{s['rank']}: {s['run']}/{s['checkpoint']} score={s['score']}")

@@ -6,33 +6,25 @@
 # `all`; the main tables and figures read merges.configs only, so the ablations change none of the main jobs.
 
 
-# Expert-set ablations (layerswap/workflow/ablations.py docstring): their extra runs, bases, selections and merge configs are
-# spec.expert_ablations, spec.ablation_runs, spec.ablation_bases, spec.ablation_merges (layerswap/workflow/spec.py).
+# Expert-set ablations (layerswap/workflow/expert_sets.py docstring): their extra runs, bases, selections and merge
+# configs are spec.expert_ablations, spec.ablation_runs, spec.ablation_bases, spec.ablation_merges
+# (layerswap/workflow/ablation_jobs.py).
 
 
 if spec.expert_ablations:
 
-    rule ablation_select:
-        """Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type)."""
-        localrule: True
+    # Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type).
+    use rule select as ablation_select with:
         input:
             indexes=lambda w: spec.ablation_selection_indexes(w.ablation, w.set, w.expert),
             base=lambda w: spec.ablation_base_evals(w.ablation, w.set, w.expert),
         output:
             f"{R}/ablations/{{ablation}}/selection/{{set}}/{{expert}}.json",
-        params:
-            select=lambda w: spec.selection_params(w.expert),
-            code=command_hash("select"),
         wildcard_constraints:
             ablation="|".join(spec.expert_ablations),
             set="[A-Za-z0-9]+",
         log:
             f"{R}/logs/ablations/select_{{ablation}}_{{set}}_{{expert}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap select --index {input.indexes} --base-evals {input.base} --expert {wildcards.expert} "
-            "--params-json {params.select} --out {output} > {log} 2>&1"
 
     rule evaluate_ablation_base:
         """A second base of an expert-set ablation on one benchmark that its selection constraints compare with."""
@@ -43,12 +35,7 @@ if spec.expert_ablations:
             f"{R}/evals/ablations/{{ablation}}/bases/{{base}}/{{benchmark}}.json",
         params:
             benchmarks=lambda w: spec.benchmark_params([w.benchmark]),
-            batch_size=spec.eval["batch_size"],
-            seed=config["seed"],
-            task_set=spec.task_set,
-            backend=spec.backend,
-            hf_home=spec.hf_home_arg,
-            code=command_hash("evaluate"),
+            **spec.evaluation_params("evaluate"),
         wildcard_constraints:
             ablation="|".join(spec.expert_ablations),
             base="[A-Za-z0-9]+",
@@ -61,40 +48,26 @@ if spec.expert_ablations:
         conda:
             "../envs/layerswap.yaml"
         shell:
-            "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} "
-            "--model ablations/{wildcards.ablation}/bases/{wildcards.base}=results/ablations/{wildcards.ablation}/bases/{wildcards.base} "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
+            evaluate_shell("evaluate", f"--model ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}="
+                           f"{R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}")
 
 
 if spec.ablation_merges:
 
     ruleorder: ablation_merge_recipes > merge_recipes
 
-    rule ablation_merge_recipes:
-        """Recipes of an expert-set ablation's merge config (ax_*): its own and/or the main selections."""
-        localrule: True
+    # Recipes of an expert-set ablation's merge config (ax_*): its own and/or the main selections.
+    use rule merge_recipes as ablation_merge_recipes with:
         input:
             lang=lambda w: spec.ablation_merge_selection(w.cfg, w.lang, "lang"),
             task=lambda w: spec.ablation_merge_selection(w.cfg, w.lang, "task"),
-        output:
-            expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
         params:
             merge=lambda w: as_json(spec.ablation_merges[w.cfg]["merge"]),
             code=command_hash("recipes"),
         wildcard_constraints:
             cfg="|".join(spec.ablation_merges),
-        log:
-            f"{R}/logs/merge_recipes/{{cfg}}_{{lang}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap recipes --params-json {params.merge} --lang-selection {input.lang} "
-            "--task-selection {input.task} --base results/base --out-dir results/merges/{wildcards.cfg}/{wildcards.lang} "
-            "> {log} 2>&1"
 
 
-spec.other_base_runs = sorted(r for r, b in spec.ablation_run_base.items() if b)
 if spec.other_base_runs:
 
     ruleorder: ablation_sft > sft
@@ -149,7 +122,8 @@ if spec.ablation_bases and config["world"] == "toy":
         conda:
             "../envs/layerswap.yaml"
         shell:
-            "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} --out results/ablations/{wildcards.ablation}/bases/{wildcards.base} "
+            "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} "
+            f"--out {R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}} "
             "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
             "--seed {params.seed} > {log} 2>&1"
 
@@ -174,14 +148,14 @@ elif spec.ablation_bases:
         shell:
             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
             "layerswap prepare-base --source {params.source} {params.revision} "
-            "--out results/ablations/{wildcards.ablation}/bases/{wildcards.base} {params.hf_home} > {log} 2>&1"
+            f"--out {R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}} {{params.hf_home}} > {{log}} 2>&1"
 
 
 if spec.ablation_extra:
 
-    rule evaluate_ablation_merges:
-        """Benchmarks an ablation reports that evaluation.merge_tasks does not include, one job per (config,
-        language, benchmark); evaluate_merges makes the merge tasks' files."""
+    # Benchmarks an ablation reports that evaluation.merge_tasks does not include, one job per (config, language,
+    # benchmark); evaluate_merges makes the merge tasks' files.
+    use rule evaluate_merges as evaluate_ablation_merges with:
         input:
             recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
             data=lambda w: spec.task_data_files([w.benchmark], [w.lang]),
@@ -190,25 +164,11 @@ if spec.ablation_extra:
         params:
             models=lambda w, input: spec.merge_models(w.cfg, w.lang, spec.pairs, input.recipes),
             benchmarks=lambda w: spec.benchmark_params([w.benchmark], [w.lang]),
-            batch_size=spec.eval["batch_size"],
-            seed=config["seed"],
-            task_set=spec.task_set,
-            backend=spec.backend,
-            hf_home=spec.hf_home_arg,
-            code=command_hash("evaluate-merges"),
+            **spec.evaluation_params("evaluate-merges"),
         wildcard_constraints:
             benchmark="|".join(spec.ablation_extra),
-        threads: spec.eval["threads"]
-        resources:
-            gpu=spec.gpus,
         log:
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-            "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-            "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
 
 
 for _name in spec.ablations:
@@ -233,8 +193,8 @@ for _name in spec.ablations:
         conda:
             "../envs/layerswap.yaml"
         shell:
-            "layerswap ablation-table --evals-dir results/evals --params-json {params.table} "
-            "--out-dir results/ablations/{params.name} > {log} 2>&1"
+            f"layerswap ablation-table --evals-dir {R}/evals --params-json {{params.table}} "
+            f"--out-dir {R}/ablations/{{params.name}} > {{log}} 2>&1"
 
     rule:
         name:

@@ -28,8 +28,8 @@ rule tables:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap tables --selection-dir results/selection --evals-dir results/evals --params-json {params.tables} "
-        "--out-dir results/tables > {log} 2>&1"
+        f"layerswap tables --selection-dir {R}/selection --evals-dir {R}/evals --params-json {{params.tables}} "
+        f"--out-dir {R}/tables > {{log}} 2>&1"
 
 
 rule heatmap:
@@ -50,8 +50,8 @@ rule heatmap:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap heatmap --base results/base {params.experts} --threshold-json {params.thresholds} "
-        "--out-prefix results/figures/param_change > {log} 2>&1"
+        f"layerswap heatmap --base {R}/base {{params.experts}} --threshold-json {{params.thresholds}} "
+        f"--out-prefix {R}/figures/param_change > {{log}} 2>&1"
 
 
 rule table_pages:
@@ -67,7 +67,7 @@ rule table_pages:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap charts table-html --markdown {input} --out-dir results/tables > {log} 2>&1"
+        f"layerswap charts table-html --markdown {{input}} --out-dir {R}/tables > {{log}} 2>&1"
 
 
 rule swap_grid:
@@ -87,8 +87,8 @@ rule swap_grid:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap charts swap-grid --evals-dir results/evals --params-json {params.grid} "
-        "--out-prefix results/figures/swap_grid > {log} 2>&1"
+        f"layerswap charts swap-grid --evals-dir {R}/evals --params-json {{params.grid}} "
+        f"--out-prefix {R}/figures/swap_grid > {{log}} 2>&1"
 
 
 rule table1_bars:
@@ -107,8 +107,8 @@ rule table1_bars:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap charts table1-bars --selection-dir results/selection --evals-dir results/evals "
-        "--params-json {params.tables} --out-prefix results/figures/table1_bars > {log} 2>&1"
+        f"layerswap charts table1-bars --selection-dir {R}/selection --evals-dir {R}/evals "
+        f"--params-json {{params.tables}} --out-prefix {R}/figures/table1_bars > {{log}} 2>&1"
 
 
 rule config_used:
@@ -126,5 +126,5 @@ rule config_used:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap charts config-html --config-json {params.config} --out-prefix results/config_used "
+        f"layerswap charts config-html --config-json {{params.config}} --out-prefix {R}/config_used "
         "> {log} 2>&1"

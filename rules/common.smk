@@ -12,7 +12,8 @@ from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.workflow.site import Site
-from layerswap.workflow.spec import R, Spec, as_json
+from layerswap.workflow.spec import Spec
+from layerswap.workflow.words import R, as_json, evaluate_shell  # results/ in one place; params words; shell
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
 # config. Ablation files add merge configs to a view of their own (spec.merge_configs), checked with the rest.

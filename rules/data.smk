@@ -113,7 +113,7 @@ if config["world"] == "hf":
             "../envs/layerswap.yaml"
         shell:
             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
-            "layerswap prepare-base --source {params.source} {params.revision} --out results/base "
+            f"layerswap prepare-base --source {{params.source}} {{params.revision}} --out {R}/base "
             "{params.hf_home} > {log} 2>&1"
 
     ruleorder: prepare_base > toy_base
@@ -135,7 +135,7 @@ if is_gguf_source(config["base"]["source"]):
         conda:
             "../envs/layerswap.yaml"
         shell:
-            "layerswap gguf-base --source {params.source} --num-layers {params.layers} --out results/base "
+            f"layerswap gguf-base --source {{params.source}} --num-layers {{params.layers}} --out {R}/base "
             "> {log} 2>&1"
 
     ruleorder: gguf_base > toy_base

@@ -10,12 +10,7 @@ rule evaluate_base:
         spec.per_layout(spec.eval_files("base", spec.base_rest), f"{R}/evals/base/{{benchmark}}.json"),
     params:
         benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.base_rest)),
-        batch_size=spec.eval["batch_size"],
-        seed=config["seed"],
-        task_set=spec.task_set,
-        backend=spec.backend,
-        hf_home=spec.hf_home_arg,
-        code=command_hash("evaluate"),
+        **spec.evaluation_params("evaluate"),
     wildcard_constraints:
         benchmark="|".join(spec.benchmarks),
     threads: spec.eval["threads"]
@@ -26,9 +21,7 @@ rule evaluate_base:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} --model base=results/base "
-        "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
+        evaluate_shell("evaluate", f"--model base={R}/base")
 
 
 if spec.base_constrained:
@@ -41,12 +34,7 @@ if spec.base_constrained:
             spec.eval_files("base", spec.base_constrained),
         params:
             benchmarks=spec.benchmark_params(spec.base_constrained),
-            batch_size=spec.eval["batch_size"],
-            seed=config["seed"],
-            task_set=spec.task_set,
-            backend=spec.backend,
-            hf_home=spec.hf_home_arg,
-            code=command_hash("evaluate"),
+            **spec.evaluation_params("evaluate"),
         log:
             f"{R}/logs/evaluate/base_select.log",
 
@@ -60,12 +48,7 @@ rule evaluate_merges:
     params:
         models=lambda w, input: spec.merge_models(w.cfg, w.lang, spec.pairs, input.recipes),
         benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
-        batch_size=spec.eval["batch_size"],
-        seed=config["seed"],
-        task_set=spec.task_set,
-        backend=spec.backend,
-        hf_home=spec.hf_home_arg,
-        code=command_hash("evaluate-merges"),
+        **spec.evaluation_params("evaluate-merges"),
     wildcard_constraints:
         benchmark="|".join(spec.merge_benchmarks),
     threads: spec.eval["threads"]
@@ -79,9 +62,7 @@ rule evaluate_merges:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-        "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} > {log} 2>&1"
+        evaluate_shell("evaluate-merges", "{params.models}")
 
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
@@ -93,12 +74,7 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
     params:
         models=lambda w, input: spec.merge_models("soupswap", w.lang, spec.soups, input.recipes),
         benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
-        batch_size=spec.eval["batch_size"],
-        seed=config["seed"],
-        task_set=spec.task_set,
-        backend=spec.backend,
-        hf_home=spec.hf_home_arg,
-        code=command_hash("evaluate-merges"),
+        **spec.evaluation_params("evaluate-merges"),
     log:
         spec.per_layout(
             f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
@@ -109,7 +85,7 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
 # Table 2 shows its language's experts and merges in English and every MGSM language, which their own evaluation
 # files do not hold (checkpoints: English + own language; merges: their target language). Those scores are files of
 # their own, one job per extra language: evals/by_language/<lang>/<model id>/mgsm.json, found there by
-# layerswap.report.tables.Evals. So a new Table 2 language or MGSM language adds jobs and files and reruns no evaluation,
+# layerswap.report.evals.Evals. So a new Table 2 language or MGSM language adds jobs and files and reruns no evaluation,
 # selection or merge that exists.
 
 
@@ -123,12 +99,7 @@ rule evaluate_table2:
     params:
         models=lambda w: spec.table2_model_args(w.lang),
         benchmarks=lambda w: spec.benchmark_params(["mgsm"], [w.lang]),
-        batch_size=spec.eval["batch_size"],
-        seed=config["seed"],
-        task_set=spec.task_set,
-        backend=spec.backend,
-        hf_home=spec.hf_home_arg,
-        code=command_hash("evaluate-merges"),
+        **spec.evaluation_params("evaluate-merges"),
     threads: spec.eval["threads"]
     resources:
         gpu=spec.gpus,
@@ -137,6 +108,5 @@ rule evaluate_table2:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-        "--out-dir results/evals/by_language/{wildcards.lang} --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} --index {output} > {log} 2>&1"
+        evaluate_shell("evaluate-merges", "{params.models}", f"{R}/evals/by_language/{{wildcards.lang}}",
+                       " --index {output}")

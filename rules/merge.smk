@@ -19,7 +19,7 @@ rule merge_recipes:
         "../envs/layerswap.yaml"
     shell:
         "layerswap recipes --params-json {params.merge} --lang-selection {input.lang} "
-        "--task-selection {input.task} --base results/base --out-dir results/merges/{wildcards.cfg}/{wildcards.lang} "
+        f"--task-selection {{input.task}} --base {R}/base --out-dir {R}/merges/{{wildcards.cfg}}/{{wildcards.lang}} "
         "> {log} 2>&1"
 
 
@@ -46,7 +46,7 @@ rule soup_then_swap_recipes:
         task=f"{R}/selection/math.json",
         all_langs=expand(f"{R}/selection/{{l}}.json", l=spec.langs),
     output:
-        expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=["langsoup", "multisoup"]),
+        expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=spec.soups),
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
         code=command_hash("recipes"),
@@ -56,5 +56,5 @@ rule soup_then_swap_recipes:
         "../envs/layerswap.yaml"
     shell:
         "layerswap recipes --soup-then-swap --params-json {params.merge} --lang-selection {input.lang} "
-        "--task-selection {input.task} --all-lang-selections {input.all_langs} --base results/base "
-        "--out-dir results/merges/soupswap/{wildcards.lang} > {log} 2>&1"
+        f"--task-selection {{input.task}} --all-lang-selections {{input.all_langs}} --base {R}/base "
+        f"--out-dir {R}/merges/soupswap/{{wildcards.lang}} > {{log}} 2>&1"

@@ -16,12 +16,7 @@ rule evaluate_checkpoints:
         benchmarks=lambda w: spec.checkpoint_eval_rule_params(
             w.run, spec.job_benchmarks(w, spec.selection_benchmarks(w.run))
         ),
-        batch_size=spec.eval["batch_size"],
-        seed=config["seed"],
-        task_set=spec.task_set,
-        backend=spec.backend,
-        hf_home=spec.hf_home_arg,
-        code=command_hash("evaluate"),
+        **spec.evaluation_params("evaluate"),
     wildcard_constraints:
         benchmark="|".join(spec.eval["tasks"]),
     threads: spec.eval["threads"]
@@ -32,10 +27,7 @@ rule evaluate_checkpoints:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap evaluate --data-dir results/data/eval --benchmarks-json {params.benchmarks} {params.models} "
-        "--out-dir results/evals --batch-size {params.batch_size} --seed {params.seed} "
-        "--task-set {params.task_set} --backend {params.backend} --threads {threads} {params.hf_home} "
-        "--run {wildcards.run} --index {output} > {log} 2>&1"
+        evaluate_shell("evaluate", "{params.models}", tail=" --run {wildcards.run} --index {output}")
 
 
 if not spec.single_task_jobs:
@@ -49,12 +41,7 @@ if not spec.single_task_jobs:
         params:
             models=lambda w: spec.checkpoint_model_args(w.run),
             benchmarks=lambda w: spec.checkpoint_eval_rule_params(w.run, spec.other_checkpoint_benchmarks(w.run)),
-            batch_size=spec.eval["batch_size"],
-            seed=config["seed"],
-            task_set=spec.task_set,
-            backend=spec.backend,
-            hf_home=spec.hf_home_arg,
-            code=command_hash("evaluate"),
+            **spec.evaluation_params("evaluate"),
         log:
             f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
 

@@ -19,7 +19,7 @@ rule toy_base:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} --out results/base "
+        f"layerswap toy-base --corpus {{input.corpus}} --vocab {{input.vocab}} --out {R}/base "
         "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
         "--seed {params.seed} > {log} 2>&1"
 
@@ -44,5 +44,5 @@ rule sft:
     shell:
         # progress (the Trainer's tqdm bar and loss lines, on stderr) goes to the log; loss and tokens/s also to
         # {EXPERTS}/{run}/log.jsonl
-        "{params.launch} --base results/base --data {input.data} --out-dir \"$(dirname {output})\" "
+        f"{{params.launch}} --base {R}/base --data {{input.data}} --out-dir \"$(dirname {{output}})\" "
         "--params-json {params.run} > {log} 2>&1"

@@ -240,7 +240,7 @@ def compare_logits(base_logits: torch.Tensor, fp32: torch.Tensor, bf16: torch.Te
 def merge_recipes(base: Path, experts: dict[str, Path], n_layers: int) -> dict[str, dict]:
     """The layer swap (the paper's default b=5, u=2 scaled to the depth, as the ablations scale layer counts) and a
     TIES merge of the two experts."""
-    from layerswap.workflow.ablations import scale
+    from layerswap.workflow.variants import scale
 
     bottom, top = scale(5, n_layers, 32), scale(2, n_layers, 32)
     return {"swap": {"method": "layer_swap", "base": str(base),

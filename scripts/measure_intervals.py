@@ -32,6 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from layerswap import audit  # noqa: E402
 from layerswap.report import tables  # noqa: E402
+from layerswap.report.evals import Evals  # noqa: E402
+from layerswap.report.paper_tables import Builder, Workspace  # noqa: E402
 
 Z = 1.959964
 
@@ -45,8 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     text = args.params_json or audit.tables_params(json.loads((args.results / "manifest.json").read_text()))
     params = tables.Params.from_json(text)
     t1 = tables.build_tables(args.results / "selection", args.results / "evals", params)["table1"]
-    builder = tables.Builder(tables.Workspace(args.results / "selection", tables.Evals(args.results / "evals"),
-                                              params), None)
+    builder = Builder(Workspace(args.results / "selection", Evals(args.results / "evals"), params), None)
     print(f"{'cell':<56} {'value':>6} {'95% interval':>15} {'half':>5} {'n':>4} {'items part':>10} "
           f"{'spread part':>11}  N for <= {args.target:g}")
     worst, needs = 0.0, []

@@ -14,7 +14,10 @@ import yaml
 
 from conftest import MICRO, REPO, snakemake
 from test_report import Scripts, decode, js_value
+from layerswap.command_params import parse
+from layerswap.report import ablation_table
 from layerswap.workflow import ablations as abl
+from layerswap.workflow.variants import scale
 from layerswap.config import load_config
 from layerswap.errors import UserError
 
@@ -46,9 +49,9 @@ def _layers(out: dict, name: str, config: dict) -> list:
 
 
 def test_scaling_rule():
-    assert [abl.scale(v, 32, 32) for v in (0, 3, 5, 8)] == [0, 3, 5, 8]
-    assert [abl.scale(v, 8, 32) for v in (0, 1, 2, 3, 4, 5, 8)] == [0, 1, 1, 1, 1, 1, 2]
-    assert abl.scale(1, 4, 32) == 1  # a requested swap never vanishes
+    assert [scale(v, 32, 32) for v in (0, 3, 5, 8)] == [0, 3, 5, 8]
+    assert [scale(v, 8, 32) for v in (0, 1, 2, 3, 4, 5, 8)] == [0, 1, 1, 1, 1, 1, 2]
+    assert scale(1, 4, 32) == 1  # a requested swap never vanishes
 
 
 @pytest.mark.parametrize("depth, default, count, location, zone", [
@@ -145,9 +148,10 @@ def test_table_from_eval_files(tmp_path):
     variants = [{"label": "one", "config": "c1", "layers": "b=1", "n_lang_layers": 1, "skipped": ""},
                 {"label": "two", "config": "c2", "layers": "lang 1", "n_lang_layers": 1, "skipped": ""},
                 {"label": "too big", "config": "", "layers": "", "n_lang_layers": None, "skipped": "no fit"}]
-    params = {"name": "t", "title": "T", "metrics": ["mgsm"], "variants": variants, "languages": ["toy_swh"],
-              "top_k": 2, "world": "toy"}
-    rows = abl.records(evals, params)
+    given = {"name": "t", "title": "T", "metrics": ["mgsm"], "variants": variants, "languages": ["toy_swh"],
+             "top_k": 2, "world": "toy"}
+    params = parse(ablation_table.Params, json.dumps(given))
+    rows = ablation_table.records(evals, params)
     assert [r["mgsm_avg"] for r in rows[:2]] == [40.0, 65.0] and [r["mgsm_max"] for r in rows[:2]] == [55.0, 80.0]
     assert rows[2]["mgsm_avg"] is None and "no fit" in rows[2]["note"]
     # intervals: around the value; avg (pairs 25..55% apart, pairs and items resampled) wider than max (items only)
@@ -155,9 +159,10 @@ def test_table_from_eval_files(tmp_path):
     assert one["mgsm_n"] == ITEMS and rows[2]["mgsm_n"] is None
     assert one["mgsm_avg_lo"] < 40.0 < one["mgsm_avg_hi"] and one["mgsm_max_lo"] < 55.0 < one["mgsm_max_hi"]
     assert one["mgsm_avg_hi"] - one["mgsm_avg_lo"] > one["mgsm_max_hi"] - one["mgsm_max_lo"]
-    assert abl.records(evals, params) == rows  # seeded
-    assert abl.records(evals, {**params, "seed": 1})[0]["mgsm_avg_lo"] != one["mgsm_avg_lo"]
-    md = abl.markdown(pd.DataFrame.from_records(rows, columns=abl.COLUMNS), params)
+    assert ablation_table.records(evals, params) == rows  # seeded
+    reseeded = parse(ablation_table.Params, json.dumps({**given, "seed": 1}))
+    assert ablation_table.records(evals, reseeded)[0]["mgsm_avg_lo"] != one["mgsm_avg_lo"]
+    md = ablation_table.markdown(pd.DataFrame.from_records(rows, columns=ablation_table.COLUMNS), params)
     assert "TOY WORLD" in md and f"n per model and language: mgsm {ITEMS} items." in md
     assert (f"| one | b=1 | 40.0 [{one['mgsm_avg_lo']:.1f}, {one['mgsm_avg_hi']:.1f}] | "
             f"55.0 [{one['mgsm_max_lo']:.1f}, {one['mgsm_max_hi']:.1f}] |") in md

@@ -12,7 +12,7 @@ from layerswap.config import validate_config
 from layerswap.data import toyworld
 from layerswap.evaluation import tasks as et
 from layerswap.evaluation.paper_tasks import lm_eval_task_root
-from layerswap.workflow import ablations
+from layerswap.report import ablation_table
 
 SCHEMA = REPO / "config" / "schema.yaml"
 
@@ -42,7 +42,7 @@ def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
             assert task["metric_list"][0]["metric"] == et.BENCHMARKS[name].metric, (name, template)
             assert bool(task.get("unsafe_code")) == bench.unsafe, name
     assert et.BENCHMARKS["mgsm"].filter_doc == f"last-integer: regex {et.LAST_INTEGER} group_select -1, take_first"
-    assert ablations.COLUMNS.count("flores_n") == 1 and "flores_avg_lo" not in ablations.COLUMNS  # corpus metric
+    assert ablation_table.COLUMNS.count("flores_n") == 1 and "flores_avg_lo" not in ablation_table.COLUMNS  # corpus metric
 
 
 def test_our_paper_tasks_take_dataset_split_and_metric_from_their_yaml():

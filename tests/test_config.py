@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from layerswap import config as cfg
+from layerswap import config_schema
 from layerswap.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -405,7 +406,7 @@ def test_schema_merge_config_is_the_methods_own_declaration():
     schema = yaml.safe_load(SCHEMA.read_text())
     assert schema["$defs"]["merge_config"] == params.config_schema(), \
         "config/schema.yaml is stale: run `python -m layerswap.schema_blocks`"
-    validator = cfg._validator_class()({"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]})
+    validator = config_schema._validator_class()({"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]})
     for method, given in [("layer_swap", {"bottom": 2, "top": 1}), ("soup", {}), ("ties", {"density": 0.2})]:
         doc = {"m": {"method": method, **given}}
         assert not list(validator.iter_errors(doc))

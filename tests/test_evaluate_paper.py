@@ -261,7 +261,7 @@ def test_max_new_tokens_is_accepted_hashed_and_recorded(tmp_path):
     """`evaluation.tasks.<b>.max_new_tokens` (schema key) reaches lm-eval's generation budget: accepted by the CLI,
     part of the task-config hash (a changed budget reruns the evaluation), and written in the result file."""
     spec = ev.parse_benchmarks('{"mgsm": {"shots": 8, "languages": ["en"], "max_new_tokens": 512}}')
-    assert spec["mgsm"]["max_new_tokens"] == 512
+    assert spec["mgsm"].max_new_tokens == 512
     (with_budget,) = ev.plan_paper(spec)
     (default,) = ev.plan_paper(ev.parse_benchmarks('{"mgsm": {"shots": 8, "languages": ["en"]}}'))
     assert with_budget.max_new_tokens == 512 and default.max_new_tokens is None
@@ -269,7 +269,7 @@ def test_max_new_tokens_is_accepted_hashed_and_recorded(tmp_path):
     ev.write_outputs(tmp_path, "m", with_budget, None, 0, "0.4.13")
     assert json.loads((tmp_path / "m" / "mgsm.json").read_text())["max_new_tokens"] == 512
     for bad in (0, "many", True):
-        with pytest.raises(UserError, match="mgsm.max_new_tokens must be null or an integer >= 1"):
+        with pytest.raises(UserError, match="'mgsm.max_new_tokens' must be null or an integer >= 1"):
             ev.parse_benchmarks(json.dumps({"mgsm": {"shots": 8, "max_new_tokens": bad}}))
 
 

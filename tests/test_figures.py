@@ -273,6 +273,7 @@ def test_expert_from_selection_takes_rank_one(checkpoints, tmp_path):
 # ----------------------------------------------------------------------------------------------------------------
 # swap-grid and Table 1 bars (layerswap.report.charts) on synthetic evaluation files with known numbers
 
+from layerswap.command_params import parse  # noqa: E402
 from layerswap.report import charts  # noqa: E402
 
 LANGS = ["toy_swh", "toy_tel"]
@@ -318,6 +319,11 @@ def grid_params(**over):
             "language_names": {"toy_swh": "toy-Swahili (synthetic)"}, **over}
 
 
+def grid(**over) -> charts.SwapGridParams:
+    """The swap-grid params as `layerswap charts swap-grid` parses them from --params-json."""
+    return parse(charts.SwapGridParams, json.dumps(grid_params(**over)))
+
+
 def test_swap_grid_csv_numbers(grid_evals, tmp_path):
     prefix = tmp_path / "figs" / "swap_grid"
     assert cli_main(["charts", "swap-grid", "--evals-dir", str(grid_evals), "--params-json", json.dumps(grid_params()),
@@ -351,7 +357,7 @@ def test_swap_grid_csv_numbers(grid_evals, tmp_path):
 
 
 def test_swap_grid_chart_facets(grid_evals):
-    frame = pd.DataFrame.from_records(charts.swap_grid_records(grid_evals, grid_params()))
+    frame = pd.DataFrame.from_records(charts.swap_grid_records(grid_evals, grid()))
     spec = charts.swap_grid_chart(frame).to_dict()
     assert spec["facet"]["column"]["field"] == "transitions"
     assert spec["facet"]["column"]["sort"] == ["tb=0, tu=0", "tb=1, tu=0"]
@@ -367,13 +373,15 @@ def test_swap_grid_chart_facets(grid_evals):
 def test_swap_grid_errors(grid_evals):
     (grid_evals / "merge" / "swap_b" / "toy_tel" / "l2m1" / "mgsm.json").unlink()
     with pytest.raises(UserError, match=r"missing evaluation file .*swap_b/toy_tel/l2m1/mgsm.json"):
-        charts.swap_grid_records(grid_evals, grid_params())
+        charts.swap_grid_records(grid_evals, grid())
     with pytest.raises(UserError, match="only layer_swap configs"):
-        charts.swap_grid_records(grid_evals, grid_params(configs={"s": {"method": "soup"}}))
+        charts.swap_grid_records(grid_evals, grid(configs={"s": {"method": "soup"}}))
     with pytest.raises(UserError, match="missing key 'top_k'"):
-        charts.swap_grid_records(grid_evals, grid_params(top_k=None))
+        parse(charts.SwapGridParams, json.dumps({k: v for k, v in grid_params().items() if k != "top_k"}))
+    with pytest.raises(UserError, match="'top_k' must be an integer >= 1, got True"):
+        grid(top_k=True)
     frame = pd.DataFrame.from_records(
-        charts.swap_grid_records(grid_evals, grid_params(configs={"swap_ll": GRID_CONFIGS["swap_ll"]})))
+        charts.swap_grid_records(grid_evals, grid(configs={"swap_ll": GRID_CONFIGS["swap_ll"]})))
     with pytest.raises(UserError, match="all use lang_layers"):
         charts.swap_grid_chart(frame)
 

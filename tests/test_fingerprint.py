@@ -87,28 +87,31 @@ def test_an_edit_to_a_package_module_changes_exactly_the_commands_that_import_it
 
 
 def test_every_rule_fingerprints_the_command_it_runs():
-    """In rules/*.smk every `code=` param is command_hash(<the layerswap command in that rule's shell>)."""
+    """In rules/*.smk every `code=` param is command_hash(<the layerswap command in that rule's shell>); an evaluation
+    rule's `**spec.evaluation_params("<command>")` holds `code=command_hash("<command>")` and its shell is
+    `evaluate_shell("<command>", ...)` (layerswap/workflow/words.py); a `use rule` runs its parent's shell."""
     header = re.compile(r"^\s*(?:rule (\w+)|use rule (\w+) as (\w+) with|rule)\s*:")  # `rule:` named below
     seen = 0
+    parent, commands, hashed = {}, {}, {}
     for smk in sorted((REPO / "rules").glob("*.smk")):
-        rule, parent, commands, hashed = None, {}, {}, {}
+        rule = None
         for n, line in enumerate(smk.read_text().splitlines()):
             m = header.match(line)
             if m:
-                rule = m.group(1) or m.group(3) or f"line {n + 1}"
+                rule = m.group(1) or m.group(3) or f"{smk.name} line {n + 1}"
                 if m.group(2):
                     parent[rule] = m.group(2)
             if rule is None or line.strip().startswith("#"):
                 continue
-            if (c := re.search(r'command_hash\("([a-z-]+)"\)', line)):
-                hashed[rule] = c.group(1)
-            if (c := re.search(r"layerswap ([a-z][a-z-]+) ", line)) and rule not in commands:
-                commands[rule] = c.group(1)
-        for rule, cmd in hashed.items():
-            ran = commands.get(rule) or commands.get(parent.get(rule)) or ("sft" if "sft" in rule else None)
-            assert ran == cmd, f"{smk.name}: rule {rule} runs `layerswap {ran}` but fingerprints {cmd}"
-            assert cmd in COMMANDS
-            seen += 1
+            if (c := re.search(r'(?:command_hash|\*\*spec\.evaluation_params)\("([a-z-]+)"\)', line)):
+                hashed[rule] = (smk.name, c.group(1))
+            if (c := re.search(r'layerswap ([a-z][a-z-]+) |evaluate_shell\("([a-z-]+)"', line)) and rule not in commands:
+                commands[rule] = c.group(1) or c.group(2)
+    for rule, (smk, cmd) in hashed.items():
+        ran = commands.get(rule) or commands.get(parent.get(rule)) or ("sft" if "sft" in rule else None)
+        assert ran == cmd, f"{smk}: rule {rule} runs `layerswap {ran}` but fingerprints {cmd}"
+        assert cmd in COMMANDS
+        seen += 1
     assert seen > 30
     assert "code_hash" not in "".join(p.read_text() for p in (REPO / "rules").glob("*.smk"))
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import REPO
 from layerswap.errors import UserError
 from layerswap.report import intervals, summary, tables
+from layerswap.report.render import Table, fmt_pct
 from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
 
 
@@ -133,21 +134,21 @@ def test_missing_or_short_samples_file_names_it(tmp_path):
         tables.build_tables(sel, ev, params)
 
 
-def _table(intervals_by_col: dict[str, tuple[float, float]], name: str = "table1") -> tables.Table:
+def _table(intervals_by_col: dict[str, tuple[float, float]], name: str = "table1") -> Table:
     """A Table 1 with one language and the given avg intervals (cell = midpoint)."""
     row = (SWH, "avg")
     cells = {(row, c): (lo + hi) / 2 for c, (lo, hi) in intervals_by_col.items()}
-    return tables.Table(name, "t", ["Setting"], [(row, ("x",))], [(c, c) for c in intervals_by_col], cells,
-                        tables.fmt_pct, intervals={(row, c): b for c, b in intervals_by_col.items()})
+    return Table(name, "t", ["Setting"], [(row, ("x",))], [(c, c) for c in intervals_by_col], cells,
+                 fmt_pct, intervals={(row, c): b for c, b in intervals_by_col.items()})
 
 
-def _table5(math=(0.80, 0.90), base=(0.10, 0.30), expert=(0.45, 0.55), ebase=(0.10, 0.20)) -> tables.Table:
+def _table5(math=(0.80, 0.90), base=(0.10, 0.30), expert=(0.45, 0.55), ebase=(0.10, 0.20)) -> Table:
     spec = {(("mgsm", "en"), "math"): math, (("mgsm", "en"), "base"): base,
             (("belebele", SWH), SWH): expert, (("belebele", SWH), "base"): ebase}
     cells = {k: (lo + hi) / 2 for k, (lo, hi) in spec.items()}
     cells[(("flores", f"en-{SWH}"), SWH)] = 20.0
     cells[(("flores", f"en-{SWH}"), "base")] = 0.1
-    return tables.Table("table5", "t", ["Task", "Language"], [], [], cells, tables.fmt_pct, intervals=spec)
+    return Table("table5", "t", ["Task", "Language"], [], [], cells, fmt_pct, intervals=spec)
 
 
 def test_summary_claims_a_difference_only_where_intervals_separate():

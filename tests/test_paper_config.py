@@ -157,16 +157,17 @@ def test_a_dry_run_checks_the_site_file(tmp_path, site, message):
 def test_every_gpu_rule_has_a_gpu_partition_in_the_cluster_profile():
     """Every rule of the workflow that asks for a GPU (resources: gpu=...) gets a GPU partition from
     cluster/profile.yaml, grouped or single task mode, main DAG or ablations (read from the rule files)."""
-    rules, current = set(), None
+    rules, parents, current = set(), {}, None
     for path in (REPO / "rules").glob("*.smk"):
         for line in path.read_text().splitlines():
             head = re.match(r"\s*(?:use )?rule (\w+)(?: as (\w+))?", line)
             if head:
                 current = head.group(2) or head.group(1)
-                if head.group(2) and head.group(1) in rules:  # `use rule X as Y` inherits X's resources
-                    rules.add(current)
+                if head.group(2):  # `use rule X as Y` inherits X's resources (X may be in a later file)
+                    parents[current] = head.group(1)
             elif current and re.match(r"\s+gpu=", line):
                 rules.add(current)
+    rules |= {rule for rule, parent in parents.items() if parent in rules}
     profile = yaml.safe_load((REPO / "cluster" / "profile.yaml").read_text())["set-resources"]
     assert {"sft", "evaluate_merges", "ablation_sft", "evaluate_ablation_merges"} <= rules
     for rule in sorted(rules):

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
-from layerswap.config import SCHEMA_PATH, _load_yaml, check, effective_runs, validate_config
+from layerswap.config import SCHEMA_PATH, check, effective_runs, validate_config
+from layerswap.config_schema import load_yaml
 from layerswap.data.mixes import build_mix
 from layerswap.errors import UserError
 from layerswap.train.sft import LORA_DEFAULTS, train_expert, training_arguments
@@ -264,7 +265,7 @@ def config_error(config):
 
 @pytest.fixture
 def toy_config():
-    return _load_yaml(SCHEMA_PATH.parent / "config.yaml", "config")
+    return load_yaml(SCHEMA_PATH.parent / "config.yaml", "config")
 
 
 @pytest.mark.parametrize("method,reason", [("prefix", "no per-layer weights to swap"),

@@ -14,6 +14,7 @@ import yaml
 
 from layerswap.errors import UserError
 from layerswap.report import tables
+from layerswap.report.render import Table
 
 # the paper's text, as the project's shared folder holds it beside the repository (or where LAYERSWAP_PAPER_TEXT says)
 SEED = Path(os.environ.get("LAYERSWAP_PAPER_TEXT",
@@ -130,7 +131,7 @@ def build(tmp_path, **overrides):
     return tables.build_tables(sel, ev, params), sel, ev
 
 
-def cell(table: tables.Table, row, col) -> str:
+def cell(table: Table, row, col) -> str:
     """The number as displayed, without its interval."""
     return table.display(row, col).split(" [", 1)[0]
 
@@ -297,7 +298,8 @@ def test_too_few_selected(tmp_path):
 
 
 @pytest.mark.parametrize("bad, message", [
-    ({"languages": None}, "missing key 'languages'"),
+    ({"languages": None}, "'languages' must be a non-empty list of strings, got None"),
+    ({"top_k": True}, "'top_k' must be an integer >= 1, got True"),
     ({"best_of": {"soup": ["a"], "swap": ["b"]}}, "best_of.swap': unknown merge method"),
     ({"best_of": {"soup": []}}, "best_of.soup' must be a non-empty list"),
     ({"world": "moon"}, "'world'"),

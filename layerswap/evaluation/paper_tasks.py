@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.evaluation.tasks import PAPER_BENCHMARKS, BenchmarkPlan, PaperBenchmark, TaskPlan
+from layerswap.evaluation.tasks import PAPER_BENCHMARKS, BenchmarkPlan, PaperBenchmark, TaskPlan, TaskSettings
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -61,17 +61,17 @@ def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str,
     return name, folder, None if ok else bench.missing.format(task=name, **fields)
 
 
-def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
+def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
     """The paper benchmarks of `spec` as lm-eval tasks. An unknown language code is an error (one line); a known
     language that a benchmark lacks is kept as `unavailable` (its score null, the reason in the JSON and the log)."""
     root = lm_eval_task_root()
     plans = []
     for name, cfg in spec.items():
         bench = _benchmark(name)
-        langs = cfg["languages"] if cfg["languages"] is not None else (default_languages or ["en"])
+        langs = cfg.languages if cfg.languages is not None else (default_languages or ["en"])
         if len(set(langs)) != len(langs):
             raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
-        shots, limit = cfg["shots"], cfg["limit"]
+        shots, limit = cfg.shots, cfg.limit
         if shots and not bench.own_fewshot:
             raise UserError(f"--benchmarks-json: {name}: the paper task set runs {name} 0-shot only (no few-shot "
                             f"split), got shots {shots}")
@@ -91,14 +91,14 @@ def plan_paper(spec: dict[str, dict], default_languages: list[str] | None = None
             task, _, why = paper_task(name, key, root)
             tasks.append(TaskPlan(name, key, task, "", None, shots, 0, limit, why))
         skipped = None
-        if bench.unsafe and not cfg["execute_code"]:
+        if bench.unsafe and not cfg.execute_code:
             skipped = (f"{name} not run: it executes model-written code, which is off "
                        f"(set execute_code: true for {name} to run it in the sandbox)")
         elif not any(not t.unavailable for t in tasks):
             skipped = f"{name} not run: no requested language is available (" + "; ".join(
                 t.unavailable for t in tasks) + ")"
         plan = BenchmarkPlan(name, shots, limit, tasks, skipped, task_set="paper",
-                             max_new_tokens=cfg.get("max_new_tokens"),
+                             max_new_tokens=cfg.max_new_tokens,
                              variant=bench.variant)
         plan.config_hash = _paper_config_hash(plan, root)
         plans.append(plan)

@@ -9,8 +9,11 @@ import hashlib
 import json
 from pathlib import Path
 
+from typing import Annotated
+
 from layerswap import benchmarks as registry
 from layerswap.benchmarks import MBPP_VARIANT, HubSplits, PaperBenchmark  # noqa: F401 (API: paper_tasks, tests)
+from layerswap.command_params import AtLeast, build
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
@@ -19,7 +22,6 @@ TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
 PAPER_TASK_DIR = TASK_DIR.parent / "paper"
 TASK_SETS = ("toy", "paper")
 FEWSHOT_POOL = 8
-BENCHMARK_KEYS = {"shots", "languages", "limit", "execute_code", "max_new_tokens"}
 
 
 def read_task_yaml(path: Path) -> dict:
@@ -132,7 +134,19 @@ class BenchmarkPlan:
 
 
 
-def parse_benchmarks(text: str) -> dict[str, dict]:
+@dataclasses.dataclass
+class TaskSettings:
+    """One benchmark's settings in --benchmarks-json (layerswap/workflow/evaluation_jobs.py: benchmark_params)."""
+
+    shots: Annotated[int, AtLeast(0)] = 0
+    limit: Annotated[int, AtLeast(1)] | None = None  # items per language (None: all)
+    languages: list[Annotated[str, AtLeast(1)]] | None = None  # None: every language with a data file (toy)
+    execute_code: bool = False  # MBPP runs model-written code only with this
+    max_new_tokens: Annotated[int, AtLeast(1)] | None = None  # generation budget (None: the task YAML's own)
+
+
+def parse_benchmarks(text: str) -> dict[str, TaskSettings]:
+    """--benchmarks-json: {benchmark: its settings (or null: the defaults)}, a benchmark of layerswap/benchmarks.py."""
     expected = "a non-empty object {benchmark: {shots, ...}}"
     spec = json_object(text, "--benchmarks-json", expected)
     if not spec:
@@ -141,50 +155,26 @@ def parse_benchmarks(text: str) -> dict[str, dict]:
     for name, cfg in spec.items():
         if name not in BENCHMARKS:
             raise UserError(f"--benchmarks-json: unknown benchmark {name!r} (known: {', '.join(BENCHMARKS)})")
-        cfg = {} if cfg is None else cfg
-        if not isinstance(cfg, dict):
-            raise UserError(f"--benchmarks-json: {name}: expected an object")
-        unknown = set(cfg) - BENCHMARK_KEYS
-        if unknown:
-            raise UserError(f"--benchmarks-json: {name}: unknown key(s) {sorted(unknown)} "
-                            f"(known: {sorted(BENCHMARK_KEYS)})")
-        shots = cfg.get("shots", 0)
-        if not isinstance(shots, int) or isinstance(shots, bool) or shots < 0:
-            raise UserError(f"--benchmarks-json: {name}.shots must be an integer >= 0, got {shots!r}")
-        limit = cfg.get("limit")
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
-            raise UserError(f"--benchmarks-json: {name}.limit must be null or an integer >= 1, got {limit!r}")
-        langs = cfg.get("languages")
-        if langs is not None and (not isinstance(langs, list) or not all(isinstance(x, str) and x for x in langs)):
-            raise UserError(f"--benchmarks-json: {name}.languages must be a list of language codes")
-        execute = cfg.get("execute_code", False)
-        if not isinstance(execute, bool):
-            raise UserError(f"--benchmarks-json: {name}.execute_code must be true or false")
-        budget = cfg.get("max_new_tokens")
-        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
-            raise UserError(f"--benchmarks-json: {name}.max_new_tokens must be null or an integer >= 1, got {budget!r}")
-        out[name] = {"shots": shots, "limit": limit, "languages": langs, "execute_code": execute,
-                     "max_new_tokens": budget}
+        out[name] = build(TaskSettings, {} if cfg is None else cfg, "--benchmarks-json", f"{name}.")
     return out
-
 
 
 def _languages_on_disk(data_dir: Path, prefix: str) -> list[str]:
     return sorted(p.name[len(prefix) + 1: -len(".jsonl")] for p in data_dir.glob(f"{prefix}_*.jsonl"))
 
 
-def plan_benchmarks(data_dir: Path, spec: dict[str, dict]) -> list[BenchmarkPlan]:
+def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[BenchmarkPlan]:
     if not data_dir.is_dir():
         raise UserError(f"--data-dir {data_dir}: not a directory")
     plans = []
     for name, cfg in spec.items():
         bench = BENCHMARKS[name]
-        langs = cfg["languages"] if cfg["languages"] is not None else _languages_on_disk(data_dir, bench.file)
+        langs = cfg.languages if cfg.languages is not None else _languages_on_disk(data_dir, bench.file)
         if not langs:
             raise UserError(f"{data_dir}: no {bench.file}_<lang>.jsonl files for benchmark {name}")
         if len(set(langs)) != len(langs):
             raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
-        shots, limit = cfg["shots"], cfg["limit"]
+        shots, limit = cfg.shots, cfg.limit
         pool = max(FEWSHOT_POOL, shots) if shots > 0 else 0
         tasks = []
         for lang in langs:
@@ -205,10 +195,10 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, dict]) -> list[BenchmarkPlan
         if not tasks:
             raise UserError(f"--benchmarks-json: {name}: no language besides en to translate from/to")
         skipped = None
-        if bench.unsafe and not cfg["execute_code"]:
+        if bench.unsafe and not cfg.execute_code:
             skipped = (f"{name} not run: it executes model-written code, which is off "
                        f"(set execute_code: true for {name} to run it in the sandbox)")
-        plan = BenchmarkPlan(name, shots, limit, tasks, skipped, max_new_tokens=cfg.get("max_new_tokens"))
+        plan = BenchmarkPlan(name, shots, limit, tasks, skipped, max_new_tokens=cfg.max_new_tokens)
         plan.config_hash = _config_hash(plan)
         plans.append(plan)
     return plans

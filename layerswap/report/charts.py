@@ -31,11 +31,17 @@ import argparse
 import html
 from pathlib import Path
 
-from layerswap.contracts import pair_ids
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from layerswap.command_params import AtLeast, parse
+from layerswap.contracts import merge_model_id, merge_model_parts, pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 from layerswap.merge.params import filled_params
 from layerswap.merge.registry import METHODS, SWAP
+from layerswap.report.evals import Evals, mean, pct
+from layerswap.report.render import TOY_LABEL
 
 SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
 GRID_COLUMNS = ["language", "language_name", "config", "bottom", "top", "transition_bottom", "transition_top",
@@ -45,8 +51,6 @@ BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", 
 
 
 def _title(text: str, world: str) -> str:
-    from layerswap.report.tables import TOY_LABEL
-
     return f"{text} — {TOY_LABEL}" if world == "toy" else text
 
 
@@ -54,38 +58,37 @@ def _title(text: str, world: str) -> str:
 # swap-grid
 
 
-def swap_grid_records(evals_dir: str | Path, params: dict) -> list[dict]:
-    """One record per (language, layer_swap config); see GRID_COLUMNS. MGSM numbers in percent."""
-    from layerswap.report.tables import Evals, mean, pct
+@dataclass
+class SwapGridParams:
+    """--params-json of `layerswap charts swap-grid`."""
 
-    for key in ("configs", "languages", "top_k"):
-        if params.get(key) in (None, "", [], {}):
-            raise UserError(f"--params-json: missing key '{key}'")
-    configs = params["configs"]
-    if not isinstance(configs, dict):
-        raise UserError("--params-json: 'configs' must map config names to layer_swap settings")
-    k = params["top_k"]
-    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise UserError("--params-json: 'top_k' must be a positive integer")
-    names = params.get("language_names") or {}
-    pairs = pair_ids(k)
+    configs: Annotated[dict[str, dict[str, Any]], AtLeast(1)]  # the layer_swap configs, by name
+    languages: Annotated[list[str], AtLeast(1)]
+    top_k: Annotated[int, AtLeast(1)]
+    default_swap: str | None = None
+    world: Literal["toy", "hf", "paper"] = "toy"
+    language_names: dict[str, str] = field(default_factory=dict)
+
+
+def swap_grid_records(evals_dir: str | Path, params: SwapGridParams) -> list[dict]:
+    """One record per (language, layer_swap config); see GRID_COLUMNS. MGSM numbers in percent."""
+    names = params.language_names
+    pairs = pair_ids(params.top_k)
     evals = Evals(evals_dir)
     swap = METHODS[SWAP]
     records = []
-    for lang in params["languages"]:
+    for lang in params.languages:
         seen: dict[tuple, str] = {}
-        for cfg, spec in configs.items():
-            if not isinstance(spec, dict):
-                raise UserError(f"--params-json: configs.{cfg} must be an object")
+        for cfg, spec in params.configs.items():
             method = spec.get("method", SWAP)
             if method != SWAP:
                 raise UserError(f"--params-json: configs.{cfg} has method {method!r}; only layer_swap configs "
                                 "belong on the swap grid")
-            scores = [pct(evals.score(f"merge/{cfg}/{lang}/{pair}", "mgsm", lang)) for pair in pairs]
+            scores = [pct(evals.score(merge_model_id(cfg, lang, pair), "mgsm", lang)) for pair in pairs]
             rec = {
                 "language": lang, "language_name": names.get(lang, lang), "config": cfg,
                 "bottom": None, "top": None, "transition_bottom": None, "transition_top": None,
-                "lang_layers": "", "in_grid": True, "is_default": cfg == params.get("default_swap"),
+                "lang_layers": "", "in_grid": True, "is_default": cfg == params.default_swap,
                 "n_pairs": len(scores), "mgsm_mean": mean(scores), "mgsm_min": min(scores),
                 "mgsm_max": max(scores), "note": "",
             }
@@ -159,7 +162,7 @@ def run_swap_grid(args: argparse.Namespace) -> None:
 
     from layerswap.report.figures import save_chart
 
-    params = json_object(args.params_json, "--params-json")
+    params = parse(SwapGridParams, args.params_json)
     frame = pd.DataFrame.from_records(swap_grid_records(args.evals_dir, params), columns=GRID_COLUMNS)
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +172,7 @@ def run_swap_grid(args: argparse.Namespace) -> None:
     for key in SWAP_KEYS:
         out[key] = out[key].astype("Int64")
     out.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
-    save_chart(swap_grid_chart(frame, params.get("world", "toy")), prefix)
+    save_chart(swap_grid_chart(frame, params.world), prefix)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -179,7 +182,7 @@ def run_swap_grid(args: argparse.Namespace) -> None:
 def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params) -> list[dict]:
     """Per language and Table 1 column: one 'avg' record (the bar, = Table 1 avg, with its 95% interval and item
     count as in Table 1) and one 'point' per member."""
-    from layerswap.report.tables import Builder, Evals, Workspace, mean, pct
+    from layerswap.report.paper_tables import Builder, Workspace
 
     builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
     columns = builder.columns(builder.table_columns(1))
@@ -194,8 +197,7 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                 elif col in ("language_expert", "math_expert"):
                     member, config = f"rank {rank}", ""
                 else:
-                    member = model.rsplit("/", 1)[1]
-                    config = model.split("/")[1]
+                    config, _, member = merge_model_parts(model)
                 value = pct(builder.ws.mgsm(model, lang))
                 points.append({"kind": "point", "member": member, "model_id": model, "config": config,
                                "mgsm": value})

@@ -1,0 +1,208 @@
+"""`layerswap ablation-table`: an ablation's table (CSV + Markdown) and figure from evaluation files only.
+
+One row per (variant, language) of the ablation (layerswap/workflow/ablations.py plans the variants; the rule passes
+them, with their merge configs, in --params-json): avg and max over the expert pairs of each metric, with 95%
+intervals and item counts computed as the paper tables' (layerswap/report/evals.py, layerswap/report/intervals.py).
+Written: <out-dir>/table.{csv,md}, figure.{svg,png}.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Literal
+
+from layerswap.benchmarks import BENCHMARKS, NAMES
+from layerswap.command_params import AtLeast, parse
+from layerswap.contracts import merge_model_id, pair_ids
+from layerswap.errors import UserError
+from layerswap.report import intervals
+from layerswap.report.evals import Evals, mean, pct
+
+METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
+# table columns per language, after `language`/`variant`
+COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
+           *(f"{m}_{s}" for m in METRICS for s in ("avg", "max")), "note"]
+# per metric: 95% interval of avg and max (layerswap.report.intervals; none for a corpus metric) and items per model
+COLUMNS += [f"{m}_{c}" for m in METRICS
+            for c in (("n",) if BENCHMARKS[m].corpus else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
+
+
+@dataclass
+class Variant:
+    """A row of the ablation: its merge config ('' and `skipped` the reason where it does not fit the model)."""
+
+    label: str
+    config: str
+    layers: str
+    n_lang_layers: int | None
+    skipped: str
+
+
+@dataclass
+class Params:
+    """--params-json of `layerswap ablation-table` (layerswap/workflow/spec.py: ablation_params)."""
+
+    name: str
+    variants: Annotated[list[Variant], AtLeast(1)]
+    languages: Annotated[list[str], AtLeast(1)]
+    top_k: Annotated[int, AtLeast(1)]
+    metrics: Annotated[list[str], AtLeast(1)]  # benchmarks (layerswap/benchmarks.py)
+    title: str | None = None  # None: the name
+    plan: str = ""
+    world: Literal["toy", "hf", "paper"] = "toy"
+    language_names: dict[str, str] = field(default_factory=dict)
+    seed: Annotated[int, AtLeast(0)] = 0
+    bootstrap_draws: Annotated[int, AtLeast(100)] = intervals.DEFAULT_DRAWS
+
+    def __post_init__(self):
+        unknown = [m for m in self.metrics if m not in METRICS]
+        if unknown:
+            raise UserError(f"--params-json: 'metrics' has unknown entries {unknown}; known: {', '.join(METRICS)}")
+
+    @property
+    def heading(self) -> str:
+        return self.name if self.title is None else self.title
+
+
+def _metric_scores(evals: Evals, model_ids: list[str], bench: str, lang: str) -> list[float] | str:
+    scores = []
+    for model_id in model_ids:
+        if evals.skipped(model_id, bench):
+            return "skipped: " + str(evals.skipped(model_id, bench))
+        keys = BENCHMARKS[bench].keys(lang)  # FLORES: the mean of the two directions
+        value = sum(evals.score(model_id, bench, key) for key in keys) / len(keys)
+        scores.append(value if BENCHMARKS[bench].unit == "bleu" else pct(value))  # BLEU: already 0..100
+    return scores
+
+
+def records(evals_dir: str | Path, params: Params) -> list[dict]:
+    """One row per (variant, language): avg and max over the expert pairs of each metric (percent; FLORES BLEU,
+    mean of en->lang and lang->en), with their 95% intervals (params seed, bootstrap_draws; none for BLEU) and the
+    items per model (FLORES: sentences per direction)."""
+    pairs = pair_ids(params.top_k)
+    names = params.language_names
+    evals = Evals(evals_dir)
+    rows = []
+    for var in params.variants:
+        for lang in params.languages:
+            row = {c: None for c in COLUMNS}
+            row.update(ablation=params.name, variant=var.label, config=var.config, layers=var.layers,
+                       n_lang_layers=var.n_lang_layers, language=lang, language_name=names.get(lang, lang),
+                       note=var.skipped and f"skipped: {var.skipped}")
+            if not var.skipped:
+                ids = [merge_model_id(var.config, lang, p) for p in pairs]
+                row["n_pairs"] = len(ids)
+                notes = []
+                for bench in params.metrics:
+                    scores = _metric_scores(evals, ids, bench, lang)
+                    if isinstance(scores, str):
+                        notes.append(f"{bench} {scores}")
+                        continue
+                    row[f"{bench}_avg"], row[f"{bench}_max"] = round(mean(scores), 4), round(max(scores), 4)
+                    row[f"{bench}_n"] = evals.smallest_count(ids, bench, BENCHMARKS[bench].keys(lang))
+                    for stat in ("avg", "max") if not BENCHMARKS[bench].corpus else ():  # no per-item scores
+                        bounds = intervals.cell_interval(evals.items, ids, [lang], stat, bench=bench,
+                                                         seed=params.seed, draws=params.bootstrap_draws)
+                        if bounds is not None:
+                            row[f"{bench}_{stat}_lo"], row[f"{bench}_{stat}_hi"] = (round(b, 4) for b in bounds)
+                row["note"] = "; ".join(notes)
+            rows.append(row)
+    return rows
+
+
+def markdown(frame, params: Params) -> str:
+    metrics = params.metrics
+    cols = ["variant", "layers"] + [f"{m}_{s}" for m in metrics for s in ("avg", "max")]
+    lines = [f"## Ablation: {params.heading}", ""]
+    if params.world == "toy":
+        lines += ["**TOY WORLD**: synthetic toy languages and a tiny model; these numbers say nothing about the "
+                  "real languages or the paper's models.", ""]
+    if params.plan:
+        lines += [f"Plan: {params.plan}", ""]
+    percent = ", ".join(b.title for b in BENCHMARKS.values() if b.unit != "bleu")
+    bleu = ", ".join(b.title + (" (mean of en->x and x->en)" if b.directions else "") for b in BENCHMARKS.values()
+                     if b.unit == "bleu")
+    corpus = ", ".join(f"{b.title} BLEU" if b.unit == "bleu" else b.title for b in BENCHMARKS.values() if b.corpus)
+    lines += [f"Avg / max over the {params.top_k ** 2} expert pairs (language rank x math rank); {percent} "
+              f"in %, {bleu} in BLEU, all in the target language.", "",
+              "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
+              f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).", ""]
+    counts = []
+    for m in metrics:
+        found = sorted({int(v) for v in frame[f"{m}_n"] if v is not None and v == v})
+        if found:
+            unit = "sentences per direction" if BENCHMARKS[m].directions else "items"
+            counts.append(f"{m} {found[0]}" + (f"-{found[-1]}" if len(found) > 1 else "") + f" {unit}")
+    if counts:
+        lines += ["n per model and language: " + ", ".join(counts) + ".", ""]
+
+    def number(r, c: str) -> str:
+        if r[c] is None or r[c] != r[c]:
+            return "-"
+        lo, hi = r.get(f"{c}_lo"), r.get(f"{c}_hi")
+        bounds = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and lo == lo and hi is not None and hi == hi else ""
+        return f"{r[c]:.1f}{bounds}"
+
+    for lang in params.languages:
+        part = frame[frame["language"] == lang]
+        lines += [f"### {params.language_names.get(lang, lang)}", "",
+                  "| " + " | ".join(cols + ["note"]) + " |", "|" + "---|" * (len(cols) + 1)]
+        for _, r in part.iterrows():
+            cells = [str(r[c]) if c in ("variant", "layers") else number(r, c) for c in cols]
+            cells.append(str(r["note"] or ""))
+            lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def chart(frame, params: Params):
+    import altair as alt
+
+    data = frame[frame["mgsm_avg"].notna()].copy()
+    if data.empty:
+        raise UserError("no variant has MGSM scores to plot (all skipped)")
+    order = list(dict.fromkeys(data["variant"]))
+    base = alt.Chart(data).encode(x=alt.X("variant:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35,
+                                                                                          labelLimit=260)))
+    bars = base.mark_bar(color="#4c78a8").encode(
+        y=alt.Y("mgsm_avg:Q", title="MGSM target language (%)"),
+        tooltip=["variant:N", "layers:N", alt.Tooltip("mgsm_avg:Q", format=".2f"),
+                 alt.Tooltip("mgsm_max:Q", format=".2f")])
+    ticks = base.mark_tick(color="#e45756", thickness=2, size=18).encode(y="mgsm_max:Q")
+    interval = base.transform_filter(alt.expr.isValid(alt.datum.mgsm_avg_lo))
+    whisker = interval.mark_rule(color="#222222", strokeWidth=1.5).encode(y="mgsm_avg_lo:Q", y2="mgsm_avg_hi:Q")
+    caps = [interval.mark_tick(color="#222222", thickness=1.5, size=10).encode(y=f"mgsm_avg_{end}:Q")
+            for end in ("lo", "hi")]
+    world = "TOY WORLD (synthetic): " if params.world == "toy" else ""
+    return alt.layer(bars, ticks, whisker, *caps).properties(width=max(160, 34 * len(order)), height=180).facet(
+        row=alt.Row("language_name:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left"))
+    ).properties(title=alt.Title(f"{world}ablation: {params.heading}",
+                                 subtitle="bar: MGSM mean over the expert pairs, with its 95% interval; red "
+                                          "tick: best pair"))
+
+
+def build(evals_dir: str | Path, params: Params, out_dir: str | Path) -> list[Path]:
+    import pandas as pd
+
+    from layerswap.report.figures import save_chart
+
+    frame = pd.DataFrame.from_records(records(evals_dir, params), columns=COLUMNS)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    keep = [c for c in COLUMNS if not any(c.startswith(f"{m}_") for m in METRICS if m not in params.metrics)]
+    frame[keep].to_csv(out / "table.csv", index=False)
+    (out / "table.md").write_text(markdown(frame, params) + "\n")
+    return [out / "table.csv", out / "table.md", *save_chart(chart(frame, params), out / "figure")]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--evals-dir", required=True, help="results/evals")
+    parser.add_argument("--params-json", required=True,
+                        help="{name, title, plan, metrics, variants, languages, top_k, world, language_names}")
+    parser.add_argument("--out-dir", required=True, help="results/ablations/<name>")
+
+
+def run(args: argparse.Namespace) -> None:
+    build(args.evals_dir, parse(Params, args.params_json), args.out_dir)

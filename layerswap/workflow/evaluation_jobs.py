@@ -1,0 +1,182 @@
+"""The evaluation jobs of a config: which benchmarks each job runs in which languages, the files it reads and writes,
+its params. A part of `Spec` (layerswap/workflow/spec.py; it reads the attributes `Spec.__init__` sets), for
+rules/select.smk (checkpoint evaluations) and rules/evaluate.smk (the base, merges, Table 2's extra languages).
+"""
+
+from __future__ import annotations
+
+from layerswap.benchmarks import BENCHMARKS
+from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
+from layerswap.contracts import checkpoint_model_id, merge_model_id
+from layerswap.fingerprint import command_hash
+from layerswap.train.sft import checkpoint_name
+from layerswap.workflow.words import R, as_json, canonical_languages
+
+# Benchmarks `layerswap select` reads for each expert kind (layerswap/select.py: metrics_of), plus those its
+# configured weights name; checkpoint evaluations of these benchmarks are the only ones selection depends on.
+SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "flores"]}
+
+
+class EvaluationJobs:
+    def evaluation_params(self, command: str) -> dict:
+        """The params every evaluation rule passes besides its benchmarks (and models): batch size, seed, task set,
+        backend, HF cache and the code of its command (`evaluate` or `evaluate-merges`)."""
+        return {"batch_size": self.eval["batch_size"], "seed": self.config["seed"], "task_set": self.task_set,
+                "backend": self.backend, "hf_home": self.hf_home_arg, "code": command_hash(command)}
+
+    # -----------------------------------------------------------------------------------------------------------
+    # benchmarks and evaluation files
+
+    def selection_benchmarks(self, run: str) -> list[str]:
+        kind = expert_type(self.run_spec(run)["expert"])
+        used = set(SELECT_READS[kind]) | set(self.constraint_benchmarks(kind)) | {
+            METRIC_TASK[m] for m in self.config["selection"]["weights"].get(kind, {})}
+        return [b for b in self.eval["tasks"] if b in used]
+
+    def constraint_benchmarks(self, kind: str) -> list[str]:
+        """Benchmarks of the selection constraints of an expert type: candidates and the base are compared on them."""
+        used = {METRIC_TASK[m] for m in self.config["selection"]["constraints"].get(kind, {})}
+        return [b for b in self.eval["tasks"] if b in used]
+
+    def other_checkpoint_benchmarks(self, run: str) -> list[str]:
+        """Checkpoint tasks selection does not read (Table 5 only)."""
+        return [b for b in self.benchmarks if b not in self.selection_benchmarks(run)]
+
+    def selection_indexes(self, expert: str) -> list[str]:
+        """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
+        return [f"{R}/evals/ckpt/{run}/index.json" for run in self.runs_of(expert)]
+
+    def checkpoint_eval_indexes(self, run: str, benchmarks=None) -> list[str]:
+        """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
+        one of `benchmarks` if given: what reads those evaluations depends on these files."""
+        wanted = set(self.eval["tasks"] if benchmarks is None else benchmarks)
+        selected, other = self.selection_benchmarks(run), self.other_checkpoint_benchmarks(run)
+        if self.single_task_jobs:
+            jobs = {f"index.{b}.json": [b] for b in selected + other}
+        else:
+            jobs = {"index.json": selected, "index.other.json": other}
+        return [f"{R}/evals/ckpt/{run}/{name}" for name, bs in jobs.items() if wanted & set(bs)]
+
+    def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
+        return [f for run in self.runs_of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
+
+    def task_languages(self, benchmark: str, languages=None) -> list[str]:
+        """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
+        all."""
+        langs = languages if languages is not None else self.eval["tasks"][benchmark].get("languages") or self.all_langs
+        return [l for l in canonical_languages(langs) if BENCHMARKS[benchmark].keys(l)]  # FLORES: no English alone
+
+    def task_data_files(self, benchmarks, languages=None) -> list[str]:
+        """Exactly the data files an evaluation job of these benchmarks reads (none in the hf world: lm-eval's own
+        tasks read the pre-staged hub datasets)."""
+        if self.config["world"] != "toy":
+            return []
+        return [f"{R}/data/eval/{b}_{l}.jsonl" for b in benchmarks for l in self.task_languages(b, languages)]
+
+    def benchmark_params(self, benchmarks, languages=None) -> str:
+        """The benchmarks' settings as JSON, with explicit languages (see task_languages) and limit: all that an
+        evaluation job computes with, and only for its own benchmarks (a change to another benchmark reruns
+        nothing)."""
+        spec = {}
+        for b in benchmarks:
+            task = dict(self.eval["tasks"][b])
+            task["languages"] = self.task_languages(b, languages)
+            task.setdefault("limit", self.eval.get("limit"))
+            spec[b] = task
+        return as_json(spec)
+
+    def checkpoint_languages(self, run: str) -> list[str] | None:
+        """Languages a run's checkpoints are evaluated in: all for math runs (Table 5), else English + the run's own
+        language. Table 2's extra languages are files of their own (rules/evaluate.smk: evaluate_table2)."""
+        expert = self.run_spec(run)["expert"]
+        if expert == "math":
+            return None
+        return ["en", expert.removeprefix("joint_")]
+
+    @staticmethod
+    def eval_files(model_dir: str, benchmarks) -> list[str]:
+        return [f"{R}/evals/{model_dir}/{b}.json" for b in benchmarks]
+
+    # -----------------------------------------------------------------------------------------------------------
+    # checkpoint evaluations (rules/select.smk)
+
+    def checkpoint_models(self, run: str) -> dict[str, str]:
+        return {
+            checkpoint_model_id(run, checkpoint_name(s)): f"{self.experts}/{run}/{checkpoint_name(s)}"
+            for s in checkpoints_of(self.run_spec(run))
+        }
+
+    def checkpoint_model_args(self, run: str) -> str:
+        return " ".join(f"--model {i}={p}" for i, p in self.checkpoint_models(run).items())
+
+    def checkpoint_eval_data(self, run: str, benchmarks) -> list[str]:
+        """The data files a checkpoint evaluation job of `run` reads for these benchmarks."""
+        return self.task_data_files(benchmarks, self.checkpoint_languages(run))
+
+    def checkpoint_eval_rule_params(self, run: str, benchmarks) -> str:
+        return self.benchmark_params(benchmarks, self.checkpoint_languages(run))
+
+    # -----------------------------------------------------------------------------------------------------------
+    # rules/evaluate.smk
+
+    def merge_eval_outputs(self, group: str, lang: str, names, benchmarks=None) -> list[str]:
+        return [f for n in names for f in self.eval_files(merge_model_id(group, lang, n),
+                                                          benchmarks or self.merge_benchmarks)]
+
+    @staticmethod
+    def merge_models(group: str, lang: str, names, recipes) -> str:
+        return " ".join(f"--model {merge_model_id(group, lang, n)}={r}" for n, r in zip(names, recipes))
+
+    def merge_eval_patterns(self, group: str, names, benchmarks) -> list[str]:
+        """Output patterns of the merge evaluations with {cfg}/{lang} (and {benchmark}) wildcards."""
+        files = self.merge_eval_outputs("GROUP", "LANG", names, benchmarks)
+        return [f.replace("GROUP", group).replace("LANG", "{lang}") for f in files]
+
+    # Each evaluation rule serves both job layouts of evaluation.tasks_per_job. A grouped job evaluates a fixed list
+    # of benchmarks, a single job the one in its {benchmark} wildcard.
+    def job_benchmarks(self, wildcards, grouped) -> list[str]:
+        """The benchmarks of one evaluation job: `grouped`, or the job's {benchmark} in the single layout."""
+        return [wildcards.benchmark] if self.single_task_jobs else grouped
+
+    def per_layout(self, grouped, single):
+        """An evaluation job's output (or log) path(s): `grouped`, or the {benchmark} pattern `single` (single
+        layout)."""
+        return single if self.single_task_jobs else grouped
+
+    def base_eval_groups(self) -> tuple[list[str], list[str]]:
+        """grouped: the base's benchmarks that selection constraints read get a job of their own
+        (evaluate_base_select), so that editing another task's settings reruns no selection; (rest, constrained).
+        single: (all, [])."""
+        if self.single_task_jobs:
+            return self.benchmarks, []
+        constrained = [b for b in self.benchmarks
+                       if any(b in self.constraint_benchmarks(k) for k in ("math", "language", "joint"))]
+        rest = [b for b in self.benchmarks if b not in constrained]
+        return (rest, constrained) if rest and constrained else (self.benchmarks, [])
+
+    def table2_groups(self) -> list[tuple[dict[str, str], list[str], list[str]]]:
+        """[(models {id: source}, their input files, the languages their own MGSM files hold)] of Table 2's columns
+        (computed once, t2_groups)."""
+        mgsm = "mgsm" in self.benchmarks
+        t2 = self.t2
+        groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], self.task_languages("mgsm") if mgsm else [])]
+        for run in [r for e in ("math", t2, f"joint_{t2}") for r in self.runs_of(e)]:
+            langs = self.task_languages("mgsm", self.checkpoint_languages(run)) if mgsm else []
+            groups.append((self.checkpoint_models(run), [f"{self.experts}/{run}/checkpoints.json"], langs))
+        for cfg in self.t2_configs:
+            recipes = {merge_model_id(cfg, t2, p): f"{R}/merges/{cfg}/{t2}/{p}.json" for p in self.pairs}
+            groups.append((recipes, list(recipes.values()), self.task_languages("mgsm", [t2])))
+        return groups
+
+    def table2_models(self, lang: str) -> dict[str, str]:
+        """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
+        return {m: src for models, _, langs in self.t2_groups if lang not in langs for m, src in models.items()}
+
+    def table2_inputs(self, lang: str) -> list[str]:
+        return sorted({f for _, files, langs in self.t2_groups if lang not in langs for f in files})
+
+    def table2_model_args(self, lang: str) -> str:
+        return " ".join(f"--model {m}={src}" for m, src in self.table2_models(lang).items())
+
+    def table2_index(self, lang: str) -> str:
+        return f"{R}/evals/by_language/{lang}/table2_{self.t2}.json"

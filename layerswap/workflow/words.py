@@ -1,0 +1,36 @@
+"""How the rules spell what they pass to jobs: the results root `R`, a config value as one params word (`as_json`),
+languages in canonical order, and the shell command of the evaluation rules.
+
+`R` is the one spelling of ``results``: the rules' inputs, outputs and logs and their shell commands are f-strings
+of it (a shell command reads only its rule's own values, snakemake --lint, so `R` is put in at parse time).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+R = "results"
+
+
+def as_json(value: Any) -> str:
+    """A config value as one shell-quoted JSON word (params compare it for reruns)."""
+    return shlex.quote(json.dumps(value, sort_keys=True))
+
+
+def canonical_languages(langs) -> list[str]:
+    """Evaluation languages in a canonical order (English, then by code): the order of a mapping or list in the
+    config means nothing to an evaluation, so it must not reach params (only stale outputs rerun)."""
+    return sorted(set(langs), key=lambda l: (l != "en", l))
+
+
+
+def evaluate_shell(command: str, models: str, out_dir: str = f"{R}/evals", tail: str = "") -> str:
+    """The shell command of an evaluation rule: `layerswap <command>` (evaluate, evaluate-merges) on `models` (its
+    --model words), writing under `out_dir`, with the evaluation params every such rule has (Spec.evaluation_params)
+    and `tail` (more arguments) last."""
+    return (f"layerswap {command} --data-dir {R}/data/eval --benchmarks-json {{params.benchmarks}} {models} "
+            f"--out-dir {out_dir} --batch-size {{params.batch_size}} --seed {{params.seed}} "
+            f"--task-set {{params.task_set}} --backend {{params.backend}} --threads {{threads}} {{params.hf_home}}"
+            f"{tail} > {{log}} 2>&1")
