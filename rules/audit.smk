@@ -6,7 +6,7 @@
 
 rule manifest:
     input:
-        spec.manifest_inputs(),
+        spec.results(),
     output:
         f"{R}/manifest.json",
     params:
