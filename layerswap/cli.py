@@ -41,8 +41,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hub-data": ("layerswap.data.hub", "one pre-staged hub source -> its schema's JSONL + manifest"),
     "prepare-base": ("layerswap.data.hub", "link a local or pre-staged base model into results/base"),
     "gguf-base": ("layerswap.train.gguf_base", "dequantise a GGUF base model into a safetensors HF directory"),
-    "manifest": ("layerswap.audit", "hash every results file with the job, params and software that made it"),
-    "audit": ("layerswap.audit", "re-hash results against the manifest (drift), or trace a table cell"),
+    "manifest": ("layerswap.audit.manifest", "hash every results file with the job, params and software that made it"),
+    "audit": ("layerswap.audit.check", "re-hash results against a manifest (drift), trace a table cell, or repair"),
     "ablation-table": ("layerswap.workflow.ablations", "an ablation's table (CSV + Markdown) and figure from evaluation files"),
     "cost": ("layerswap.workflow.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
 }

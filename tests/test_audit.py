@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from layerswap.audit import cpu_info, hardware, sha256_file
+from layerswap.audit.machine import cpu_info, hardware
+from layerswap.fingerprint import file_sha256 as sha256_file
 from layerswap.cli import main
 
 try:
@@ -95,7 +96,7 @@ def test_audit_reports_another_machine_first_and_informational(run_copy, capsys,
     path.write_text(json.dumps(m))
     here = {**m["hardware"], "cpu_model": "AMD EPYC", "torch_cpu_capability": "AVX2", "gpus": [], "cpu_count": 2,
             "cpu_flags": ["avx", "avx2", "fma", "sse2", "sse4a"]}  # this machine, made explicit
-    monkeypatch.setattr("layerswap.audit.hardware", lambda: here)
+    monkeypatch.setattr("layerswap.audit.check.hardware", lambda: here)
     expected = ["hardware: cpu model: manifest Intel(R) Xeon(R) Platinum 8480+; here AMD EPYC",
                 "hardware: cpu flags: 4 (avx512f, amx_tile, avx512bw, hypervisor) only in manifest; "
                 "1 (sse4a) only here",

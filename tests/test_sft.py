@@ -301,7 +301,7 @@ def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
     and the audit reuses those hashes; a missing shard is named."""
     from safetensors.torch import save_file
 
-    from layerswap.audit import recorded_hashes
+    from layerswap.audit.files import recorded_hashes
     from layerswap.train.sft import write_manifest
 
     run = tmp_path / "experts" / "run"  # a results root: recorded_hashes reads experts/*/checkpoints.json
