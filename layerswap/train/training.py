@@ -93,6 +93,14 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
         raise
 
 
+def last_complete_checkpoint(work: Path) -> str | None:
+    """The newest `checkpoint-N` in `work` whose Trainer state was fully written (trainer_state.json is the last
+    file the Trainer writes), or None."""
+    done = [d for d in Path(work).glob("checkpoint-*")
+            if d.name.split("-")[-1].isdigit() and (d / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
+
+
 class JsonlLogger(TrainerCallback):
     """Appends every Trainer log (loss, lr, step, tokens) to a JSONL file, so progress is visible while a run goes on.
 
