@@ -11,9 +11,10 @@ what it compared:
   audit` names the file, `layerswap audit --repair --run` rebuilds it and what depends on it, and the audit against
   the uninterrupted run's manifest passes.
 
-    python scripts/fault_drill.py WORKDIR      # a new or empty directory; about 6 minutes on 2 cores
+    python scripts/fault_drill.py WORKDIR      # a new or empty directory; about 5 minutes on 2 cores
 
-Each Snakemake run relays its progress lines (`N of M steps`); its whole log is `WORKDIR/<drill>/snakemake.log`.
+Each Snakemake run (and the repair) relays its progress lines (`N of M steps`, `repair:`) prefixed `|`; its whole
+log is `WORKDIR/<drill>/snakemake.log`.
 Exit status 1 if a drill failed.
 """
 
@@ -77,7 +78,7 @@ def relay(log: Path, offset: int) -> int:
     complete = text[: text.rfind("\n") + 1]
     for line in complete.splitlines():
         if PROGRESS.search(line):
-            say(f"  snakemake: {line.strip()}")
+            say(f"  | {line.strip()}")
     return offset + len(complete)
 
 
