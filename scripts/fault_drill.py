@@ -11,7 +11,7 @@ what it compared:
   audit` names the file, `layerswap audit --repair --run` rebuilds it and what depends on it, and the audit against
   the uninterrupted run's manifest passes.
 
-    python scripts/fault_drill.py WORKDIR      # a new or empty directory; about 5 minutes on 2 cores
+    python scripts/fault_drill.py WORKDIR      # a new or empty directory; 3 to 5 minutes on 2 cores
 
 Each Snakemake run (and the repair) relays its progress lines (`N of M steps`, `repair:`) prefixed `|`; its whole
 log is `WORKDIR/<drill>/snakemake.log`.
