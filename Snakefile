@@ -35,3 +35,4 @@ rule all:
         report=spec.report_files,
         manifest=f"{R}/manifest.json",
         merged=spec.merged_models,
+        results=spec.results(),  # every intermediate too: a deleted one is rebuilt (Spec.results)

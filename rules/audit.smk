@@ -1,17 +1,18 @@
-# Reproducibility audit: results/manifest.json, the last job of the DAG. Its inputs are every file `all` makes and
-# the intermediates (data, base, experts, checkpoint evaluations, selections, recipes, merge evaluations), so it runs
-# after all of them; `layerswap manifest` then hashes everything under results/ (logs excepted) and takes rule,
-# params and shell command of each file from Snakemake's own per-output records in .snakemake/metadata/.
+# Reproducibility audit: results/manifest.json, the last job of the DAG. Its inputs are every file a job of the
+# default DAG declares (spec.results(): data, base, experts, checkpoint evaluations, selections, recipes, merge
+# evaluations, tables, figures), so it runs after all of them; `layerswap manifest` then hashes everything under
+# results/ (logs excepted; training logs apart) and takes rule, params and shell command of each file from
+# Snakemake's own per-output records in .snakemake/metadata/. No path of this machine in params: the git commit it
+# records is the checkout's the running package lives in, so a copied results folder does not rerun it.
 
 
 rule manifest:
     input:
-        spec.manifest_inputs(),
+        spec.results(),
     output:
         f"{R}/manifest.json",
     params:
         config=lambda w: spec.config_json(),  # secrets: dropped by the command
-        workflow_dir=shlex.quote(workflow.basedir),
         code=command_hash("manifest"),
     log:
         f"{R}/logs/manifest.log",
@@ -19,4 +20,4 @@ rule manifest:
         "../envs/layerswap.yaml"
     shell:
         "layerswap manifest --root results --out {output} --metadata-dir .snakemake/metadata "
-        "--workflow-dir {params.workflow_dir} --config-json {params.config} > {log} 2>&1"
+        "--config-json {params.config} > {log} 2>&1"

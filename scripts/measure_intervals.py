@@ -30,7 +30,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from layerswap import audit  # noqa: E402
+from layerswap.audit.trace import tables_params  # noqa: E402
 from layerswap.report import tables  # noqa: E402
 from layerswap.report.evals import Evals  # noqa: E402
 from layerswap.report.paper_tables import Builder, Workspace  # noqa: E402
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=3.0, help="half-width to reach, in points (default 3)")
     parser.add_argument("--params-json", help="the tables' params (default: from <results>/manifest.json)")
     args = parser.parse_args(argv)
-    text = args.params_json or audit.tables_params(json.loads((args.results / "manifest.json").read_text()))
+    text = args.params_json or tables_params(json.loads((args.results / "manifest.json").read_text()))
     params = tables.Params.from_json(text)
     t1 = tables.build_tables(args.results / "selection", args.results / "evals", params)["table1"]
     builder = Builder(Workspace(args.results / "selection", Evals(args.results / "evals"), params), None)

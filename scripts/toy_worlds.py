@@ -26,7 +26,8 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from layerswap import audit  # noqa: E402
+from layerswap.audit.machine import hardware  # noqa: E402
+from layerswap.audit.trace import tables_params  # noqa: E402
 from layerswap.report import tables, transfer  # noqa: E402
 
 RECORDS = REPO / "docs" / "toy_worlds.json"
@@ -71,7 +72,7 @@ def dag_wall(work: Path) -> tuple[float, int]:
 def score(results: Path) -> dict:
     """(a), (b), (c) of a finished run, with the Table 1 cells they rest on."""
     config = yaml.safe_load((results / "config_used.yaml").read_text())
-    params = tables.Params.from_json(audit.tables_params(json.loads((results / "manifest.json").read_text())))
+    params = tables.Params.from_json(tables_params(json.loads((results / "manifest.json").read_text())))
     built = tables.build_tables(results / "selection", results / "evals", params)
     langs = list(config["languages"])
     swap = config["merges"]["configs"][config["merges"]["default_swap"]]
@@ -142,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     command = "python scripts/toy_worlds.py --workdir DIR" + (" --levers " + " ".join(args.levers)
                                                              if args.levers else "")
     record = {"world": world, "levers": args.levers, "command": command, "wall_s": wall, "invocations": invocations,
-              "machine": audit.hardware(), "scores": scores}
+              "machine": hardware(), "scores": scores}
     (args.workdir / "transfer.json").write_text(json.dumps(record, indent=1))
     print(json.dumps({k: scores[k] for k in ("a", "b", "c")}, indent=1))
     if args.record:

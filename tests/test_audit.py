@@ -12,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from layerswap.audit import cpu_info, hardware, sha256_file
+from layerswap.audit.machine import cpu_info, hardware
+from layerswap.fingerprint import file_sha256 as sha256_file
 from layerswap.cli import main
 
 try:
-    from conftest import snakemake
+    from conftest import MICRO, REPO, snakemake
+    from test_staleness import repo_copy, run_snakemake
 except ImportError:  # tests/ made a package
-    from tests.conftest import snakemake
+    from tests.conftest import MICRO, REPO, snakemake
+    from tests.test_staleness import repo_copy, run_snakemake
 
 FAKE_TOKEN = "hf_FAKEtokenForTheAuditTest0123456789"
 
@@ -43,7 +46,10 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     on_disk = {str(p.relative_to(micro_run.parent)) for p in micro_run.rglob("*") if p.is_file()}
     expected = {p for p in on_disk if not p.startswith(("results/logs/", "results/.snakemake"))} - {
         "results/manifest.json"}
-    assert set(files) == expected
+    # the training logs (wall-clock timings) are listed apart from the results
+    assert set(m["run_logs"]) == {"results/base.work/log.jsonl"} | {
+        f"results/experts/{r}/log.jsonl" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")}
+    assert set(files) == expected - set(m["run_logs"])
     for path in ["results/tables/table1.csv", "results/evals/base/mgsm.json", "results/selection/math.json"]:
         assert files[path]["sha256"] == sha256_file(micro_run.parent / path)
         assert files[path]["size"] == (micro_run.parent / path).stat().st_size
@@ -54,6 +60,10 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     weights = [p for p in files if p.startswith("results/experts/math_1/s") and p.endswith("model.safetensors")]
     assert weights and all(m["jobs"][files[w]["job"]]["rule"] == "sft" for w in weights)
     assert all(files[w].get("hash_from_record") for w in weights)  # hashed once, by sft (checkpoints.json)
+    # an undeclared evaluation file and its sample log: the job of the index that lists it (not of its neighbour)
+    for name in ("mmlu.json", "mmlu.samples.jsonl"):
+        assert files[f"results/evals/ckpt/math_1/s0000016/{name}"]["job"] == \
+            "evaluate_checkpoints_other:results/evals/ckpt/math_1/index.other.json"
     assert all(e["job"] for e in files.values())
     # environment of the run
     assert m["software"]["packages"]["torch"] and m["software"]["packages"]["snakemake"].startswith("9.")
@@ -95,7 +105,7 @@ def test_audit_reports_another_machine_first_and_informational(run_copy, capsys,
     path.write_text(json.dumps(m))
     here = {**m["hardware"], "cpu_model": "AMD EPYC", "torch_cpu_capability": "AVX2", "gpus": [], "cpu_count": 2,
             "cpu_flags": ["avx", "avx2", "fma", "sse2", "sse4a"]}  # this machine, made explicit
-    monkeypatch.setattr("layerswap.audit.hardware", lambda: here)
+    monkeypatch.setattr("layerswap.audit.check.hardware", lambda: here)
     expected = ["hardware: cpu model: manifest Intel(R) Xeon(R) Platinum 8480+; here AMD EPYC",
                 "hardware: cpu flags: 4 (avx512f, amx_tile, avx512bw, hypervisor) only in manifest; "
                 "1 (sse4a) only here",
@@ -178,6 +188,50 @@ def test_manifest_writes_no_secret_and_tolerates_no_git(run_copy, tmp_path, monk
     assert main(["audit", "--manifest", "results/manifest.json"]) == 0
 
 
+def test_repair_prints_then_runs_what_rebuilds_the_drift(run_copy, tmp_path, capsys, monkeypatch):
+    """Four faults of different kinds: a flipped byte in an expert's weights, a deleted selection, a truncated
+    evaluation file, a deleted checkpoint evaluation (a file no rule declares). `audit --repair` names the job that
+    rebuilds each and prints one command (changing nothing); with --run the rebuilt results match the old manifest."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    old = shutil.copy(run_copy / "results/manifest.json", tmp_path / "old_manifest.json")
+    weights = run_copy / "results/experts/toy_swh_1/s0000016/model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 1
+    weights.write_bytes(bytes(data))
+    (run_copy / "results/selection/math.json").unlink()
+    evaluation = run_copy / "results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json"
+    evaluation.write_text(evaluation.read_text()[:50])
+    (run_copy / "results/evals/ckpt/math_1/s0000032/mmlu.json").unlink()
+    options = ["-s", str(REPO / "Snakefile"), "--configfile", str(MICRO), "--cores", "2"]
+    assert main(["audit", "--repair", "--", *options]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[4:8] == [
+        "repair: missing results/evals/ckpt/math_1/s0000032/mmlu.json: rule evaluate_checkpoints_other "
+        "(results/evals/ckpt/math_1/index.other.json) wrote it",
+        "repair: changed results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json: rule evaluate_merges writes it",
+        "repair: changed results/experts/toy_swh_1/s0000016/model.safetensors: rule sft "
+        "(results/experts/toy_swh_1/checkpoints.json) wrote it in the export results/experts/toy_swh_1/s0000016, "
+        "which is removed first",
+        "repair: missing results/selection/math.json: rule select writes it"]
+    assert out[-1].startswith("rm -r results/experts/toy_swh_1/s0000016 && ")
+    assert out[-1].endswith(" ".join(options) + " --forcerun results/evals/ckpt/math_1/index.other.json "
+                            "results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json "
+                            "results/experts/toy_swh_1/checkpoints.json results/selection/math.json")
+    assert weights.read_bytes() == bytes(data)  # printing changes nothing
+    assert main(["audit", "--repair", "--run", "--", *options]) == 0
+    assert main(["audit", "--manifest", str(old)]) == 0, capsys.readouterr().out[-3000:]
+
+
+def test_another_checkout_of_the_same_code_reruns_nothing(micro_run, tmp_path):
+    """No param holds a path of this machine: the finished results, run from another checkout of the same code (a
+    colleague's clone, a copied results folder), are up to date, the manifest included."""
+    work = tmp_path / "work"
+    shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    clone = repo_copy(tmp_path / "clone")
+    proc = run_snakemake(clone / "Snakefile", work, MICRO, "--dry-run")
+    assert proc.returncode == 0 and "Nothing to be done" in proc.stdout + proc.stderr, proc.stdout[-3000:]
+
+
 def test_bad_manifest_is_one_line(tmp_path, capsys):
     (tmp_path / "m.json").write_text("{not json")
     assert main(["audit", "--manifest", str(tmp_path / "m.json")]) == 1
@@ -197,7 +251,7 @@ def _differing(a: dict, b: dict) -> list[str]:
     return sorted(p for p in set(a) | set(b) if (a.get(p) or {}).get("sha256") != (b.get(p) or {}).get("sha256"))
 
 
-def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, monkeypatch):
+def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, monkeypatch, capsys):
     """A second micro run from scratch (with a hub token in its environment) gives the same bytes: tables,
     evaluations and sample logs, selections, recipes, checkpoint weights, and a merge written by `layerswap merge`.
     No file of the run (logs and report pages included) contains the token."""
@@ -208,6 +262,12 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
     first, second = manifest_of(micro_run)["files"], manifest_of(work / "results")["files"]
     differ = [p for p in _differing(first, second) if not p.endswith(NONDETERMINISTIC)]
     assert not differ, differ
+    # so the second run passes an audit against the first run's manifest; only run logs differ, compared on request
+    monkeypatch.chdir(work)
+    assert main(["audit", "--manifest", str(micro_run / "manifest.json")]) == 0
+    assert main(["audit", "--logs", "--manifest", str(micro_run / "manifest.json")]) in (0, 1)
+    drifted = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("changed", "missing", "extra"))]
+    assert all(line.split()[1].endswith("/log.jsonl") for line in drifted), drifted
     for p in first:
         if p.startswith(("results/tables/", "results/evals/", "results/merges/", "results/selection/")):
             assert (micro_run.parent / p).read_bytes() == (work / p).read_bytes(), p

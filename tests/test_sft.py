@@ -64,6 +64,10 @@ def weights(path):
     return load_file(path / "model.safetensors")
 
 
+def read_log(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
 def same(a, b):
     return a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
 
@@ -104,6 +108,11 @@ def test_resume_after_kill_gives_the_same_weights(tiny_base, mix, full_run, kept
     shutil.rmtree(trainer_dir / "checkpoint-4")
     train_expert(tiny_base, mix, tmp_path / "killed", PARAMS, TEMPLATE)
     assert same(weights(full_run / "s0000016"), weights(tmp_path / "killed" / "s0000016"))  # bitwise on CPU
+    # the progress log keeps one line per step: the killed session's lines after the resumed step are dropped
+    resumed, uninterrupted = (read_log(run / "log.jsonl") for run in (tmp_path / "killed", full_run))
+    assert [r["step"] for r in resumed] == [r["step"] for r in uninterrupted] == [1, 2, 3, 4, 4]
+    assert [r.get("loss") for r in resumed] == [r.get("loss") for r in uninterrupted]
+    assert "train_loss" in resumed[-1] and not any("train_loss" in r for r in resumed[:-1])  # one summary, last
 
 
 @pytest.mark.parametrize("state", ["kept", "deleted"])
@@ -302,7 +311,7 @@ def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
     and the audit reuses those hashes; a missing shard is named."""
     from safetensors.torch import save_file
 
-    from layerswap.audit import recorded_hashes
+    from layerswap.audit.files import recorded_hashes
     from layerswap.train.sft import write_manifest
 
     run = tmp_path / "experts" / "run"  # a results root: recorded_hashes reads experts/*/checkpoints.json

@@ -129,8 +129,8 @@ def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
         assert proc.returncode == 0, proc.stderr[-3000:]
 
 
-def repo_copy_with_merge_edit(dest: Path) -> Path:
-    """The repository's files (tracked and untracked, not ignored) with a comment appended to the merge engine."""
+def repo_copy(dest: Path) -> Path:
+    """The repository's files (tracked and untracked, not ignored): another checkout of the same code."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
                             capture_output=True, text=True, check=True).stdout.split("\0")
     for rel in filter(None, listed):
@@ -138,6 +138,12 @@ def repo_copy_with_merge_edit(dest: Path) -> Path:
         if src.is_file():
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, dest / rel)
+    return dest
+
+
+def repo_copy_with_merge_edit(dest: Path) -> Path:
+    """The repository's files with a comment appended to the merge engine."""
+    repo_copy(dest)
     methods = dest / "layerswap" / "merge" / "engine.py"
     methods.write_text(methods.read_text() + "\n# edited by test_staleness\n")
     return dest

@@ -67,7 +67,7 @@ def test_building_a_spec_and_calling_its_helpers_leaves_the_config_unchanged(nam
     for n in spec.ablations:
         spec.ablation_params(n)
         spec.ablation_inputs(n)
-    spec.manifest_inputs(), spec.table_params(), spec.swap_grid_params(), spec.heatmap_thresholds()
+    spec.results(), spec.table_params(), spec.swap_grid_params(), spec.heatmap_thresholds()
     assert config == before
     assert ablations == abl_before and added == added_before
     assert spec.merge_configs is not config["merges"]["configs"]
@@ -147,7 +147,7 @@ def test_storage_scratch_and_keep_merged_place_the_big_files():
     assert spec.run_manifests("math") == ["/scratch/me/experts/math_1/checkpoints.json",
                                           "/scratch/me/experts/math_2/checkpoints.json"]
     assert len(spec.merged_models) == 4 * 9 and spec.merged_models[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
-    assert set(spec.merged_models) <= set(spec.manifest_inputs())
+    assert set(spec.merged_models) <= set(spec.results())
 
 
 def test_accelerate_launch_uses_the_most_gpus_that_split_the_batch(tmp_path):

@@ -2,12 +2,20 @@
 
 This plays the part of the downloaded Llama 3.1 8B in the paper config: its output is an ordinary Hugging Face
 model directory (config.json, model.safetensors, tokenizer files).
+
+Resumable like SFT (`layerswap.train.sft`): the Trainer saves its state CHECKPOINTS times per run into
+`<out>.work/trainer-<key>/` (key: hash of corpus, vocabulary and every parameter, so a changed run never resumes from
+another's state), and a killed run resumes from its newest complete Trainer checkpoint when it runs again, ending
+with the same weights as an uninterrupted run (CPU). The state is deleted once the model is exported. The progress log
+is `<out>.work/log.jsonl` (a fresh start begins it anew).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -21,10 +29,13 @@ from transformers import (
     TrainingArguments,
 )
 
+from layerswap.fingerprint import file_sha256
 from layerswap.jsonl import read_jsonl
-from layerswap.train.training import JsonlLogger, TokenDataset, export_model
+from layerswap.train.training import JsonlLogger, TokenDataset, export_model, last_complete_checkpoint
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
+#: Trainer checkpoints per pretraining run (resumable state; the last two are kept).
+CHECKPOINTS = 10
 
 
 def build_tokenizer(vocab: list[str]) -> PreTrainedTokenizerFast:
@@ -63,19 +74,42 @@ def pretrain(corpus: Path, vocab_file: Path, out_dir: Path, model_params: dict, 
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
     work = Path(out_dir).with_name(Path(out_dir).name + ".work")
+    state = trainer_state_dir(work, corpus, vocab_file, model_params, train_params, num_layers, seed)
+    steps = train_params["steps"]
     args = TrainingArguments(
-        output_dir=str(work), max_steps=train_params["steps"], per_device_train_batch_size=train_params["batch_size"],
+        output_dir=str(state), max_steps=steps, per_device_train_batch_size=train_params["batch_size"],
         learning_rate=train_params["lr"], warmup_steps=train_params["warmup_steps"], lr_scheduler_type="cosine",
-        weight_decay=0.01, seed=seed, data_seed=seed, save_strategy="no", report_to=[], logging_steps=50,
+        weight_decay=0.01, seed=seed, data_seed=seed, save_strategy="steps", save_steps=max(1, steps // CHECKPOINTS),
+        save_total_limit=2, report_to=[], logging_steps=50,
         use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=False,
     )
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
     trainer = Trainer(model=model, args=args, train_dataset=data, data_collator=collator,
                       callbacks=[JsonlLogger(work / "log.jsonl")])
-    trainer.train()
-    meta = {"kind": "toy-base", "tokens_seen": train_params["steps"] * train_params["batch_size"] * train_params["seq_len"],
+    resume = last_complete_checkpoint(state)
+    if resume:
+        print(f"resuming {out_dir} from {resume}", flush=True)
+    trainer.train(resume_from_checkpoint=resume)
+    meta = {"kind": "toy-base", "tokens_seen": steps * train_params["batch_size"] * train_params["seq_len"],
             "corpus_blocks": len(data), "seed": seed}
     export_model(model, tokenizer, Path(out_dir), meta)
+    shutil.rmtree(state)  # the run is complete: it never resumes
+
+
+def trainer_state_dir(work: Path, corpus: Path, vocab_file: Path, model_params: dict, train_params: dict,
+                      num_layers: int, seed: int) -> Path:
+    """`<work>/trainer-<key>/`, the resumable Trainer state of this run; another run's state goes, and a fresh start
+    begins the progress log anew."""
+    run = {"corpus": file_sha256(corpus), "vocab": file_sha256(vocab_file), "model": model_params,
+           "train": train_params, "layers": num_layers, "seed": seed}
+    state = work / f"trainer-{hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]}"
+    for stale in work.glob("trainer-*"):
+        if stale != state:
+            shutil.rmtree(stale)
+    if not state.is_dir():
+        (work / "log.jsonl").unlink(missing_ok=True)
+        state.mkdir(parents=True)
+    return state
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

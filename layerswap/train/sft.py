@@ -275,14 +275,6 @@ def training_arguments(p: dict, work: Path):
     )
 
 
-def last_complete_checkpoint(work: Path) -> str | None:
-    """The newest `checkpoint-N` in `work` whose Trainer state was fully written (trainer_state.json is the last
-    file the Trainer writes), or None."""
-    done = [d for d in Path(work).glob("checkpoint-*")
-            if d.name.split("-")[-1].isdigit() and (d / "trainer_state.json").is_file()]
-    return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
-
-
 def _clean_stale(out_dir: Path, key: str) -> None:
     """Remove what belongs to another configuration of this run (or to an interrupted export)."""
     for stale in out_dir.glob("trainer-*"):
@@ -320,7 +312,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer
 
-    from layerswap.train.training import JsonlLogger
+    from layerswap.train.training import JsonlLogger, last_complete_checkpoint
 
     torch.set_num_threads(int(params.get("threads", 1)))
     tokenizer = AutoTokenizer.from_pretrained(base)

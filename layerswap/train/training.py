@@ -11,7 +11,7 @@ from typing import Any, Callable
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from layerswap.contracts import naming, replace_dir
+from layerswap.contracts import naming, replace_dir, write_text_atomic
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -93,12 +93,22 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
         raise
 
 
+def last_complete_checkpoint(work: Path) -> str | None:
+    """The newest `checkpoint-N` in `work` whose Trainer state was fully written (trainer_state.json is the last
+    file the Trainer writes), or None."""
+    done = [d for d in Path(work).glob("checkpoint-*")
+            if d.name.split("-")[-1].isdigit() and (d / "trainer_state.json").is_file()]
+    return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
+
+
 class JsonlLogger(TrainerCallback):
     """Appends every Trainer log (loss, lr, step, tokens) to a JSONL file, so progress is visible while a run goes on.
 
     Each line also gets `tokens/s`: non-padding input tokens per second since the previous log line, over all
     processes (from the Trainer's `num_input_tokens_seen`; needs `include_num_input_tokens_seen`); the final
-    summary line gets the average over the whole session.
+    summary line gets the average over the whole session. A run resumed from a Trainer checkpoint first drops the
+    lines after that checkpoint's step (the killed session logged them; the resumed one logs them again), so the
+    log keeps one line per logged step.
     """
 
     def __init__(self, path: Path):
@@ -109,6 +119,11 @@ class JsonlLogger(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
         self._last = (time.monotonic(), state.num_input_tokens_seen)
         self._begin = state.num_input_tokens_seen
+        if state.global_step and state.is_world_process_zero and self.path.is_file():  # resumed
+            lines = self.path.read_text().splitlines(keepends=True)
+            kept = [line for line in lines if _logged_by_step(line, state.global_step)]
+            if kept != lines:
+                write_text_atomic(self.path, "".join(kept))
 
     def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: D102 (Trainer hook)
         if not (logs and state.is_world_process_zero):
@@ -123,3 +138,13 @@ class JsonlLogger(TrainerCallback):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:
             f.write(json.dumps(row) + "\n")
+
+
+def _logged_by_step(line: str, step: int) -> bool:
+    """A log line written by the time the Trainer reached `step`: a step line up to it (the summary line, with
+    `train_loss`, comes only at the end of training)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False  # a line cut by the kill
+    return isinstance(row, dict) and "train_loss" not in row and row.get("step", step + 1) <= step

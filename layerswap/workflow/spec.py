@@ -23,6 +23,7 @@ from pathlib import Path
 from layerswap.config import effective_runs, expert_type, language_mix
 from layerswap.contracts import merge_model_id, pair_ids
 from layerswap.merge.registry import SWAP, best_of_methods
+from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.site import Site
@@ -291,15 +292,38 @@ class Spec(EvaluationJobs, AblationJobs):
     # -----------------------------------------------------------------------------------------------------------
     # rules/audit.smk
 
-    def manifest_inputs(self) -> list[str]:
-        """Every file `all` makes and the intermediates, once each: the manifest job runs after all of them."""
-        files = self.tables + self.best_configs + self.report_files + self.table_inputs()
-        files += self.swap_grid_inputs() + self.table1_bars_inputs()
-        files += [f"{R}/base/config.json"]
+    def results(self) -> list[str]:
+        """Every file a job of the default DAG declares as output (the manifest's excepted), once each: targets of
+        `all`, so a deleted one is rebuilt by the next run (Snakemake >= 7.7 does not revisit the intermediates of
+        targets that are present) and what reads it reruns after it; and the manifest's inputs, so it runs last."""
+        files = self.data_files() + [f"{R}/base/config.json"]
         files += [f"{self.experts}/{run}/checkpoints.json" for run in self.runs]
         files += [f for run in self.runs for f in self.checkpoint_eval_indexes(run)]
-        files += [f"{R}/data/sft/{e}.{ext}" for e in self.expert_types() for ext in ("jsonl", "manifest.json")]
+        files += [f for e in self.expert_types() for f in self.selection_indexes(e)]  # single layout: checkpoint_index
         files += [f"{R}/merges/{c}/{l}/{p}.json" for c in self.pair_configs for l in self.langs for p in self.pairs]
         files += [f"{R}/merges/soupswap/{l}/{m}.json" for l in self.langs for m in SOUPS]
-        files += self.merged_models
+        files += self.table_inputs() + self.tables + self.best_configs + [f"{R}/tables/summary.md"]
+        if self.paper_world:
+            files += [f"{R}/tables/table{n}_paper_vs_ours.{e}" for n in TABLE_NUMBERS for e in ("csv", "md")]
+        files += self.report_files + self.merged_models
         return list(dict.fromkeys(files))
+
+    def data_files(self) -> list[str]:
+        """The data files the default DAG's jobs write: raw sources (toy generator or hub), evaluation sets (toy
+        world), SFT mixes."""
+        from layerswap.data import toyworld
+
+        experts, sources = self.expert_types(), self.config["data_sources"]
+        mixed = [s for e in experts for s in self.mix_sources(e)]
+        if self.config["world"] == "toy":  # rules/data.smk toy_source (a source file of the user's is no output)
+            made = set(toyworld.datasets(sorted(self.config["toy_world"]["languages"])))
+            raw = [s["path"] for s in mixed if Path(s["path"]).name.removesuffix(".jsonl") in made]
+            if not is_gguf_source(self.config["base"]["source"]):  # toy_corpus: what the toy base pretrains on
+                raw += [f"{R}/data/raw/pretrain.jsonl", f"{R}/data/raw/vocab.json"]
+        else:  # hub_data: rows + their manifest, of the hub sources
+            raw = [p for s in mixed if "hub_id" in sources[s["name"]]
+                   for p in (s["path"], s["path"].removesuffix(".jsonl") + ".manifest.json")]
+        evals = self.task_data_files(self.benchmarks) + self.task_data_files(["mgsm"], self.t2_langs)
+        evals += [f for l in self.langs for f in self.task_data_files(self.merge_benchmarks, [l])]
+        mixes = [f"{R}/data/sft/{e}.{ext}" for e in experts for ext in ("jsonl", "manifest.json")]
+        return sorted(set(raw)) + sorted(set(evals)) + mixes

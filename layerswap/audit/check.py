@@ -1,0 +1,118 @@
+"""`layerswap audit`: a results folder against a manifest (its own run's, or another run's).
+
+First one `hardware:` line per difference between the manifest's machine and this one (informational, never drift);
+then the disk is re-hashed and every drift is one line: `changed:`, `missing:` or `extra:` (a file the manifest does
+not list); exit status 1 on drift. Run logs (training `log.jsonl`: wall-clock timings) are listed by the manifest but
+compared only with `--logs`, so an identical run audited against another run's manifest passes. `--trace` traces a
+table cell (`layerswap.audit.trace`); `--repair` prints, and with `--run` runs, the command that rebuilds what
+drifted (`layerswap.audit.repair`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from layerswap.audit.files import MANIFEST_NAME, is_run_log, walk
+from layerswap.audit.machine import hardware, hardware_diff
+from layerswap.errors import UserError
+from layerswap.fingerprint import file_sha256
+
+
+def load_manifest(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise UserError(f"{path}: cannot read manifest ({err.strerror})") from None
+    except ValueError as err:
+        raise UserError(f"{path}: not a JSON manifest ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("files"), dict) or "root" not in data:
+        raise UserError(f"{path}: not a layerswap manifest (no 'files'/'root')")
+    return data
+
+
+def recorded(manifest: dict, logs: bool) -> dict[str, dict]:
+    """The files an audit compares: the reproducible results, and the run logs with `logs` (a manifest of format 1
+    lists its logs among the files: they are told apart by name)."""
+    files = {**manifest["files"], **(manifest.get("run_logs") or {})}
+    return {p: e for p, e in files.items() if logs or not is_run_log(p)}
+
+
+@dataclass(frozen=True)
+class Drift:
+    kind: str  # changed | missing | extra
+    path: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
+
+
+def drift(manifest: dict, manifest_path: Path, logs: bool = False) -> list[Drift]:
+    """Every drift between the manifest and the disk, sorted by path (extra files last)."""
+    root = Path(manifest["root"])
+    out = []
+    files = recorded(manifest, logs)
+    for p, entry in sorted(files.items()):
+        path = Path(p)
+        if not path.is_file():
+            out.append(Drift("missing", p))
+            continue
+        size = path.stat().st_size
+        digest = file_sha256(path)
+        if digest != entry.get("sha256") or size != entry.get("size"):
+            out.append(Drift("changed", p, f"sha256 {str(entry.get('sha256'))[:12]}… -> {digest[:12]}…, "
+                                           f"size {entry.get('size')} -> {size}"))
+    if root.is_dir():
+        for path in walk(root, {Path(manifest_path)}):
+            if str(path) not in files and (logs or not is_run_log(path)):
+                out.append(Drift("extra", str(path)))
+    else:
+        out.append(Drift("missing", f"{root}/", "results root"))
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--manifest", default=f"results/{MANIFEST_NAME}")
+    parser.add_argument("--logs", action="store_true",
+                        help="compare the run logs too (training log.jsonl: wall-clock timings differ between runs)")
+    parser.add_argument("--trace", nargs=3, metavar=("TABLE", "ROW", "COLUMN"),
+                        help="trace one table cell back to its evaluation files, recipes and checkpoints")
+    parser.add_argument("--json", action="store_true", help="print the trace as JSON")
+    parser.add_argument("--repair", action="store_true",
+                        help="print the command that rebuilds what changed or is missing (docs/REPAIR.md)")
+    parser.add_argument("--run", action="store_true", help="with --repair: run that command")
+    parser.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE_ARGS",
+                        help="with --repair: the run's own Snakemake options (e.g. -- --configfile my.yaml --cores 4)")
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.run and not args.repair:
+        raise UserError("--run goes with --repair")
+    if args.snakemake_args and not args.repair:
+        raise UserError(f"unexpected arguments {' '.join(args.snakemake_args)} (Snakemake options go with --repair)")
+    manifest = load_manifest(Path(args.manifest))
+    if args.trace:
+        from layerswap.audit.trace import print_trace, trace
+
+        t = trace(manifest, *args.trace)
+        print(json.dumps(t, indent=1)) if args.json else print_trace(t)
+        return
+    machine = manifest.get("hardware")
+    for line in hardware_diff(machine, hardware()) if isinstance(machine, dict) else []:
+        print(line)
+    found = drift(manifest, Path(args.manifest), args.logs)
+    for d in found:
+        print(d)
+    if args.repair:
+        from layerswap.audit.repair import repair
+
+        if repair(manifest, found, args.snakemake_args, args.run):
+            return
+    if found:
+        raise UserError(f"{len(found)} drift(s) against {args.manifest}")
+    logs = len({**manifest["files"], **(manifest.get("run_logs") or {})}) - len(recorded(manifest, args.logs))
+    print(f"audit: {len(recorded(manifest, args.logs))} files match {args.manifest}"
+          + (f" ({logs} run logs not compared: --logs compares them)" if logs else ""))

@@ -1,0 +1,194 @@
+"""`layerswap manifest`: `results/manifest.json`, the last job of the DAG.
+
+- `files`: every reproducible result under the results root (`layerswap.audit.files`) with its size and sha256;
+  `run_logs`: the training logs (wall-clock timings), the same way, apart: an audit compares them only when asked.
+- `jobs`: what made each file: Snakemake's own per-output record (`.snakemake/metadata/`, written by Snakemake after
+  each job, so it holds the params *as evaluated*, lambdas included, and the exact shell command), reduced to rule,
+  params, shell command, and its inputs with their sha256. A file inside a job's output directory that is not a
+  declared output (checkpoint weights, evaluation files an index lists, sample logs) points to the job of the record
+  that lists it (`checkpoints.json`, `index*.json`) or of the evaluation file beside it (a `.samples.jsonl`), else to
+  the job of the nearest declared output in the same or an ancestor directory. A file no Snakemake record covers has `"job": null`.
+- `workflow` (git commit + dirty flag of the checkout the running package lives in, or `--workflow-dir`; null
+  without git), `software` (Python, packages), `hardware` (`layerswap.audit.machine`), `seeds`, the run's `config`
+  and a few reproducibility-relevant environment variables.
+- Secrets never go in: any config key, environment variable or param whose name contains TOKEN, KEY, SECRET or
+  PASSWORD is dropped, and the values of such environment variables are redacted wherever they would appear.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import sys
+from pathlib import Path
+
+from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
+from layerswap.audit.machine import checkout, git_state, hardware, package_versions
+from layerswap.contracts import write_json_atomic
+from layerswap.errors import UserError
+from layerswap.jsonl import json_object
+
+MANIFEST_FORMAT = 2  # 2: run logs apart from the files (`run_logs`)
+SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED", "HF_HOME",
+                "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "CUBLAS_WORKSPACE_CONFIG")
+
+
+# ------------------------------------------------------------------------------------------------------- secrets
+def is_secret(name: str) -> bool:
+    return any(w in str(name).upper() for w in SECRET_WORDS)
+
+
+def secret_values() -> list[str]:
+    """Values of secret-named environment variables (long enough to be worth redacting)."""
+    return sorted({v for k, v in os.environ.items() if is_secret(k) and len(v) >= 6}, key=len, reverse=True)
+
+
+def drop_secrets(value):
+    """A copy of a JSON value without dict entries whose key names a secret."""
+    if isinstance(value, dict):
+        return {k: drop_secrets(v) for k, v in value.items() if not is_secret(k)}
+    if isinstance(value, list):
+        return [drop_secrets(v) for v in value]
+    return value
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        text = text.replace(s, "***")
+    return text
+
+
+
+# --------------------------------------------------------------------------------------- snakemake job records
+def _record_path(meta_dir: Path, output: str) -> Path:
+    try:
+        max_len = os.pathconf(meta_dir, "PC_NAME_MAX") or 255
+    except (OSError, ValueError):
+        max_len = 255
+    b64 = base64.urlsafe_b64encode(output.encode()).decode()
+    parts = [b64[i:i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
+    return meta_dir.joinpath(*(["@" + s for s in parts[:-1]] + [parts[-1]]))
+
+
+def job_record(meta_dir: Path, output: str) -> dict | None:
+    path = _record_path(meta_dir, output)
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("rule") else None
+
+
+def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
+                listed: dict[str, str] | None = None) -> dict[str, dict]:
+    """Set files[p]["job"] to a job id and return {job id: {rule, params, shellcmd, outputs, inputs}}.
+    `listed`: {undeclared file: the declared record that lists it} (its writer's job)."""
+    records: dict[str, dict | None] = {p: job_record(meta_dir, p) for p in files} if meta_dir.is_dir() else {}
+    declared = {p for p, r in records.items() if r is not None}
+    by_dir: dict[str, list[str]] = {}
+    for p in sorted(declared):
+        by_dir.setdefault(os.path.dirname(p), []).append(p)
+    jobs: dict[str, dict] = {}
+    ids: dict[str, str] = {}
+    for p in sorted(declared):
+        r = records[p]
+        sig = json.dumps([r.get("rule"), r.get("shellcmd"), r.get("input"), r.get("params")], sort_keys=True)
+        if sig not in ids:
+            ids[sig] = f"{r['rule']}:{p}"
+            params = [redact(str(x), secrets) for x in r.get("params") or []]
+            jobs[ids[sig]] = {
+                "rule": r["rule"], "params": [x for x in params if not _names_secret(x)],
+                "shellcmd": redact(str(r.get("shellcmd") or ""), secrets) or None,
+                "inputs": {i: (files.get(i) or {}).get("sha256") for i in r.get("input") or []},
+                "outputs": [],
+            }
+        jid = ids[sig]
+        jobs[jid]["outputs"].append(p)
+        files[p]["job"] = jid
+    for p, entry in files.items():
+        if "job" in entry:
+            continue
+        # the record that names this file (an index, checkpoints.json), or the evaluation file of a sample log
+        record = files.get((listed or {}).get(p) or p.removesuffix(".samples.jsonl") + ".json")
+        if record and record.get("job"):
+            entry["job"] = record["job"]
+            continue
+        d = os.path.dirname(p)
+        entry["job"] = None
+        while d and d != os.path.dirname(d):  # nearest declared output in the same or an ancestor directory
+            if d in by_dir:
+                entry["job"] = files[by_dir[d][0]]["job"]
+                break
+            d = os.path.dirname(d)
+    return jobs
+
+
+def _names_secret(param: str) -> bool:
+    """A param of the form NAME=value or --name value whose name is a secret."""
+    m = re.match(r"\W*([A-Za-z_][\w-]*)\s*[=:]", param)
+    return bool(m and is_secret(m.group(1)))
+
+
+def environment() -> dict[str, str]:
+    return {k: os.environ[k] for k in ENV_RECORDED if k in os.environ and not is_secret(k)}
+
+
+def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, config: dict | None) -> dict:
+    secrets = secret_values()
+    known = recorded_hashes(root)
+    hashed = hash_files(walk(root, {out}), known)
+    jobs = attach_jobs(hashed, meta_dir, secrets, {p: rec.record for p, rec in known.items()})
+    files = {p: e for p, e in hashed.items() if not is_run_log(p)}
+    run_logs = {p: e for p, e in hashed.items() if is_run_log(p)}
+    config = drop_secrets(config or {})
+    seeds = {"seed": config.get("seed"), "toy_world_seed": (config.get("toy_world") or {}).get("seed"),
+             "sft_runs": {r: (p or {}).get("seed") for r, p in ((config.get("sft") or {}).get("runs") or {}).items()},
+             "sft_default": ((config.get("sft") or {}).get("defaults") or {}).get("seed")}
+    manifest = {
+        "format": MANIFEST_FORMAT,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "root": str(root),
+        "workflow": {"path": str(workflow_dir), **git_state(workflow_dir)},
+        "software": {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
+                     "packages": package_versions()},
+        "hardware": hardware(),
+        "seeds": seeds,
+        "environment": environment(),
+        "config": config,
+        "files": files,
+        "run_logs": run_logs,
+        "jobs": jobs,
+    }
+    text = redact(json.dumps(manifest, indent=1, sort_keys=True), secrets)
+    return json.loads(text)
+
+
+# --------------------------------------------------------------------------------------------------------- CLI
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--root", default="results", help="results directory to hash")
+    parser.add_argument("--out", default="results/manifest.json")
+    parser.add_argument("--metadata-dir", default=".snakemake/metadata",
+                        help="Snakemake's per-output job records (rule, params, shell command)")
+    parser.add_argument("--workflow-dir", default=None,
+                        help="the workflow's checkout, for its git commit (default: the one this package runs from)")
+    parser.add_argument("--config-json", default=None, help="the run's config as JSON (secrets are dropped)")
+
+
+def run(args: argparse.Namespace) -> None:
+    config = json_object(args.config_json, "--config-json") if args.config_json else None
+    root = Path(args.root)
+    if not root.is_dir():
+        raise UserError(f"--root {root}: not a directory")
+    workflow_dir = Path(args.workflow_dir) if args.workflow_dir else checkout()
+    manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config)
+    write_json_atomic(Path(args.out), manifest)
+    print(f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "
+          f"{len(manifest['jobs'])} jobs -> {args.out}")

@@ -1,0 +1,89 @@
+"""`layerswap audit --repair [--run] [-- SNAKEMAKE_ARGS]`: the command that rebuilds what an audit found changed or
+missing (docs/REPAIR.md).
+
+Each drifted file (changed or missing; extra files and run logs are left alone) is rebuilt by the job that wrote it,
+the manifest's `job`: one declared output of that job goes to `snakemake --forcerun`, which reruns the job and then
+every job that reads what it wrote. A drifted file inside a checkpoint export (a directory with
+`layerswap_meta.json`: an expert checkpoint, the base) has that directory removed first, because `layerswap sft`
+keeps an export of its run that is already there and would record the changed weights again. A file no job of the
+manifest wrote is named, not guessed at.
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from layerswap.audit.files import is_run_log
+from layerswap.errors import UserError
+
+EXPORT_MARK = "layerswap_meta.json"  # layerswap.train.training.export_model writes it into every export
+
+
+@dataclass
+class Plan:
+    lines: list[str] = field(default_factory=list)  # one per drifted file: what rebuilds it
+    remove: list[str] = field(default_factory=list)  # checkpoint exports to delete first
+    targets: list[str] = field(default_factory=list)  # --forcerun targets, one output per job
+
+    def command(self, snakemake_args: list[str]) -> list[str]:
+        exe = ["snakemake"] if shutil.which("snakemake") else [sys.executable, "-m", "snakemake"]
+        return [*exe, *snakemake_args, "--forcerun", *self.targets]
+
+    def shell(self, snakemake_args: list[str]) -> str:
+        removal = "".join(f"rm -r {shlex.quote(d)} && " for d in self.remove)
+        return removal + shlex.join(self.command(snakemake_args))
+
+
+def plan(manifest: dict, found) -> Plan:
+    """What rebuilds each changed or missing file of `found` (check.Drift items)."""
+    files = manifest["files"]
+    jobs = manifest.get("jobs") or {}
+    out, seen = Plan(), set()
+    for d in found:
+        if d.kind == "extra" or is_run_log(d.path):
+            continue
+        job_id = (files.get(d.path) or {}).get("job")
+        job = jobs.get(job_id or "")
+        if not job or not job.get("outputs"):
+            out.lines.append(f"repair: {d.kind} {d.path}: no job of the manifest wrote it; rebuild it by hand")
+            continue
+        declared = d.path in job["outputs"]
+        target = d.path if declared else job["outputs"][0]
+        if job_id not in seen:
+            seen.add(job_id)
+            out.targets.append(target)
+        export = Path(d.path).parent
+        how = f"rule {job['rule']} writes it" if declared else f"rule {job['rule']} ({target}) wrote it"
+        if not declared and str(export / EXPORT_MARK) in files:
+            how += f" in the export {export}, which is removed first"
+            if export.is_dir() and str(export) not in out.remove:
+                out.remove.append(str(export))
+        out.lines.append(f"repair: {d.kind} {d.path}: {how}")
+    return out
+
+
+def repair(manifest: dict, found, snakemake_args: list[str], run: bool) -> bool:
+    """Print the plan and the command; with `run`, run it. True when a command ran (and succeeded)."""
+    p = plan(manifest, found)
+    for line in p.lines:
+        print(line)
+    if not p.targets:
+        print("repair: nothing to rebuild" + (" (extra files are left alone)" if found else ""))
+        return False
+    print("repair: the command (add the run's own Snakemake options after --, e.g. --configfile, if not given):")
+    print(p.shell(snakemake_args), flush=True)
+    if not run:
+        return False
+    for d in p.remove:
+        shutil.rmtree(d)
+    code = subprocess.run(p.command(snakemake_args)).returncode
+    if code:
+        raise UserError(f"the repair's snakemake exited with status {code} (its messages are above; after a hard "
+                        "kill it may need `snakemake --unlock` first: docs/REPAIR.md)")
+    print("repair: done; `layerswap audit` against a copy of the old manifest compares the rebuilt files with it")
+    return True

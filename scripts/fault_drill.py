@@ -1,0 +1,235 @@
+"""Fault drills on the micro config (issue 30): what a user does after a hard kill, a deleted result and a corrupted
+file, each checked against an uninterrupted run of the same config. One line per drill, `passed` or `failed`, with
+what it compared:
+
+- kill-and-resume: kill -9 of Snakemake and its jobs while an SFT run trains (a Trainer checkpoint written, the run
+  not finished); the rerun is refused until `snakemake --unlock`; then it resumes SFT from that checkpoint and every
+  result equals the uninterrupted run's (`layerswap audit` against its manifest), the progress log one row per step;
+- delete-and-rebuild: a selection, a merge recipe, a folder of merge evaluations, a checkpoint index and an evaluation
+  set deleted from a copy of the finished run; a plain `snakemake` rebuilds them with the same bytes;
+- corrupt-and-repair: a flipped byte in an expert's weights; a merge reading them refuses with one line, `layerswap
+  audit` names the file, `layerswap audit --repair --run` rebuilds it and what depends on it, and the audit against
+  the uninterrupted run's manifest passes.
+
+    python scripts/fault_drill.py WORKDIR      # a new or empty directory; 3 to 5 minutes on 2 cores
+
+Each Snakemake run (and the repair) relays its progress lines (`N of M steps`, `repair:`) prefixed `|`; its whole
+log is `WORKDIR/<drill>/snakemake.log`.
+Exit status 1 if a drill failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "config" / "micro.yaml"
+BIN = str(Path(sys.executable).parent)
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", str(CONFIG),
+             "--cores", "2"]
+PROGRESS = re.compile(r"^repair:|\d+ of \d+ steps|Nothing to be done|LockException|Directory cannot be locked|Error in rule")
+START = time.monotonic()
+
+
+def say(text: str) -> None:
+    print(f"[{time.monotonic() - START:6.0f} s] {text}", flush=True)
+
+
+def snakemake(work: Path, *args: str, kill_when=None) -> tuple[int, str]:
+    """Run Snakemake in `work`, relaying its progress lines; `kill_when()` true: kill -9 its process group (Snakemake
+    and every job it started). Returns the exit status (-9 when killed) and the log."""
+    return logged(work, [*SNAKEMAKE, "--directory", str(work), *args], kill_when)
+
+
+def logged(work: Path, cmd: list[str], kill_when=None) -> tuple[int, str]:
+    """`cmd` in `work`, its output appended to `work/snakemake.log` and its progress lines relayed."""
+    log = work / "snakemake.log"
+    with log.open("a") as out:
+        out.write(f"\n$ {' '.join(cmd)}\n")
+        out.flush()
+        start = out.tell()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=ENV, cwd=work, start_new_session=True)
+        seen = start
+        while proc.poll() is None:
+            time.sleep(0.01)
+            seen = relay(log, seen)
+            if kill_when is not None and kill_when():
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return -9, log.read_text()[start:]
+    relay(log, seen)
+    return proc.returncode, log.read_text()[start:]
+
+
+def relay(log: Path, offset: int) -> int:
+    with log.open() as f:
+        f.seek(offset)
+        text = f.read()
+    complete = text[: text.rfind("\n") + 1]
+    for line in complete.splitlines():
+        if PROGRESS.search(line):
+            say(f"  | {line.strip()}")
+    return offset + len(complete)
+
+
+def layerswap(work: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "layerswap.cli", *args], cwd=work, env=ENV, capture_output=True,
+                          text=True)
+
+
+def audit_against(reference: Path, work: Path) -> tuple[bool, str]:
+    """`layerswap audit` of work's results against the reference run's manifest: (passed, its last line)."""
+    proc = layerswap(work, "audit", "--manifest", str(reference / "results" / "manifest.json"))
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    return proc.returncode == 0, "; ".join(lines[-3:])
+
+
+def survivors(work: Path) -> list[int]:
+    """Processes still running in `work` (Linux: their working directory)."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(proc / "cwd")) == work:
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def copy_run(reference: Path, dest: Path) -> Path:
+    shutil.copytree(reference, dest, symlinks=True, ignore=shutil.ignore_patterns("locks", "snakemake.log"))
+    return dest
+
+
+def steps_of(log: Path) -> list[int]:
+    return [json.loads(line)["step"] for line in log.read_text().splitlines()]
+
+
+# ---------------------------------------------------------------------------------------------------------- drills
+def kill_and_resume(reference: Path, work: Path) -> tuple[bool, str]:
+    experts = work / "results" / "experts"
+    mid_sft: list[Path] = []
+
+    def training_with_a_checkpoint() -> bool:
+        for state in experts.glob("*/trainer-*/checkpoint-*/trainer_state.json"):
+            run = state.parents[2]
+            if not (run / "checkpoints.json").exists():
+                mid_sft.append(run)
+                return True
+        return False
+
+    say("kill-and-resume: the micro run, killed (-9) once an SFT run has saved a Trainer checkpoint")
+    code, _ = snakemake(work, kill_when=training_with_a_checkpoint)
+    if code != -9:
+        return False, f"the run ended (status {code}) before any SFT run saved a Trainer checkpoint"
+    run = mid_sft[0]
+    left = sorted(p.name for p in run.glob("trainer-*/checkpoint-*"))
+    time.sleep(1)
+    alive = survivors(work)
+    if alive:
+        return False, f"processes of the killed run still run: {alive}"
+    say(f"kill-and-resume: killed with {run.name} mid-training (Trainer state {', '.join(left)}); rerunning")
+    code, text = snakemake(work)
+    refused = code != 0 and "--unlock" in text
+    say(f"kill-and-resume: the rerun {'is refused (lock)' if refused else f'exited {code}'}; snakemake --unlock")
+    code, _ = snakemake(work, "--unlock")
+    if code:
+        return False, f"snakemake --unlock exited {code}"
+    code, _ = snakemake(work)
+    if code:
+        return False, f"the run after --unlock exited {code} (see {work / 'snakemake.log'})"
+    sft_log = (work / "results" / "logs" / "sft" / f"{run.name}.log").read_text()
+    resumed = "resuming" in sft_log and "checkpoint-" in sft_log
+    same, line = audit_against(reference, work)
+    rows = steps_of(run / "log.jsonl") == steps_of(reference / "results" / "experts" / run.name / "log.jsonl")
+    ok = refused and resumed and same and rows
+    return ok, (f"kill -9 of snakemake and its jobs mid-SFT ({run.name}, state {left[-1]}, none left running); "
+                f"rerun refused until --unlock: {refused}; "
+                f"SFT resumed from its Trainer checkpoint: {resumed}; every result vs the uninterrupted run: {line}; "
+                f"log.jsonl one row per step as uninterrupted: {rows}")
+
+
+DELETED = ["results/selection/toy_swh.json", "results/merges/ties_d05/toy_swh/l2m1.json",
+           "results/evals/merge/soup_uniform/toy_swh", "results/evals/ckpt/math_1/index.other.json",
+           "results/data/eval/mmlu_en.jsonl"]
+
+
+def delete_and_rebuild(reference: Path, work: Path) -> tuple[bool, str]:
+    say(f"delete-and-rebuild: deleting {len(DELETED)} results from a copy of the finished run")
+    for rel in DELETED:
+        path = work / rel
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    code, text = snakemake(work, "--dry-run")
+    planned = sorted(set(re.findall(r"^(?:local)?rule (\w+):", text, re.M)) - {"all", "manifest"})
+    code, _ = snakemake(work)
+    if code:
+        return False, f"the rebuild exited {code}"
+    back = all((work / rel).exists() for rel in DELETED)
+    same, line = audit_against(reference, work)
+    return back and same, (f"deleted {len(DELETED)} (selection, recipe, merge evaluation folder, checkpoint index, "
+                           f"evaluation set); plain snakemake planned {', '.join(planned)}; all back: {back}; "
+                           f"every result vs the uninterrupted run: {line}")
+
+
+def corrupt_and_repair(reference: Path, work: Path) -> tuple[bool, str]:
+    selection = json.loads((work / "results" / "selection" / "toy_swh.json").read_text())
+    ckpt = selection["selected"][0]["path"]
+    weights = work / ckpt / "model.safetensors"
+    say(f"corrupt-and-repair: flipping one byte of {ckpt}/model.safetensors")
+    data = bytearray(weights.read_bytes())
+    data[-64] ^= 0x01
+    weights.write_bytes(bytes(data))
+    recipe = "results/merges/swap_default/toy_swh/l1m1.json"
+    merge = layerswap(work, "merge", "--recipe", recipe, "--out", str(work / "merged_l1m1"))
+    refused = merge.returncode == 1 and "sha256 differs" in merge.stderr and len(merge.stderr.splitlines()) == 1
+    named = f"changed: {ckpt}/model.safetensors" in layerswap(work, "audit").stdout
+    say("corrupt-and-repair: layerswap audit --repair --run")
+    code, text = logged(work, [sys.executable, "-m", "layerswap.cli", "audit", "--repair", "--run", "--",
+                               *SNAKEMAKE[3:]])
+    command = next((line for line in text.splitlines() if "--forcerun" in line), "")
+    if code:
+        return False, f"the repair exited {code} (see {work / 'snakemake.log'})"
+    same, line = audit_against(reference, work)
+    targets = command.split("--forcerun", 1)[-1].strip()
+    return refused and named and same, (f"flipped a byte of {ckpt}/model.safetensors; merge refused it in one line: "
+                                        f"{refused}; audit named it: {named}; repair ran `rm -r {ckpt} && snakemake "
+                                        f"... --forcerun {targets}`; every result vs the uninterrupted run: {line}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workdir", type=Path, help="a new or empty directory for the runs")
+    args = parser.parse_args()
+    root = args.workdir.resolve()
+    if root.exists() and any(root.iterdir()):
+        print(f"fault_drill: {root} is not empty: name a new or empty directory", file=sys.stderr)
+        return 1
+    reference = root / "uninterrupted"
+    reference.mkdir(parents=True)
+    say("the uninterrupted micro run (the reference)")
+    code, _ = snakemake(reference)
+    if code:
+        print(f"fault_drill: the uninterrupted run failed (status {code}): {reference / 'snakemake.log'}")
+        return 1
+    killed = root / "killed"
+    killed.mkdir()
+    results = {"kill-and-resume": kill_and_resume(reference, killed),
+               "delete-and-rebuild": delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
+               "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted"))}
+    for name, (ok, what) in results.items():
+        print(f"{name}: {'passed' if ok else 'FAILED'}: {what}")
+    return 0 if all(ok for ok, _ in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""Deleted results are rebuilt (issue 30): every file a job of the default DAG declares is a target of `all`, so the
+next plain `snakemake` rebuilds a deleted intermediate (Snakemake >= 7.7 does not revisit the intermediates of targets
+that are present) and reruns exactly what reads it, with the same bytes as before.
+
+Expected plans are written from the DAG's meaning (what each job reads), as in test_staleness.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from layerswap.audit.files import is_run_log
+from layerswap.workflow.plan import parse_dry_run
+from conftest import REPO, snakemake
+
+pytestmark = pytest.mark.workflow
+
+CONFIGS = ["swap_default", "soup_uniform", "ties_d05"]
+REPORT = {"tables", "table_pages"}  # every evaluation reaches the tables and their pages
+# Deleted file (or folder) -> the jobs the next run must run: the job that writes it and every job that reads what
+# reruns (the manifest and `all` aside). micro.yaml: runs math_1, toy_swh_1, joint_toy_swh_1; one language toy_swh.
+DELETIONS = {
+    "results/selection/toy_swh.json": {
+        "select[expert=toy_swh]", "soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lang=toy_swh]",
+        *(f"merge_recipes[cfg={c},lang=toy_swh]" for c in CONFIGS),
+        *(f"evaluate_merges[cfg={c},lang=toy_swh]" for c in CONFIGS),
+        "evaluate_table2[lang=en]", "heatmap", "swap_grid", "table1_bars", *REPORT},
+    # a recipe of a Table 2 config (read by evaluate_table2), not of Table 1's bars or the swap grid
+    "results/merges/ties_d05/toy_swh/l2m1.json": {
+        "merge_recipes[cfg=ties_d05,lang=toy_swh]", "evaluate_merges[cfg=ties_d05,lang=toy_swh]",
+        "evaluate_table2[lang=en]", *REPORT},
+    "results/evals/merge/swap_default/toy_swh/l1m2/mgsm.json": {
+        "evaluate_merges[cfg=swap_default,lang=toy_swh]", "swap_grid", "table1_bars", *REPORT},
+    "results/evals/merge/soup_uniform/toy_swh": {  # a whole folder: every pair's evaluation and sample log
+        "evaluate_merges[cfg=soup_uniform,lang=toy_swh]", "table1_bars", *REPORT},
+    "results/evals/ckpt/math_1/index.other.json": {"evaluate_checkpoints_other[run=math_1]", *REPORT},
+    # an evaluation set: the base's and every run's evaluations of MMLU read it (not selection: MMLU is Table 5's)
+    "results/data/eval/mmlu_en.jsonl": {
+        "toy_eval[dataset=mmlu_en]", "evaluate_base",
+        *(f"evaluate_checkpoints_other[run={r}]" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")), *REPORT},
+}
+
+
+def plan(work: Path) -> set[str]:
+    proc = snakemake(work, "--dry-run")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {job.name for job in parse_dry_run(proc.stdout + proc.stderr) if job.rule not in ("all", "manifest")}
+
+
+def result_files(results: Path) -> dict[str, bytes]:
+    """Every result's bytes: what the manifest compares (not the logs, the run logs or the manifest)."""
+    out = {}
+    for p in sorted(results.rglob("*")):
+        rel = str(p.relative_to(results))
+        if p.is_file() and not rel.startswith("logs/") and rel != "manifest.json" and not is_run_log(p):
+            out[rel] = p.read_bytes()
+    return out
+
+
+def test_deleted_results_are_rebuilt_with_the_same_bytes(micro_run, tmp_path):
+    work = tmp_path / "work"
+    shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    before = result_files(work / "results")
+    assert plan(work) == set()
+    aside = tmp_path / "aside"
+    for path, expected in DELETIONS.items():  # one at a time: the plan of each
+        os.renames(work / path, aside / path)  # a rename keeps the mtime: putting it back undoes the deletion
+        assert plan(work) == expected, path
+        os.renames(aside / path, work / path)
+    assert plan(work) == set()
+    for path in DELETIONS:  # all at once, for real
+        shutil.rmtree(work / path) if (work / path).is_dir() else (work / path).unlink()
+    proc = snakemake(work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ran = {m.group(1) for m in re.finditer(r"Finished jobid: \d+ \(Rule: (\w+)\)", proc.stderr)}
+    assert ran == {name.split("[")[0] for jobs in DELETIONS.values() for name in jobs} | {"manifest", "all"}
+    after = result_files(work / "results")
+    assert after.keys() == before.keys()
+    assert [p for p in before if after[p] != before[p]] == []  # tables, selections, evaluations: the same bytes
+    assert plan(work) == set()
+
+
+def _dry_run_jobs(text: str) -> dict[str, dict[str, list[str]]]:
+    """{job name: {"input": [...], "output": [...]}} of a dry run's log."""
+    jobs = {}
+    for block in re.split(r"\n(?=(?:local)?rule \S+:\n)", text):
+        head = re.match(r"(?:local)?rule (\S+):\n", block)
+        if head:
+            fields = dict(re.findall(r"^\s+(input|output|wildcards): (.*)$", block, re.M))
+            name = head.group(1) + (f"[{fields['wildcards']}]" if "wildcards" in fields else "")
+            jobs[name] = {k: fields[k].split(", ") for k in ("input", "output") if k in fields}
+    return jobs
+
+
+@pytest.mark.parametrize("configfile", [REPO / "config" / "micro.yaml", None, REPO / "config" / "paper.yaml",
+                                        REPO / "config" / "smollm2.yaml"], ids=["micro", "default", "paper", "smollm2"])
+def test_every_output_of_the_default_dag_is_a_target_of_all(tmp_path, configfile):
+    proc = snakemake(tmp_path, "--dry-run", configfile=configfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = _dry_run_jobs(proc.stdout)
+    targets = set(jobs.pop("all")["input"])
+    outputs = {f for job in jobs.values() for f in job.get("output", [])}
+    assert len(jobs) > 40 and outputs <= targets
