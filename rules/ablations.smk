@@ -200,10 +200,10 @@ for _name in spec.ablations:
         name:
             f"ablation_{_name}"
         input:
-            spec.ablation_outputs(_name),
+            spec.ablation_results(_name),
 
 
 rule ablations:
     """The ablations the `ablations` config key selects (all when it is absent)."""
     input:
-        [f for n in spec.selected_ablations for f in spec.ablation_outputs(n)],
+        list(dict.fromkeys(f for n in spec.selected_ablations for f in spec.ablation_results(n))),

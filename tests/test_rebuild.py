@@ -106,3 +106,19 @@ def test_every_output_of_the_default_dag_is_a_target_of_all(tmp_path, configfile
     targets = set(jobs.pop("all")["input"])
     outputs = {f for job in jobs.values() for f in job.get("output", [])}
     assert len(jobs) > 40 and outputs <= targets
+
+
+@pytest.mark.parametrize("configfile", [None, REPO / "config" / "paper.yaml"], ids=["default", "paper"])
+def test_every_output_of_the_ablations_dag_is_a_target_of_its_rule(tmp_path, configfile):
+    """`snakemake ablations` (and `ablation_<name>`) lists every file its jobs write, the main DAG's up to the
+    selections included: a deleted ablation selection, recipe, evaluation or checkpoint index is rebuilt too. (The
+    data files are targets of `all`, whose run makes them; the ablations' DAG would grow with all of them.)"""
+    proc = snakemake(tmp_path, "--dry-run", "ablations", "--config", "ablations=all", configfile=configfile)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = _dry_run_jobs(proc.stdout)
+    targets = set(jobs.pop("ablations")["input"])
+    for name in [n for n in jobs if n.startswith("ablation_") and not n.startswith("ablation_table_")
+                 and "[" not in n]:
+        assert set(jobs.pop(name)["input"]) <= targets, name
+    outputs = {f for job in jobs.values() for f in job.get("output", []) if not f.startswith("results/data/")}
+    assert len(jobs) > 100 and outputs <= targets, sorted(outputs - targets)[:10]

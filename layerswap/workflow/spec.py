@@ -308,6 +308,21 @@ class Spec(EvaluationJobs, AblationJobs):
         files += self.report_files + self.merged_models
         return list(dict.fromkeys(files))
 
+    def selection_results(self) -> list[str]:
+        """The selections and the files they are built from, the data aside: base, SFT mixes, the experts' records,
+        the checkpoint evaluations `select` reads and the base's evaluations its constraints compare with (what the
+        ablations' merges read of the main DAG: Spec.ablation_results), of the experts merges read."""
+        experts = [e for e in self.expert_types() if e == "math" or e in self.langs]  # no joint experts
+        files = [f"{R}/base/config.json"]
+        files += [f"{R}/data/sft/{e}.{x}" for e in experts for x in ("jsonl", "manifest.json")]
+        for e in experts:
+            for run in self.runs_of(e):
+                files += [f"{self.experts}/{run}/checkpoints.json"]
+                files += self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))
+            files += self.selection_indexes(e) + self.eval_files("base", self.constraint_benchmarks(expert_type(e)))
+            files += [f"{R}/selection/{e}.json"]
+        return files
+
     def data_files(self) -> list[str]:
         """The data files the default DAG's jobs write: raw sources (toy generator or hub), evaluation sets (toy
         world), SFT mixes."""
