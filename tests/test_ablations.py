@@ -164,8 +164,11 @@ def test_table_from_eval_files(tmp_path):
     assert ablation_table.records(evals, reseeded)[0]["mgsm_avg_lo"] != one["mgsm_avg_lo"]
     md = ablation_table.markdown(pd.DataFrame.from_records(rows, columns=ablation_table.COLUMNS), params)
     assert "TOY WORLD" in md and f"n per model and language: mgsm {ITEMS} items." in md
-    assert (f"| one | b=1 | 40.0 [{one['mgsm_avg_lo']:.1f}, {one['mgsm_avg_hi']:.1f}] | "
-            f"55.0 [{one['mgsm_max_lo']:.1f}, {one['mgsm_max_hi']:.1f}] |") in md
+    grid = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if line.startswith("| ")]
+    assert grid[0] == ["variant", "layers", "mgsm_avg", "mgsm_max", "note"]  # the paper tables' renderer's grid
+    assert grid[1] == ["one", "b=1", f"40.0 [{one['mgsm_avg_lo']:.1f}, {one['mgsm_avg_hi']:.1f}]",
+                       f"55.0 [{one['mgsm_max_lo']:.1f}, {one['mgsm_max_hi']:.1f}]", ""]
+    assert grid[3][:4] == ["too big", "", "", ""] and "no fit" in grid[3][4]
 
 
 def _enabled_config(tmp_path: Path, names) -> Path:

@@ -19,6 +19,7 @@ from layerswap.contracts import merge_model_id, pair_ids
 from layerswap.errors import UserError
 from layerswap.report import intervals
 from layerswap.report.evals import Evals, mean, pct
+from layerswap.report.render import Table, fmt_pct
 
 METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 # table columns per language, after `language`/`variant`
@@ -114,7 +115,6 @@ def records(evals_dir: str | Path, params: Params) -> list[dict]:
 
 def markdown(frame, params: Params) -> str:
     metrics = params.metrics
-    cols = ["variant", "layers"] + [f"{m}_{s}" for m in metrics for s in ("avg", "max")]
     lines = [f"## Ablation: {params.heading}", ""]
     if params.world == "toy":
         lines += ["**TOY WORLD**: synthetic toy languages and a tiny model; these numbers say nothing about the "
@@ -138,23 +138,33 @@ def markdown(frame, params: Params) -> str:
     if counts:
         lines += ["n per model and language: " + ", ".join(counts) + ".", ""]
 
-    def number(r, c: str) -> str:
-        if r[c] is None or r[c] != r[c]:
-            return "-"
-        lo, hi = r.get(f"{c}_lo"), r.get(f"{c}_hi")
-        bounds = f" [{lo:.1f}, {hi:.1f}]" if lo is not None and lo == lo and hi is not None and hi == hi else ""
-        return f"{r[c]:.1f}{bounds}"
-
     for lang in params.languages:
-        part = frame[frame["language"] == lang]
-        lines += [f"### {params.language_names.get(lang, lang)}", "",
-                  "| " + " | ".join(cols + ["note"]) + " |", "|" + "---|" * (len(cols) + 1)]
-        for _, r in part.iterrows():
-            cells = [str(r[c]) if c in ("variant", "layers") else number(r, c) for c in cols]
-            cells.append(str(r["note"] or ""))
-            lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-        lines.append("")
+        table = language_table(frame[frame["language"] == lang], params, lang)
+        lines += [f"### {table.title}", "", table.grid(), ""]
     return "\n".join(lines)
+
+
+def language_table(part, params: Params, lang: str) -> Table:
+    """One language's rows as a Table (layerswap/report/render.py, the paper tables' renderer): variant and layers,
+    then avg and max of each metric with their 95% intervals, and the note."""
+    keys = [f"{m}_{s}" for m in params.metrics for s in ("avg", "max")]
+    rows, cells, bounds = [], {}, {}
+    for i, r in enumerate(part.to_dict("records")):
+        rows.append((i, (str(r["variant"]), str(r["layers"]))))
+        for key in keys:
+            if _present(r[key]):
+                cells[(i, key)] = float(r[key])
+            lo, hi = r.get(f"{key}_lo"), r.get(f"{key}_hi")
+            if _present(lo) and _present(hi):
+                bounds[(i, key)] = (float(lo), float(hi))
+        cells[(i, "note")] = str(r["note"] or "").replace("|", "/")  # a Markdown cell holds no pipe
+    return Table(name=f"{params.name}_{lang}", title=params.language_names.get(lang, lang),
+                 index=["variant", "layers"], rows=rows, columns=[(k, k) for k in keys + ["note"]], cells=cells,
+                 fmt=fmt_pct, intervals=bounds)
+
+
+def _present(value) -> bool:
+    return value is not None and value == value  # NaN: pandas' missing number
 
 
 def chart(frame, params: Params):

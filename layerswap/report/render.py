@@ -153,6 +153,10 @@ class Table:
             lines += [""] + [f"- {note}" for note in notes]
         return "\n".join(lines) + "\n"
 
+    def grid(self) -> str:
+        """The Markdown grid alone (no title, no notes): for a page that holds several tables."""
+        return self._md(self.frame(numeric=False))
+
     def latex(self) -> str:
         frame = self.frame(numeric=False)
         cols = list(frame.columns)
