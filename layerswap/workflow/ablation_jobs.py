@@ -84,14 +84,10 @@ class AblationJobs:
         if name in self.expert_ablations:  # its own bases, runs, their checkpoint indexes and the bases' evaluations
             abl = self.expert_ablations[name]
             files += [f"{R}/ablations/{name}/bases/{b}/config.json" for b in abl["bases"]]
-            for run in sorted(abl["runs"]):  # single layout: index.json is made of one index per benchmark
-                files += [f"{self.experts}/{run}/checkpoints.json", f"{R}/evals/ckpt/{run}/index.json"]
-                files += self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))
+            files += [f for run in sorted(abl["runs"]) for f in self.run_selection_files(run)]
             for set_name, experts in abl["selections"].items():
                 files += [f for e in experts for f in self.ablation_base_evals(name, set_name, e)]
-        files += [f"{R}/merges/{c}/{l}/{p}.json" for c in self.ablation_configs(name) for l in self.langs
-                  for p in self.pairs]
-        files += self.ablation_inputs(name) + self.ablation_outputs(name)
+        files += self.recipes(self.ablation_configs(name)) + self.ablation_inputs(name) + self.ablation_outputs(name)
         return list(dict.fromkeys(files))
 
     def ablation_params(self, name: str) -> str:

@@ -300,7 +300,7 @@ class Spec(EvaluationJobs, AblationJobs):
         files += [f"{self.experts}/{run}/checkpoints.json" for run in self.runs]
         files += [f for run in self.runs for f in self.checkpoint_eval_indexes(run)]
         files += [f for e in self.expert_types() for f in self.selection_indexes(e)]  # single layout: checkpoint_index
-        files += [f"{R}/merges/{c}/{l}/{p}.json" for c in self.pair_configs for l in self.langs for p in self.pairs]
+        files += self.recipes(self.pair_configs)
         files += [f"{R}/merges/soupswap/{l}/{m}.json" for l in self.langs for m in SOUPS]
         files += self.table_inputs() + self.tables + self.best_configs + [f"{R}/tables/summary.md"]
         if self.paper_world:
@@ -316,12 +316,19 @@ class Spec(EvaluationJobs, AblationJobs):
         files = [f"{R}/base/config.json"]
         files += [f"{R}/data/sft/{e}.{x}" for e in experts for x in ("jsonl", "manifest.json")]
         for e in experts:
-            for run in self.runs_of(e):
-                files += [f"{self.experts}/{run}/checkpoints.json"]
-                files += self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))
-            files += self.selection_indexes(e) + self.eval_files("base", self.constraint_benchmarks(expert_type(e)))
-            files += [f"{R}/selection/{e}.json"]
+            files += [f for run in self.runs_of(e) for f in self.run_selection_files(run)]
+            files += self.eval_files("base", self.constraint_benchmarks(expert_type(e))) + [f"{R}/selection/{e}.json"]
         return files
+
+    def run_selection_files(self, run: str) -> list[str]:
+        """A run's checkpoint record and the indexes of the checkpoint evaluations `select` reads (single layout:
+        one per benchmark, and the index.json made of them)."""
+        return [f"{self.experts}/{run}/checkpoints.json", f"{R}/evals/ckpt/{run}/index.json",
+                *self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))]
+
+    def recipes(self, configs) -> list[str]:
+        """The recipe files of these merge configs: every language and expert pair (rule merge_recipes)."""
+        return [f"{R}/merges/{c}/{l}/{p}.json" for c in configs for l in self.langs for p in self.pairs]
 
     def data_files(self) -> list[str]:
         """The data files the default DAG's jobs write: raw sources (toy generator or hub), evaluation sets (toy
