@@ -13,7 +13,6 @@ is `<out>.work/log.jsonl` (a fresh start begins it anew).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -31,7 +30,8 @@ from transformers import (
 
 from layerswap.fingerprint import file_sha256
 from layerswap.jsonl import read_jsonl
-from layerswap.train.training import JsonlLogger, TokenDataset, export_model, last_complete_checkpoint
+from layerswap.train.training import (JsonlLogger, TokenDataset, export_model, last_complete_checkpoint,
+                                      remove_other_states, run_key, trainer_state)
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 #: Trainer checkpoints per pretraining run (resumable state; the last two are kept).
@@ -100,16 +100,10 @@ def trainer_state_dir(work: Path, corpus: Path, vocab_file: Path, model_params: 
                       num_layers: int, seed: int) -> Path:
     """`<work>/trainer-<key>/`, the resumable Trainer state of this run; another run's state goes, and a fresh start
     begins the progress log anew."""
-    run = {"corpus": file_sha256(corpus), "vocab": file_sha256(vocab_file), "model": model_params,
-           "train": train_params, "layers": num_layers, "seed": seed}
-    state = work / f"trainer-{hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]}"
-    for stale in work.glob("trainer-*"):
-        if stale != state:
-            shutil.rmtree(stale)
-    if not state.is_dir():
-        (work / "log.jsonl").unlink(missing_ok=True)
-        state.mkdir(parents=True)
-    return state
+    key = run_key({"corpus": file_sha256(corpus), "vocab": file_sha256(vocab_file), "model": model_params,
+                   "train": train_params, "layers": num_layers, "seed": seed})
+    remove_other_states(work, key)
+    return trainer_state(work, key)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

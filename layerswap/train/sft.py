@@ -277,9 +277,9 @@ def training_arguments(p: dict, work: Path):
 
 def _clean_stale(out_dir: Path, key: str) -> None:
     """Remove what belongs to another configuration of this run (or to an interrupted export)."""
-    for stale in out_dir.glob("trainer-*"):
-        if stale.name != f"trainer-{key}":
-            shutil.rmtree(stale)
+    from layerswap.train.training import remove_other_states
+
+    remove_other_states(out_dir, key)
     for tmp in out_dir.glob(".tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
     for ckpt in out_dir.iterdir():
@@ -312,7 +312,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, DataCollatorForSeq2Seq, Trainer
 
-    from layerswap.train.training import JsonlLogger, last_complete_checkpoint
+    from layerswap.train.training import JsonlLogger, last_complete_checkpoint, run_key, trainer_state
 
     torch.set_num_threads(int(params.get("threads", 1)))
     tokenizer = AutoTokenizer.from_pretrained(base)
@@ -321,7 +321,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
             "params": params}
     # Resumable Trainer state is keyed by everything that defines the run, so a changed run never resumes
     # from another run's state.
-    key = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12]
+    key = run_key(meta)
     meta["run_key"] = key
     work = out_dir / f"trainer-{key}"
     args = training_arguments(params, work)
@@ -336,9 +336,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
               f"per process and step", flush=True)
         out_dir.mkdir(parents=True, exist_ok=True)
         _clean_stale(out_dir, key)
-        if not work.is_dir():  # a fresh start: the progress log begins anew
-            (out_dir / "log.jsonl").unlink(missing_ok=True)
-            work.mkdir()
+        trainer_state(out_dir, key)  # a fresh start: the progress log begins anew
     # LoRA keeps the frozen base in the training precision; a full fine-tune keeps fp32 master weights (the
     # Trainer's mixed precision computes in bf16).
     load_dtype = torch.bfloat16 if method == "lora" and params.get("precision") == "bf16" else torch.float32

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import time
@@ -91,6 +92,29 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def run_key(run: dict) -> str:
+    """The key of a run's resumable Trainer state (`trainer-<key>/`): a hash of everything that defines the run, so a
+    changed run never resumes from another run's state."""
+    return hashlib.sha256(json.dumps(run, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def remove_other_states(folder: Path, key: str) -> None:
+    """Delete the Trainer states in `folder` of runs other than `key`."""
+    for stale in Path(folder).glob("trainer-*"):
+        if stale.name != f"trainer-{key}":
+            shutil.rmtree(stale)
+
+
+def trainer_state(folder: Path, key: str) -> Path:
+    """`<folder>/trainer-<key>/`, made on a fresh start, which also begins the progress log `<folder>/log.jsonl`
+    anew (a resumed run keeps it)."""
+    state = Path(folder) / f"trainer-{key}"
+    if not state.is_dir():
+        (Path(folder) / "log.jsonl").unlink(missing_ok=True)
+        state.mkdir(parents=True)
+    return state
 
 
 def last_complete_checkpoint(work: Path) -> str | None:
