@@ -25,7 +25,6 @@ def canonical_languages(langs) -> list[str]:
     return sorted(set(langs), key=lambda l: (l != "en", l))
 
 
-
 def evaluate_shell(command: str, models: str, out_dir: str = f"{R}/evals", tail: str = "") -> str:
     """The shell command of an evaluation rule: `layerswap <command>` (evaluate, evaluate-merges) on `models` (its
     --model words), writing under `out_dir`, with the evaluation params every such rule has (Spec.evaluation_params)
