@@ -131,7 +131,7 @@ def markdown(frame, params: Params) -> str:
               f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).", ""]
     counts = []
     for m in metrics:
-        found = sorted({int(v) for v in frame[f"{m}_n"] if v is not None and v == v})
+        found = sorted({int(v) for v in frame[f"{m}_n"] if _present(v)})
         if found:
             unit = "sentences per direction" if BENCHMARKS[m].directions else "items"
             counts.append(f"{m} {found[0]}" + (f"-{found[-1]}" if len(found) > 1 else "") + f" {unit}")
