@@ -154,7 +154,36 @@ def test_accelerate_launch_uses_the_most_gpus_that_split_the_batch(tmp_path):
     spec = _spec("config.yaml", sft={**_config("config.yaml")["sft"], "launcher": "accelerate",
                                      "accelerate_config": "cluster/accelerate_fsdp.yaml"})
     launch = spec.sft_launch("toy_swh_1", 6, tmp_path)  # batch 16 on 6 GPUs: 4 processes
-    assert launch.startswith("accelerate launch --config_file ") and "--num_processes 4 -m layerswap.train.sft" in launch
+    assert launch.startswith("accelerate launch --config_file ") and "--num_processes 4 " in launch
+    assert launch.endswith(" -m layerswap.train.sft")
+
+
+def _rendezvous_port(launch: str) -> int:
+    """The rendezvous port `accelerate launch` gives the job that runs `launch` (accelerate's own argument handling,
+    up to the point where it would start torchrun)."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+    from accelerate.utils.launch import prepare_multi_gpu_env
+
+    args = launch_command_parser().parse_args(shlex.split(launch)[2:] + ["--base", "b"])
+    args, _, _ = _validate_launch_command(args)
+    prepare_multi_gpu_env(args)
+    return int(args.main_process_port)
+
+
+def test_two_sft_jobs_on_one_node_get_different_rendezvous_ports(paper):
+    """Two SFT jobs started together on one node (the paper's launcher) must not meet at one rendezvous port: the
+    first holds its port while the second starts. The launch words themselves are the same for every job and every
+    planning of the workflow, so the param never differs between identical runs."""
+    import socket
+
+    first, second = (paper.sft_launch(run, 1, REPO) for run in ("math_1", "swh_1"))
+    port = _rendezvous_port(first)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:  # the first job's rendezvous store
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("127.0.0.1", port))
+        held.listen()
+        assert _rendezvous_port(second) != port
+    assert first == second == _spec("paper.yaml").sft_launch("math_1", 1, REPO)
 
 
 def test_ablations_have_their_merge_configs_runs_and_files(default):

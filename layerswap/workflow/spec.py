@@ -156,7 +156,10 @@ class Spec(EvaluationJobs, AblationJobs):
         """The command that runs `layerswap sft`: the plain CLI, or `accelerate launch` with the repo's accelerate
         config and one process per GPU the job gets (resources.gpu: `sft_gpus`, or what --set-resources says), at
         most batch_size. A derived param: moving a workflow from one launcher to the other does not retrain finished
-        runs. `basedir`: the workflow's directory (a relative accelerate config not found here is its)."""
+        runs. `basedir`: the workflow's directory (a relative accelerate config not found here is its).
+        `--main_process_port 0`: accelerate asks the OS for a free rendezvous port as the job starts, so SFT jobs that
+        start together on one node never share one (its default, 29500, is one port for all); the same words for
+        every job and every run, so the param never differs between identical runs."""
         sft = self.config["sft"]
         if sft["launcher"] != "accelerate":
             return "layerswap sft"
@@ -165,7 +168,7 @@ class Spec(EvaluationJobs, AblationJobs):
         accel = Path(sft["accelerate_config"])
         accel = accel if accel.is_absolute() or accel.exists() else Path(basedir) / accel
         return (f"accelerate launch --config_file {shlex.quote(str(accel))} "
-                f"--num_processes {procs} -m layerswap.train.sft")
+                f"--num_processes {procs} --main_process_port 0 -m layerswap.train.sft")
 
     # -----------------------------------------------------------------------------------------------------------
     # rules/data.smk
