@@ -29,3 +29,39 @@ def test_benchmark_costs_tiny(tmp_path):
     if rec["machine"]["vllm"] is None:
         assert {"model": "tiny", "backend": "vllm", "reason": "vllm not installed"} in rec["skipped"]
     assert "9 merges in" in done.stdout and "items per merge: 2" in done.stderr
+
+
+def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_path):
+    """The 8B code path at a size for tests: a sharded base with the index `check_model_dir` reads, experts that
+    rewrite one weight file each and hard-link the rest, one evaluation run per batch size with tokens/s."""
+    import os
+
+    from layerswap.evaluation.hosts import check_model_dir
+
+    out, work = tmp_path / "costs.json", tmp_path / "work"
+    cmd = [sys.executable, str(REPO / "scripts" / "benchmark_costs.py"), "--out", str(out), "--models", "tiny_sharded",
+           "--backends", "hf", "--limit", "2", "--shots", "1", "--max-new-tokens", "4", "--threads", "1",
+           "--batch-sizes", "1,2", "--sweep-merges", "2", "--expert-shards", "1", "--no-sft", "--work", str(work)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr[-3000:]
+    base = work / "tiny_sharded" / "base"
+    shards = sorted(base.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 2 and (base / "model.safetensors.index.json").is_file()
+    check_model_dir(base)
+    experts = sorted((work / "tiny_sharded" / "experts").iterdir())
+    assert len(experts) == 6
+    rewritten = []
+    for expert in experts:
+        check_model_dir(expert)
+        own = [f.name for f in shards if not os.path.samefile(f, expert / f.name)]
+        assert len(own) == 1, (expert, own)
+        rewritten += own
+    assert len(set(rewritten)) > 1  # experts differ from each other, not only from the base
+    rec = json.loads(out.read_text())
+    evs = [m for m in rec["measurements"] if m["kind"] == "merge_evaluation"]
+    assert [m["batch_size"] for m in evs] == [1, 2] and all(m["merges"] == 2 for m in evs)
+    for m in evs:
+        assert m["generated_tokens"] == sum(x["generated_tokens"] for x in m["per_merge"]) > 0
+        assert m["tokens_per_s"] > 0 and m["tokens_per_s_after_first"] > 0
+    assert not [m for m in rec["measurements"] if m["kind"] == "sft"]
+    assert "batch 1: 2 merges in" in done.stdout and "batch 2: 2 merges in" in done.stdout
