@@ -158,6 +158,9 @@ def schema_defs() -> dict:
     unsafe = {"type": "object", "additionalProperties": False, "required": ["shots"], "properties": {
         "shots": {"type": "integer", "minimum": 0}, "languages": {"$ref": "#/$defs/language_list"},
         "max_new_tokens": {"$ref": "#/$defs/count"},
+        "batch_size": {"description": "this benchmark's evaluation batch size, in place of evaluation.batch_size (a "
+                                      "job evaluating several benchmarks takes the smallest of theirs)",
+                       "$ref": "#/$defs/count"},
         "execute_code": {"description": "run model-written code against the tests (sandboxed); off unless opted in",
                          "type": "boolean", "default": False}}}
     return {

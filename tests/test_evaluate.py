@@ -237,6 +237,26 @@ def test_bad_input(world, tmp_path):
         ev.plan_benchmarks(world["data"], ev.parse_benchmarks('{"mgsm": {"languages": ["xx"]}}'))
 
 
+def test_a_benchmark_batch_size_is_the_jobs(world, tmp_path, monkeypatch):
+    """`evaluation.tasks.<benchmark>.batch_size` (in the benchmarks JSON) replaces --batch-size for the job's model
+    (the smallest where a job evaluates several benchmarks); without it, --batch-size."""
+    seen = []
+
+    class Recording(ev.ModelHost):
+        def load(self, source):
+            lm = super().load(source)
+            seen.append(lm.batch_size)
+            return lm
+
+    monkeypatch.setattr(ev, "ModelHost", Recording)
+    small = {"belebele": {"shots": 0, "languages": ["en"], "limit": 2, "batch_size": 3},
+             "mgsm": {"shots": 0, "languages": ["en"], "limit": 2}}
+    ev.run(make_args(world["data"], tmp_path / "a", [("ckpt/a", world["ckpt"])], small, batch_size=16))
+    del small["belebele"]["batch_size"]
+    ev.run(make_args(world["data"], tmp_path / "b", [("ckpt/a", world["ckpt"])], small, batch_size=16))
+    assert seen == [3, 16]
+
+
 def test_mbpp_opt_in(world, tmp_path, monkeypatch):
     # a model that answers every prompt with the first item's correct code is overkill; use the random model and
     # check the plumbing (scores in range, samples carry the generation), the sandbox itself is tested below.

@@ -111,23 +111,32 @@ def _planned_evaluation_commands(workdir: Path, config: dict) -> tuple[object, d
 
 
 def test_every_evaluation_command_takes_the_batch_size_the_config_check_lets_through(tmp_path):
-    """What `evaluation.batch_size` the config check accepts reaches every evaluation job (the base, checkpoints,
-    merges, soup-then-swap, Table 2's extra languages) in a form its command takes."""
+    """What batch size the config check accepts (`evaluation.batch_size`, a benchmark's own `batch_size`) reaches
+    every evaluation job (the base, checkpoints, merges, soup-then-swap, Table 2's extra languages) in a form its
+    command takes, and the job evaluates at it (a job with Belebele at Belebele's, the smallest)."""
     import argparse
     import importlib
 
     from layerswap.cli import COMMANDS
+    from layerswap.evaluation.tasks import job_batch_size, parse_benchmarks
 
     config = yaml.safe_load(MICRO.read_text())
     config["evaluation"]["batch_size"] = 7
+    config["evaluation"]["tasks"]["belebele"]["batch_size"] = 3
     proc, commands = _planned_evaluation_commands(tmp_path, config)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert set(commands) == EVALUATION_RULES
+    seen = set()
     for rule, argvs in commands.items():
         for argv in argvs:
             parser = argparse.ArgumentParser()
             importlib.import_module(COMMANDS[argv[0]][0]).add_arguments(parser)
-            assert parser.parse_args(argv[1:]).batch_size == 7, rule
+            args = parser.parse_args(argv[1:])
+            spec = parse_benchmarks(args.benchmarks_json)
+            assert args.batch_size == 7
+            assert job_batch_size(spec, args.batch_size) == (3 if "belebele" in spec else 7), rule
+            seen.add("belebele" in spec)
+    assert seen == {True, False}
 
 
 def test_batch_size_auto_stops_before_any_job(tmp_path):

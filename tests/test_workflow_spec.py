@@ -122,7 +122,7 @@ def test_paper_checkpoint_evaluation_params(paper):
     assert paper.single_task_jobs and paper.task_set == "paper" and paper.gpus == 1
     # a language run: English + its own language; FLORES pairs English with it (no English file of its own)
     assert paper.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
-        {"belebele": {"languages": ["en", "swh"], "limit": None, "shots": 5}})
+        {"belebele": {"batch_size": 16, "languages": ["en", "swh"], "limit": None, "shots": 5}})
     assert paper.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
         {"flores": {"languages": ["swh"], "limit": None, "shots": 0}})
     # a math run: the task's own languages (Table 5), canonical order

@@ -52,8 +52,8 @@ from layerswap.evaluation.hosts import (ModelHost, VLLMHost, check_model_dir, ch
                                         resolve_dtype)
 from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
-from layerswap.evaluation.tasks import (BENCHMARKS, TASK_SETS, paper_samples, parse_benchmarks, plan_benchmarks,
-                                        set_task_settings, write_task_yamls)
+from layerswap.evaluation.tasks import (BENCHMARKS, TASK_SETS, job_batch_size, paper_samples, parse_benchmarks,
+                                        plan_benchmarks, set_task_settings, write_task_yamls)
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -72,12 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hf: one HFLM, weights swapped per model (merges built in memory); vllm: one vLLM engine "
                         "per model (a recipe is written to a temporary checkpoint dir first)")
     parser.add_argument("--benchmarks-json", required=True,
-                        help='JSON {benchmark: {shots, languages?, limit?, execute_code?}}; benchmarks: '
+                        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, "
+                        "execute_code?}}; benchmarks: "
                         + ", ".join(BENCHMARKS))
     parser.add_argument("--model", action="append", required=True, metavar="ID=SOURCE",
                         help="model id (output subfolder) = checkpoint dir or merge recipe .json; repeatable")
     parser.add_argument("--out-dir", required=True, type=Path)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="requests per batch, unless the benchmarks JSON gives a benchmark its own batch_size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda, cuda:N")
@@ -146,6 +148,7 @@ def run(args: argparse.Namespace, merges=None) -> dict:
         plans = plan_benchmarks(Path(args.data_dir), spec)
     if args.batch_size < 1 or args.threads < 1:
         raise UserError("--batch-size and --threads must be >= 1")
+    batch_size = job_batch_size(spec, args.batch_size)
     for plan in plans:
         if plan.skipped:
             log.info("evaluate: SKIPPED %s: %s", plan.name, plan.skipped)
@@ -217,10 +220,10 @@ def run(args: argparse.Namespace, merges=None) -> dict:
                      network_isolation())
 
         if backend == "vllm":
-            host = VLLMHost(args.batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed,
+            host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed,
                             merges=merges)
         else:
-            host = ModelHost(args.batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
+            host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
         try:
             _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch)
         finally:

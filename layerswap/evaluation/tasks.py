@@ -143,6 +143,14 @@ class TaskSettings:
     languages: list[Annotated[str, AtLeast(1)]] | None = None  # None: every language with a data file (toy)
     execute_code: bool = False  # MBPP runs model-written code only with this
     max_new_tokens: Annotated[int, AtLeast(1)] | None = None  # generation budget (None: the task YAML's own)
+    batch_size: Annotated[int, AtLeast(1)] | None = None  # in place of --batch-size (None: --batch-size)
+
+
+def job_batch_size(spec: dict[str, TaskSettings], default: int) -> int:
+    """The batch size of a job evaluating these benchmarks: each benchmark's own (`evaluation.tasks.<name>.batch_size`,
+    e.g. a smaller one for log-likelihood tasks whose long prompts hold batch x length x vocabulary logits), else
+    `default` (--batch-size, evaluation.batch_size); the smallest where a job evaluates several."""
+    return min(cfg.batch_size or default for cfg in spec.values())
 
 
 def parse_benchmarks(text: str) -> dict[str, TaskSettings]:
