@@ -65,3 +65,24 @@ def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_
         assert m["tokens_per_s"] > 0 and m["tokens_per_s_after_first"] > 0
     assert not [m for m in rec["measurements"] if m["kind"] == "sft"]
     assert "batch 1: 2 merges in" in done.stdout and "batch 2: 2 merges in" in done.stdout
+
+
+def test_measure_first_generation_reports_each_phase_per_model(tmp_path):
+    """scripts/measure_first_generation.py on the 8B code path at a size for tests: two fresh builds, each a first
+    model and a weight swap, with the phases of each lm-eval call and nothing compiled."""
+    out = tmp_path / "first.json"
+    cmd = [sys.executable, str(REPO / "scripts" / "measure_first_generation.py"), "--shape", "tiny_sharded",
+           "--builds", "2", "--batch-sizes", "2,1", "--items", "2", "--shots", "1", "--max-new-tokens", "4",
+           "--work", str(tmp_path / "work"), "--out", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rec = json.loads(out.read_text())
+    rows = rec["records"]
+    assert [(r["build"], r["batch_size"], r["model"]) for r in rows] == [
+        (0, 2, "first"), (0, 2, "second"), (1, 1, "first"), (1, 1, "second")]
+    for r in rows:
+        assert r["evaluate_call_s"] > 0 and r["phases"]["generate"] > 0 and r["compiled"] == {}
+        assert r["phases"]["generate"] <= r["phases"]["generate_until"] <= r["evaluate_call_s"]
+    assert rows[0]["phases"]["requests"] > rows[1]["phases"]["requests"]  # the second reads lm-eval's request cache
+    assert "build" in rows[0]["load_phases"] and "build" not in rows[1]["load_phases"]
+    assert rows[0]["extra_vs_second"] and "extra_vs_second" not in rows[1]
