@@ -111,7 +111,9 @@ def kinds(jobs: list[dict], local: tuple[set[str], set[str]]) -> list[dict]:
     return list(rows.values())
 
 
-def format_preview(rows: list[dict], counts: dict[str, int], estimates: dict, notes: list[str]) -> str:
+def format_preview(rows: list[dict], counts: dict[str, int], estimates: dict, notes: list[str],
+                   limits: dict[str, dict[str, int]] | None = None) -> str:
+    """The preview's text; `limits`: the site's partition limits (Site.limits), to mark requests they capped."""
     from layerswap.workflow.cost import is_measured, plan_cost
 
     lines = ["jobs per rule: through SLURM (sbatch) or local (inside the Snakemake process on the login node)",
@@ -125,19 +127,27 @@ def format_preview(rows: list[dict], counts: dict[str, int], estimates: dict, no
               f"{'rule':<28}{'jobs':>5}  {'partition':<12}{'GPUs':>5}{'CPUs':>6}{'memory':>10}{'time':>9}"
               f"{'GPU-h':>9}{'CPU-h':>9}"]
     gpu_h = cpu_h = 0.0
+    capped = False
     for r in rows:
         if r["local"]:
             continue
         hours = r["jobs"] * r["runtime"] / 60
         gpu_h += hours * r["gpu"]
         cpu_h += hours * r["cpus"]
-        limit = f"{r['runtime'] // 60}:{r['runtime'] % 60:02d}"
+        cap = (limits or {}).get(r["slurm_partition"], {})
+        mark = {k: "*" if cap.get(k) == v else " " for k, v in (("mem_mb", r["mem_mb"]), ("runtime", r["runtime"]))}
+        capped = capped or "*" in mark.values()
+        limit = f"{r['runtime'] // 60}:{r['runtime'] % 60:02d}{mark['runtime']}"
         lines.append(f"{r['rule']:<28}{r['jobs']:>5}  {r['slurm_partition']:<12}{r['gpu'] or '-':>5}{r['cpus']:>6}"
-                     f"{r['mem_mb'] / 1000:>8,.0f}GB{limit:>9}{hours * r['gpu'] or 0:>9,.1f}{hours * r['cpus']:>9,.1f}")
+                     f"{r['mem_mb'] / 1000:>8,.0f}GB{mark['mem_mb']}{limit:>9}{hours * r['gpu'] or 0:>9,.1f}"
+                     f"{hours * r['cpus']:>9,.1f}")
     slurm = sum(r["jobs"] for r in rows if not r["local"])
     local = sum(r["jobs"] for r in rows if r["local"])
     lines.append(f"total: {slurm} SLURM jobs, {local} local; at their time limits {gpu_h:,.1f} GPU-hours and "
                  f"{cpu_h:,.1f} CPU-hours (an upper bound)")
+    if capped:
+        lines.append("* = the partition's limit (sinfo: a node's memory, the partition's time limit): the need is "
+                     "larger; the job may run out of it (SFT resumes from its last checkpoint when retried)")
     cost = plan_cost(counts, estimates)
     measured = sorted(r for r, row in cost["rules"].items() if row["estimated"] and is_measured(row["source"]))
     guessed = sorted(r for r, row in cost["rules"].items() if row["estimated"] and not is_measured(row["source"]))
@@ -156,4 +166,10 @@ def preview(configfile: Path, extra: list[str] | None = None) -> str:
     rows = kinds(jobs, local_rules())
     counts = dict(Counter(j["rule"] for j in jobs))
     estimates, note = export_scaled(config.get("estimates") or {}, config)
-    return format_preview(rows, counts, estimates, [note] if note else [])
+    from layerswap.workflow.site import Site, parse
+
+    try:
+        limits = parse(Site.locate()).limits()
+    except UserError:
+        limits = {}
+    return format_preview(rows, counts, estimates, [note] if note else [], limits)
