@@ -115,3 +115,17 @@ def test_storage_checks(tmp_path):
         check_storage({"scratch": "/scratch/<user>/x"}, {"scratch": "/scratch/<user>/x"}, s)
     with pytest.raises(UserError, match=r"^config storage.hf_home '~/hf': a path variable"):
         check_storage({"hf_home": "~/hf"}, {"hf_home": "~/hf"}, s)
+
+
+def test_the_docs_site_example_is_valid(tmp_path, monkeypatch):
+    """docs/CLUSTER.md's example site file parses, its `$USER` expanded (a `<user>` there was a Snakemake path
+    variable: UndefinedPathvarException from the rules)."""
+    from layerswap.workflow.site import parse
+
+    text = (REPO / "docs" / "CLUSTER.md").read_text()
+    block = text.split("cp cluster/site.example.yaml cluster/site.yaml", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
+    (tmp_path / "site.yaml").write_text(block)
+    monkeypatch.setenv("USER", "alice")
+    site_ = parse(tmp_path / "site.yaml")
+    assert (site_.account, site_.gpu_partition, site_.gpus_per_node) == ("my_lab", "gpu_h100", 8)
+    assert site_.scratch == "/scratch/alice/layerswap" and site_.hf_home == "/shared/hf_cache/layerswap"

@@ -2,16 +2,17 @@
 
 `cluster/site.yaml` (copy `cluster/site.example.yaml`), or the file `$LAYERSWAP_SITE` names: the account, the CPU and
 GPU partitions, the GPU model (if the site needs one), the GPUs of one node, and optionally the shared Hugging Face
-cache and the scratch folder. The workflow's own needs (memory, runtime, CPUs per GPU of each rule) stay in
-`cluster/profile.yaml`, which reads this file through `load_site()` (Snakemake renders profiles with YTE), so a
-missing or wrong setting is one line before anything is submitted, dry runs included. Where SLURM's commands answer
-(`sinfo`, `sacctmgr`: a login node), the partitions, the account and the GPUs per node are checked against the
-cluster too.
+cache and the scratch folder. `cluster/profile.yaml` reads this file through `load_site()` (Snakemake renders
+profiles with YTE), so a missing or wrong setting is one line before anything is submitted, dry runs included. Where
+SLURM's commands answer (`sinfo`, `sacctmgr`: a login node), the partitions, the account and the GPUs per node are
+checked against the cluster too, and `Site.limits` reads the partitions' limits, which cap what the jobs ask for
+(`layerswap/workflow/resources.py`: the workflow's own needs, sized by the config's model).
 
 The profile also sets `$LAYERSWAP_SITE` to that file (for its own process and, through SLURM's environment, for the
 jobs), and the Snakefile reads the file `$LAYERSWAP_SITE` names (`Site.from_env`): an SFT run's GPU count follows its
 batch size and the site's GPUs per node (`Spec.sft_gpus`), and the site's cache and scratch paths fill
-`storage.hf_home` / `storage.scratch` where the config leaves them null. A run without the profile and without
+`storage.hf_home` / `storage.scratch` where the config leaves them null; `check_storage` checks the paths the jobs
+will use before anything is submitted. A run without the profile and without
 `$LAYERSWAP_SITE` reads no site file, whatever lies in cluster/.
 """
 
