@@ -4,6 +4,7 @@ takes at most 20 s."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
@@ -176,17 +177,34 @@ def test_every_submitted_rule_takes_its_requests_from_the_workflow():
     assert submitted <= asks, sorted(submitted - asks)
 
 
+def paper_minutes(rule: str, gpus: int, run: str | None = None) -> int:
+    """The time limit docs/CLUSTER.md gives for a paper job: the config's per-job estimate over the job's GPUs (and
+    for SFT at least its tokens at the measured training rate), x2, + 15 minutes."""
+    from layerswap.workflow.resources import TRAIN_RATE
+
+    paper = load_config(PAPER)
+    hours = paper["estimates"][rule]["gpu_hours"] / gpus
+    if run:
+        r = {**paper["sft"]["defaults"], **paper["sft"]["runs"][run]}
+        tokens = r["num_samples"] * r["seq_len"]
+        hours = max(hours, paper["base"]["parameters"] * tokens / (TRAIN_RATE["gpu"] * gpus) / 3600)
+    return max(15, math.ceil(2 * hours * 60) + 15)
+
+
 def test_paper_jobs_ask_for_what_an_8b_model_needs(dry_run):
-    """The requests docs/CLUSTER.md gives for config/paper.yaml: SFT on one node's GPUs with ~100 GB of host memory
-    and a time limit from its 8 GPU-hours; evaluations one GPU each, merges with the memory for base, two experts
-    and the merged state; data jobs on the CPU partition."""
+    """The requests docs/CLUSTER.md gives for config/paper.yaml: SFT on one node's GPUs with ~100 GB of host memory;
+    evaluations one GPU each, merges with the memory for base, two experts and the merged state; data jobs on the
+    CPU partition; time limits from the config's estimates."""
     def asks(rule):
-        return {tuple(int(j["resources"][k]) for k in ("gpu", "mem_mb", "runtime"))
+        return {(j["output"].split("/")[-2] if rule == "sft" else None,
+                 *(int(j["resources"][k]) for k in ("gpu", "mem_mb", "runtime")))
                 for j in dry_run["jobs"] if j["rule"] == rule}
-    assert asks("sft") == {(8, 105000, 135), (4, 89000, 255)}
-    assert asks("evaluate_checkpoints") == asks("evaluate_base") == {(1, 53000, 75)}
-    assert asks("evaluate_merges") == asks("evaluate_soup_then_swap") == {(1, 149000, 75)}
-    assert asks("evaluate_table2") == {(1, 149000, 315)}
+    sft = asks("sft")
+    assert {(gpus, mem) for _, gpus, mem, _ in sft} == {(8, 105000), (4, 89000)}
+    assert all(minutes == paper_minutes("sft", gpus, run) for run, gpus, _, minutes in sft)
+    assert asks("evaluate_checkpoints") == {(None, 1, 53000, paper_minutes("evaluate_checkpoints", 1))}
+    assert asks("evaluate_merges") == {(None, 1, 149000, paper_minutes("evaluate_merges", 1))}
+    assert asks("evaluate_table2") == {(None, 1, 149000, paper_minutes("evaluate_table2", 1))}
     heatmap = next(j for j in dry_run["jobs"] if j["rule"] == "heatmap")["resources"]
     assert (heatmap["slurm_partition"], heatmap["mem_mb"]) == ("cpu_part", "77000")
 

@@ -29,6 +29,7 @@ import yaml
 
 from conftest import HANG_GUARD, MICRO, REPO
 from slurm_cluster import ACCOUNT, Cluster, differing
+from test_paper_config import paper_minutes
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
@@ -247,9 +248,13 @@ def test_preview_of_micro_and_paper_against_the_cluster(env):
     for row in micro:
         assert row["partition"] == "cpu" and row["gpus"] == 0 and row["mem_gb"] <= 8 and row["minutes"] <= 120, row
     paper = {(r["rule"], r["gpus"]): r for r in preview_rows(env, REPO / "config" / "paper.yaml")}
-    assert (paper["sft", 8]["mem_gb"], paper["sft", 8]["minutes"], paper["sft", 8]["cpus"]) == (105, 135, 64)
-    assert (paper["sft", 4]["minutes"], paper["sft", 4]["capped"]) == (240, True)  # 255 min wanted; MaxTime 4 h
-    assert (paper["evaluate_table2", 1]["minutes"], paper["evaluate_table2", 1]["capped"]) == (240, True)
+    assert (paper["sft", 8]["mem_gb"], paper["sft", 8]["cpus"], paper["sft", 4]["mem_gb"]) == (105, 64, 89)
     assert (paper["evaluate_merges", 1]["mem_gb"], paper["evaluate_merges", 1]["jobs"]) == (149, 340)
+    for (rule, gpus), run in {("sft", 8): "jpn_1", ("sft", 4): "math_1", ("evaluate_table2", 1): None,
+                              ("evaluate_merges", 1): None}.items():
+        wanted = paper_minutes(rule, gpus, run)  # the uncapped request (tests/test_paper_config.py)
+        assert paper[rule, gpus]["minutes"] == min(wanted, 240), (rule, gpus, wanted)  # MaxTime 4 h
+        assert paper[rule, gpus]["capped"] == (wanted >= 240), (rule, gpus, wanted)
+    assert paper["sft", 4]["capped"]  # 8 GPU-hours on 4 GPUs, x2: over the 4 hours
     assert all(r["partition"] == "gpu" for (rule, gpus), r in paper.items() if gpus)
     assert paper["hub_data", 0]["partition"] == "cpu"
