@@ -129,3 +129,12 @@ def test_the_docs_site_example_is_valid(tmp_path, monkeypatch):
     site_ = parse(tmp_path / "site.yaml")
     assert (site_.account, site_.gpu_partition, site_.gpus_per_node) == ("my_lab", "gpu_h100", 8)
     assert site_.scratch == "/scratch/alice/layerswap" and site_.hf_home == "/shared/hf_cache/layerswap"
+
+
+def test_a_kept_merge_is_written_on_the_cpu_partition(tmp_path):
+    """merged_model (storage.keep_merged) sizes its memory like a merge evaluation but asks for no GPU."""
+    config = load_config(PAPER)
+    spec = Spec(config, site=site(tmp_path))
+    req = Requests(config, spec, spec.site)
+    assert req.of("merged_model") == {"mem_mb": req.job("evaluate_merges", 1, 8)["mem_mb"], "runtime": 15}
+    assert req.of("evaluate_merges")["slurm_partition"] == "gpu"

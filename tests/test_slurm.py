@@ -214,7 +214,7 @@ def test_bad_site_settings_stop_before_submission(env, tmp_path, case):
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith(f"site settings: {path}: ") and message in lines[0], lines
-    assert {j for j, _, _ in squeue(env)} == before  # nothing submitted
+    assert not {j for j, _, _ in squeue(env)} - before  # nothing submitted (earlier tests' jobs may age out)
     assert not (tmp_path / "work" / "results").exists()
 
 

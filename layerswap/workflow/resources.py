@@ -181,6 +181,6 @@ class Requests:
                 return lambda w, threads: self.job(rule, self.spec.sft_gpus(w.run), threads, w.run).get(key, "")
             keys = self.job(rule, self.spec.gpus, 1, next(iter(self.spec.runs), None)).keys() if self.spec.runs else ()
             return {key: pick(key) for key in keys}
-        gpus = self.spec.gpus if kind.startswith("evaluate") else 0
-        threads = self.spec.eval["threads"] if kind.startswith("evaluate") else 1
+        gpus = self.spec.gpus if rule.startswith("evaluate") else 0  # merged_model: a merge written on a CPU
+        threads = self.spec.eval["threads"] if rule.startswith("evaluate") else 1
         return self.job(rule, gpus, threads)
