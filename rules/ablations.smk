@@ -43,6 +43,7 @@ if spec.expert_ablations:
         threads: spec.eval["threads"]
         resources:
             gpu=spec.gpus,
+            **requests.of("evaluate_ablation_base"),
         log:
             f"{R}/logs/evaluate/ablation_base_{{ablation}}_{{base}}_{{benchmark}}.log",
         conda:
@@ -89,6 +90,7 @@ if spec.other_base_runs:
         threads: lambda w: spec.run_spec(w.run).get("threads", 1)
         resources:
             gpu=lambda w: spec.sft_gpus(w.run),
+            **requests.of("ablation_sft"),
         log:
             f"{R}/logs/sft/{{run}}.log",
         conda:
@@ -117,6 +119,8 @@ if spec.ablation_bases and config["world"] == "toy":
             ablation="|".join(spec.expert_ablations),
             base="[A-Za-z0-9]+",
         threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
+        resources:
+            **requests.of("ablation_toy_base"),
         log:
             f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
         conda:
@@ -141,6 +145,8 @@ elif spec.ablation_bases:
         wildcard_constraints:
             ablation="|".join(spec.expert_ablations),
             base="[A-Za-z0-9]+",
+        resources:
+            **requests.of("ablation_prepare_base"),
         log:
             f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
         conda:

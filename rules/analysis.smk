@@ -45,6 +45,8 @@ rule heatmap:
         experts=spec.heatmap_expert_args(),
         thresholds=spec.heatmap_thresholds(),
         code=command_hash("heatmap"),
+    resources:
+        **requests.of("heatmap"),
     log:
         f"{R}/logs/heatmap.log",
     conda:

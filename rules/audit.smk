@@ -14,6 +14,8 @@ rule manifest:
     params:
         config=lambda w: spec.config_json(),  # secrets: dropped by the command
         code=command_hash("manifest"),
+    resources:
+        **requests.of("manifest"),
     log:
         f"{R}/logs/manifest.log",
     conda:

@@ -11,7 +11,8 @@ from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
-from layerswap.workflow.site import Site
+from layerswap.workflow.resources import Requests
+from layerswap.workflow.site import Site, check_storage
 from layerswap.workflow.spec import Spec
 from layerswap.workflow.words import R, as_json, evaluate_shell  # results/ in one place; params words; shell
 
@@ -32,6 +33,12 @@ try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs 
 except UserError as err:
     sys.exit(f"site settings: {err}")
 spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
+try:  # with a site file: the storage paths the jobs use, checked; what each job asks of SLURM (`resources:`)
+    if SITE is not None:
+        check_storage(spec.storage, config["storage"], SITE)
+    requests = Requests(config, spec, SITE)
+except UserError as err:
+    sys.exit(f"site settings: {err}")
 
 
 wildcard_constraints:

@@ -17,6 +17,8 @@ if config["world"] == "toy":
         params:
             world=spec.toy_dataset_params("pretrain"),
             code=command_hash("toy-data"),
+        resources:
+            **requests.of("toy_corpus"),
         log:
             f"{R}/logs/toy_data/pretrain.log",
         conda:
@@ -61,6 +63,8 @@ rule sft_mix:
         sources=lambda w: as_json(spec.mix_sources(w.expert)),
         seed=config["seed"],
         code=command_hash("mix"),
+    resources:
+        **requests.of("sft_mix"),
     log:
         f"{R}/logs/sft_mix/{{expert}}.log",
     conda:
@@ -90,6 +94,8 @@ if config["world"] == "hf":
             seed=config["seed"],
             hf_home=spec.hf_home_arg,
             code=command_hash("hub-data"),
+        resources:
+            **requests.of("hub_data"),
         log:
             f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
         conda:
@@ -107,6 +113,8 @@ if config["world"] == "hf":
             revision=spec.revision_arg(config["base"]),
             hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
+        resources:
+            **requests.of("prepare_base"),
         log:
             f"{R}/logs/prepare_base.log",
         conda:
@@ -130,6 +138,8 @@ if is_gguf_source(config["base"]["source"]):
             source=shlex.quote(config["base"]["source"]),
             layers=config["base"]["num_layers"],
             code=command_hash("gguf-base"),
+        resources:
+            **requests.of("gguf_base"),
         log:
             f"{R}/logs/gguf_base.log",
         conda:

@@ -16,6 +16,7 @@ rule evaluate_base:
     threads: spec.eval["threads"]
     resources:
         gpu=spec.gpus,
+        **requests.of("evaluate_base"),
     log:
         spec.per_layout(f"{R}/logs/evaluate/base.log", f"{R}/logs/evaluate/base_{{benchmark}}.log"),
     conda:
@@ -54,6 +55,7 @@ rule evaluate_merges:
     threads: spec.eval["threads"]
     resources:
         gpu=spec.gpus,
+        **requests.of("evaluate_merges"),
     log:
         spec.per_layout(
             f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
@@ -103,6 +105,7 @@ rule evaluate_table2:
     threads: spec.eval["threads"]
     resources:
         gpu=spec.gpus,
+        **requests.of("evaluate_table2"),
     log:
         f"{R}/logs/evaluate/table2_{{lang}}.log",
     conda:

@@ -31,6 +31,8 @@ rule merged_model:
         directory(f"{spec.merged}/{{cfg}}/{{lang}}/{{pair}}"),
     params:
         code=command_hash("merge"),
+    resources:
+        **requests.of("merged_model"),
     log:
         f"{R}/logs/merged_model/{{cfg}}_{{lang}}_{{pair}}.log",
     conda:

@@ -22,6 +22,7 @@ rule evaluate_checkpoints:
     threads: spec.eval["threads"]
     resources:
         gpu=spec.gpus,
+        **requests.of("evaluate_checkpoints"),
     log:
         spec.per_layout(f"{R}/logs/evaluate/ckpt_{{run}}.log", f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log"),
     conda:

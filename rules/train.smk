@@ -14,6 +14,8 @@ rule toy_base:
         seed=config["seed"],
         code=command_hash("toy-base"),
     threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
+    resources:
+        **requests.of("toy_base"),
     log:
         f"{R}/logs/toy_base.log",
     conda:
@@ -37,6 +39,7 @@ rule sft:
     threads: lambda w: spec.run_spec(w.run).get("threads", 1)
     resources:
         gpu=lambda w: spec.sft_gpus(w.run),
+        **requests.of("sft"),
     log:
         f"{R}/logs/sft/{{run}}.log",
     conda:

@@ -1,10 +1,11 @@
 """The micro config through a real SLURM vs locally: jobs, wall time, and whether the results are the same bytes.
 
-    python scripts/measure_slurm.py --workdir /tmp/measure_slurm [--config config/micro.yaml] [--jobs 3]
+    python scripts/measure_slurm.py --workdir /tmp/measure_slurm [--config config/micro.yaml] [--jobs 3] [--init-seconds 5]
 
 Starts the one-node loopback SLURM of the tests (tests/slurm_cluster.py: root, Debian's slurm-wlm, slurmdbd, munge,
 mariadb-server; `make slurm-deps`), runs the config locally (`--cores 2`) and through `--profile cluster` (the
-shipped profile with a test site file), then prints per run the jobs Snakemake ran, how many of them were SLURM
+shipped profile with a test site file: its `jobs` and the plugin's first status check after 40 s, unless --jobs and
+--init-seconds say otherwise), then prints per run the jobs Snakemake ran, how many of them were SLURM
 jobs (sacct), the wall time, and the files of results/ whose bytes differ (run records aside: logs, manifest, training
 logs with wall-clock times). One JSON record goes to <workdir>/measure_slurm.json.
 """
@@ -45,9 +46,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--config", type=Path, default=REPO / "config" / "micro.yaml")
-    ap.add_argument("--jobs", type=int, default=3, help="SLURM jobs at once (--jobs)")
-    ap.add_argument("--init-seconds", type=int, default=5,
-                    help="the plugin's first status check delay (its default is 40; 5 suits a short run)")
+    ap.add_argument("--jobs", type=int, default=None, help="SLURM jobs at once (--jobs; default: the profile's)")
+    ap.add_argument("--init-seconds", type=int, default=None,
+                    help="the plugin's first status check delay (default: the plugin's 40 s; 5 suits a short run)")
     args = ap.parse_args()
     reason = Cluster.unavailable()
     if reason:
@@ -63,16 +64,18 @@ def main() -> None:
                                     "gpu_model": None, "gpus_per_node": 8}))
     with Cluster(work / "slurm") as cluster:
         slurm_env = {**env, **cluster.env, "LAYERSWAP_SITE": str(site)}
+        overrides = ([] if args.jobs is None else ["--jobs", str(args.jobs)]) + (
+            [] if args.init_seconds is None else ["--slurm-init-seconds-before-status-checks", str(args.init_seconds)])
         wall, jobs, _ = snakemake(work / "cluster", args.config, slurm_env, "--profile", str(REPO / "cluster"),
-                                  "--jobs", str(args.jobs), "--slurm-init-seconds-before-status-checks",
-                                  str(args.init_seconds))
+                                  *overrides)
         sacct = subprocess.run(["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,State", "-S", "now-1days"],
                                env=slurm_env, capture_output=True, text=True).stdout.split()
     diff = differing(work / "local" / "results", work / "cluster" / "results")
     record = {"config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
               "local": {"jobs": local_jobs, "wall_s": round(local_wall, 1)},
               "slurm": {"jobs": jobs, "slurm_jobs": len(sacct), "local_jobs": jobs - len(sacct),
-                        "wall_s": round(wall, 1), "jobs_at_once": args.jobs, "init_seconds": args.init_seconds},
+                        "wall_s": round(wall, 1), "jobs_at_once": args.jobs or "profile",
+                        "init_seconds": args.init_seconds or "plugin default"},
               "differing_files": diff}
     print(f"SLURM: {jobs} jobs ({len(sacct)} through the queue, {jobs - len(sacct)} local rules) in {wall:.0f} s")
     print(f"results/ differing (run records aside): {diff or 'none'}")

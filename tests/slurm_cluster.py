@@ -7,7 +7,7 @@ sockets, logs), on free loopback ports, started in that order and stopped by the
 advertises more than the machine has (`SlurmdParameters=config_overrides`): 64 CPUs, 1 TB and 8 GPUs, so the
 profile's unshrunk requests (an 8-GPU SFT job with 64 CPUs and 480 GB) schedule as they would on a GPU node. The GPUs
 are character devices equal to /dev/null (22.05 drops a GRES without `File=` and rejects regular files). Partitions
-`cpu` (default) and `gpu`; accounting enforced by associations with one account, `layerswap_test`, holding root.
+`cpu` (default, no time limit) and `gpu` (4 hours); accounting enforced by associations with one account, `layerswap_test`, holding root.
 
 Needs root (SlurmUser=root, as on a one-node test cluster); `Cluster.unavailable()` says why it cannot run here.
 Why hand-written: no maintained Python package starts a real SLURM (the pytest plugins mock its commands), and the
@@ -28,6 +28,7 @@ from pathlib import Path
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch")
 ACCOUNT = "layerswap_test"
 NODE = {"cpus": 64, "mem_mb": 1_000_000, "gpus": 8}
+GPU_MAX_TIME = "4:00:00"  # the gpu partition's time limit, which caps what jobs ask for (layerswap/workflow/resources.py)
 # srun inside a job finds the config only at the default path: the jobstep plugin drops SLURM_CONF (every SLURM_*
 # variable but the job's identity) from the job step's environment. So the cluster links it there while it runs.
 ETC_CONF = Path("/etc/slurm/slurm.conf")
@@ -216,7 +217,7 @@ class Cluster:
             f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={NODE['cpus']} RealMemory={NODE['mem_mb']} "
             f"Gres=gpu:{gpus} State=UNKNOWN",
             f"PartitionName=cpu Nodes={self.host} Default=YES MaxTime=INFINITE State=UP",
-            f"PartitionName=gpu Nodes={self.host} MaxTime=INFINITE State=UP", ""]))
+            f"PartitionName=gpu Nodes={self.host} MaxTime={GPU_MAX_TIME} State=UP", ""]))
 
     # --- helpers ---------------------------------------------------------------------------------------------------
     def _sacctmgr(self, *args: str) -> None:

@@ -4,6 +4,7 @@ takes at most 20 s."""
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import resource
@@ -53,15 +54,15 @@ SITE = {"account": "test_account", "partitions": {"cpu": "cpu_part", "gpu": "gpu
         "gpus_per_node": 8}
 
 
-def paper_dry_run(work: Path, *args: str, site: dict | None = SITE) -> subprocess.CompletedProcess:
-    """`snakemake -n --profile cluster` on the paper config in `work`, with `site` as the site file."""
+def paper_dry_run(work: Path, *args: str, site: dict | None = SITE, configfile: Path = PAPER) -> subprocess.CompletedProcess:
+    """`snakemake -n --profile cluster` on the paper config (or `configfile`) in `work`, with `site` as the site file."""
     site_file = work.parent / f"{work.name}.site.yaml"
     if site is not None:
         site_file.write_text(yaml.safe_dump(site))
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "LAYERSWAP_SITE": str(site_file)}
     env.pop("SLURM_CONF", None)
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(PAPER),
+    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(configfile),
            "-s", str(REPO / "Snakefile"), "--directory", str(work), *args]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
@@ -154,24 +155,105 @@ def test_a_dry_run_checks_the_site_file(tmp_path, site, message):
     assert message in lines[0], lines[0]
 
 
-def test_every_gpu_rule_has_a_gpu_partition_in_the_cluster_profile():
-    """Every rule of the workflow that asks for a GPU (resources: gpu=...) gets a GPU partition from
-    cluster/profile.yaml, grouped or single task mode, main DAG or ablations (read from the rule files)."""
-    rules, parents, current = set(), {}, None
-    for path in (REPO / "rules").glob("*.smk"):
-        for line in path.read_text().splitlines():
+def test_every_submitted_rule_takes_its_requests_from_the_workflow():
+    """Every rule of the workflow that runs a command and is not a localrule (grouped or single task mode, main DAG
+    or ablations, read from the rule files) asks for the resources layerswap/workflow/resources.py sizes for it
+    (`**requests.of(...)`; a `use rule` inherits its parent's), so none is left to the profile's defaults."""
+    rules, parents, current, body = {}, {}, None, []
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        for line in path.read_text().splitlines() + [""]:
             head = re.match(r"\s*(?:use )?rule (\w+)(?: as (\w+))?", line)
             if head:
                 current = head.group(2) or head.group(1)
+                rules[current] = ""
                 if head.group(2):  # `use rule X as Y` inherits X's resources (X may be in a later file)
                     parents[current] = head.group(1)
-            elif current and re.match(r"\s+gpu=", line):
-                rules.add(current)
-    rules |= {rule for rule, parent in parents.items() if parent in rules}
-    profile = yaml.safe_load((REPO / "cluster" / "profile.yaml").read_text())["set-resources"]
-    assert {"sft", "evaluate_merges", "ablation_sft", "evaluate_ablation_merges"} <= rules
-    for rule in sorted(rules):
-        assert rule in profile and "gpu_partition" in profile[rule].get("slurm_partition", ""), rule
+            elif current:
+                rules[current] += line + "\n"
+    submitted = {r for r, text in rules.items() if "shell:" in text and "localrule: True" not in text}
+    asks = {r for r, text in rules.items() if "**requests.of(" in text}
+    asks |= {r for r, parent in parents.items() if parent in asks and "localrule: True" not in rules[r]}
+    assert {"sft", "evaluate_merges", "ablation_sft", "hub_data", "heatmap", "manifest"} <= submitted
+    assert submitted <= asks, sorted(submitted - asks)
+
+
+def paper_minutes(rule: str, gpus: int, run: str | None = None) -> int:
+    """The time limit docs/CLUSTER.md gives for a paper job: the config's per-job estimate over the job's GPUs (and
+    for SFT at least its tokens at the measured training rate), x2, + 15 minutes."""
+    from layerswap.workflow.resources import TRAIN_RATE
+
+    paper = load_config(PAPER)
+    hours = paper["estimates"][rule]["gpu_hours"] / gpus
+    if run:
+        r = {**paper["sft"]["defaults"], **paper["sft"]["runs"][run]}
+        tokens = r["num_samples"] * r["seq_len"]
+        hours = max(hours, paper["base"]["parameters"] * tokens / (TRAIN_RATE["gpu"] * gpus) / 3600)
+    return max(15, math.ceil(2 * hours * 60) + 15)
+
+
+def test_paper_jobs_ask_for_what_an_8b_model_needs(dry_run):
+    """The requests docs/CLUSTER.md gives for config/paper.yaml: SFT on one node's GPUs with ~100 GB of host memory;
+    evaluations one GPU each, merges with the memory for base, two experts and the merged state; data jobs on the
+    CPU partition; time limits from the config's estimates."""
+    def asks(rule):
+        return {(j["output"].split("/")[-2] if rule == "sft" else None,
+                 *(int(j["resources"][k]) for k in ("gpu", "mem_mb", "runtime")))
+                for j in dry_run["jobs"] if j["rule"] == rule}
+    sft = asks("sft")
+    assert {(gpus, mem) for _, gpus, mem, _ in sft} == {(8, 105000), (4, 89000)}
+    assert all(minutes == paper_minutes("sft", gpus, run) for run, gpus, _, minutes in sft)
+    assert asks("evaluate_checkpoints") == {(None, 1, 53000, paper_minutes("evaluate_checkpoints", 1))}
+    assert asks("evaluate_merges") == {(None, 1, 149000, paper_minutes("evaluate_merges", 1))}
+    assert asks("evaluate_table2") == {(None, 1, 149000, paper_minutes("evaluate_table2", 1))}
+    heatmap = next(j for j in dry_run["jobs"] if j["rule"] == "heatmap")["resources"]
+    assert (heatmap["slurm_partition"], heatmap["mem_mb"]) == ("cpu_part", "77000")
+
+
+def test_micro_jobs_ask_for_toy_resources_on_the_cpu_partition(tmp_path):
+    """The micro config under the cluster profile: every job on the CPU partition, no GPU, at most 8 GB and 2 hours
+    (an 8B-sized request would wait in a real queue, or be refused)."""
+    proc = paper_dry_run(tmp_path / "work", configfile=REPO / "config" / "micro.yaml")
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    jobs = [j for j in parse_jobs(proc.stdout + proc.stderr) if j["rule"] != "all"]
+    assert {"sft", "evaluate_merges", "evaluate_checkpoints", "heatmap"} <= {j["rule"] for j in jobs}
+    for job in jobs:
+        res = job["resources"]
+        assert res["slurm_partition"] == "cpu_part" and int(res.get("gpu", 0)) == 0, job
+        assert int(res["mem_mb"]) <= 8000 and int(res["runtime"]) <= 120, job
+        assert "cpus_per_gpu" not in res, job
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("hf_home", "{tmp}/no_such_cache", "'hf_home' '{tmp}/no_such_cache' is not a directory; create it and pre-stage"),
+    ("scratch", "/scratch/<user>/layerswap", "'<user>' is a Snakemake path variable; write the path itself"),
+    ("scratch", "$LAYERSWAP_NO_SUCH_VARIABLE/x", "'$LAYERSWAP_NO_SUCH_VARIABLE' is unexpanded"),
+    ("scratch", "{tmp}/a_file/scratch", "'scratch' '{tmp}/a_file/scratch': {tmp}/a_file is not a directory"),
+])
+def test_bad_site_paths_stop_the_dry_run(tmp_path, key, value, message):
+    """A site path the jobs cannot use is one line naming the file and the key, before anything is planned."""
+    (tmp_path / "a_file").write_text("")
+    value, message = value.format(tmp=tmp_path), message.format(tmp=tmp_path)
+    proc = paper_dry_run(tmp_path / "work", site={**SITE, key: value})
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-2000:]
+    assert lines[0].startswith("site settings: ") and message in lines[0], lines
+
+
+def test_site_paths_expand_home_and_variables(tmp_path):
+    """`~` and $VARIABLES in the site file's paths are expanded on purpose (docs/CLUSTER.md); the jobs get the
+    expanded path (here: the SFT outputs under the scratch folder)."""
+    (tmp_path / "home" / "hf").mkdir(parents=True)
+    site = {**SITE, "hf_home": "~/hf", "scratch": "$LAYERSWAP_TEST_SCRATCH/layerswap"}
+    os.environ["HOME"], old = str(tmp_path / "home"), os.environ["HOME"]
+    os.environ["LAYERSWAP_TEST_SCRATCH"] = str(tmp_path / "scratch")
+    try:
+        proc = paper_dry_run(tmp_path / "work", site=site)
+    finally:
+        os.environ["HOME"] = old
+        del os.environ["LAYERSWAP_TEST_SCRATCH"]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"{tmp_path}/scratch/layerswap/experts/math_1/checkpoints.json" in proc.stdout + proc.stderr
+    assert f"--hf-home {tmp_path}/home/hf" in proc.stdout + proc.stderr
 
 
 def test_hub_jobs_run_offline(dry_run):

@@ -7,7 +7,9 @@
   ends by itself; trivial CPU rules are not submitted;
 - a preempted SFT job resumes from its last checkpoint and ends with the checkpoints of an uninterrupted run;
 - a job killed at its time limit is retried with a longer one, and a failing branch leaves the others running;
-- bad site settings stop the run with one line before anything is submitted.
+- bad site settings (and site paths the jobs cannot use) stop the run with one line before anything is submitted;
+- `layerswap cost --resources` plans the micro and the paper config against this cluster: toy jobs ask for toy
+  resources on the CPU partition, the paper's for an 8B model, capped by the gpu partition's time limit.
 
 `make slurm-deps` (called by `make test`) installs the packages where it can (root, Debian); elsewhere these tests
 are skipped, unless LAYERSWAP_REQUIRE_SLURM=1 (set by .ci/run) makes a missing cluster a failure.
@@ -27,6 +29,7 @@ import yaml
 
 from conftest import HANG_GUARD, MICRO, REPO
 from slurm_cluster import ACCOUNT, Cluster, differing
+from test_paper_config import paper_minutes
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
@@ -192,6 +195,10 @@ BAD_SITES = {
     "GPU model the nodes lack": ({**SITE, "gpu_model": "h100"}, "have at most 0 GPUs of model 'h100'"),
     "not your account": ({**SITE, "account": "someone_else"},
                          f"'account' 'someone_else' is not one of yours (sacctmgr lists: {ACCOUNT}"),
+    "no such cache": ({**SITE, "hf_home": "/nonexistent/hf_cache"},
+                      "'hf_home' '/nonexistent/hf_cache' is not a directory; create it and pre-stage"),
+    "path variable": ({**SITE, "scratch": "/scratch/<user>/layerswap"},
+                      "'<user>' is a Snakemake path variable; write the path itself, e.g. $USER"),
 }
 
 
@@ -207,5 +214,47 @@ def test_bad_site_settings_stop_before_submission(env, tmp_path, case):
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith(f"site settings: {path}: ") and message in lines[0], lines
-    assert {j for j, _, _ in squeue(env)} == before  # nothing submitted
+    assert not {j for j, _, _ in squeue(env)} - before  # nothing submitted (earlier tests' jobs may age out)
     assert not (tmp_path / "work" / "results").exists()
+
+
+def preview_rows(env, config: Path) -> list[dict]:
+    """The per-job-kind rows of `layerswap cost --resources` (what each SLURM job asks for)."""
+    proc = subprocess.run([sys.executable, "-m", "layerswap.cli", "cost", "--configfile", str(config), "--resources"],
+                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("what each SLURM job asks for")) + 2
+    rows = []
+    for line in lines[start:]:
+        if line.startswith("total:"):
+            break
+        rule, jobs, part, gpus, cpus, mem, time_, *_ = line.split()
+        hours, minutes = time_.rstrip("*").split(":")
+        rows.append({"rule": rule, "jobs": int(jobs), "partition": part, "gpus": 0 if gpus == "-" else int(gpus),
+                     "cpus": int(cpus), "mem_gb": int(mem.rstrip("*").removesuffix("GB").replace(",", "")),
+                     "minutes": int(hours) * 60 + int(minutes), "capped": "*" in time_})
+    print(proc.stdout)
+    return rows
+
+
+def test_preview_of_micro_and_paper_against_the_cluster(env):
+    """The preview with the cluster profile against this SLURM (its sinfo and sacctmgr check the site): the micro
+    config's 23 SLURM jobs on the CPU partition, no GPU, at most 8 GB and 2 hours each; the paper config's GPU jobs on
+    the GPU partition with the requests docs/CLUSTER.md gives, those over the gpu partition's 4 hours capped at it."""
+    micro = preview_rows(env, MICRO)
+    assert sum(r["jobs"] for r in micro) == 23
+    assert {"sft", "evaluate_merges", "evaluate_checkpoints", "heatmap"} <= {r["rule"] for r in micro}
+    for row in micro:
+        assert row["partition"] == "cpu" and row["gpus"] == 0 and row["mem_gb"] <= 8 and row["minutes"] <= 120, row
+    paper = {(r["rule"], r["gpus"]): r for r in preview_rows(env, REPO / "config" / "paper.yaml")}
+    assert (paper["sft", 8]["mem_gb"], paper["sft", 8]["cpus"], paper["sft", 4]["mem_gb"]) == (105, 64, 89)
+    assert (paper["evaluate_merges", 1]["mem_gb"], paper["evaluate_merges", 1]["jobs"]) == (149, 340)
+    for (rule, gpus), run in {("sft", 8): "jpn_1", ("sft", 4): "math_1", ("evaluate_table2", 1): None,
+                              ("evaluate_merges", 1): None}.items():
+        wanted = paper_minutes(rule, gpus, run)  # the uncapped request (tests/test_paper_config.py)
+        assert paper[rule, gpus]["minutes"] == min(wanted, 240), (rule, gpus, wanted)  # MaxTime 4 h
+        assert paper[rule, gpus]["capped"] == (wanted >= 240), (rule, gpus, wanted)
+    assert paper["sft", 4]["capped"]  # 8 GPU-hours on 4 GPUs, x2: over the 4 hours
+    assert all(r["partition"] == "gpu" for (rule, gpus), r in paper.items() if gpus)
+    assert paper["hub_data", 0]["partition"] == "cpu"

@@ -178,11 +178,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the cost as JSON")
     parser.add_argument("--concurrent", type=int, default=None,
                         help="jobs of one rule running at once, for the peak disk (default: all of them)")
+    parser.add_argument("--resources", action="store_true",
+                        help="instead: what each job will ask of SLURM under --profile cluster (partition, GPUs, "
+                             "CPUs, memory, time limit; layerswap/workflow/slurm_preview.py), with totals")
 
 
 def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
 
+    if args.resources:
+        from layerswap.workflow.slurm_preview import preview
+
+        print(preview(args.configfile))
+        return
     config = load_config(args.configfile)
     counts = json.loads(args.counts_json) if args.counts_json else dry_run_counts(args.configfile)
     if args.concurrent is not None and args.concurrent < 1:

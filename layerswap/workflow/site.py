@@ -2,16 +2,17 @@
 
 `cluster/site.yaml` (copy `cluster/site.example.yaml`), or the file `$LAYERSWAP_SITE` names: the account, the CPU and
 GPU partitions, the GPU model (if the site needs one), the GPUs of one node, and optionally the shared Hugging Face
-cache and the scratch folder. The workflow's own needs (memory, runtime, CPUs per GPU of each rule) stay in
-`cluster/profile.yaml`, which reads this file through `load_site()` (Snakemake renders profiles with YTE), so a
-missing or wrong setting is one line before anything is submitted, dry runs included. Where SLURM's commands answer
-(`sinfo`, `sacctmgr`: a login node), the partitions, the account and the GPUs per node are checked against the
-cluster too.
+cache and the scratch folder. `cluster/profile.yaml` reads this file through `load_site()` (Snakemake renders
+profiles with YTE), so a missing or wrong setting is one line before anything is submitted, dry runs included. Where
+SLURM's commands answer (`sinfo`, `sacctmgr`: a login node), the partitions, the account and the GPUs per node are
+checked against the cluster too, and `Site.limits` reads the partitions' limits, which cap what the jobs ask for
+(`layerswap/workflow/resources.py`: the workflow's own needs, sized by the config's model).
 
 The profile also sets `$LAYERSWAP_SITE` to that file (for its own process and, through SLURM's environment, for the
 jobs), and the Snakefile reads the file `$LAYERSWAP_SITE` names (`Site.from_env`): an SFT run's GPU count follows its
 batch size and the site's GPUs per node (`Spec.sft_gpus`), and the site's cache and scratch paths fill
-`storage.hf_home` / `storage.scratch` where the config leaves them null. A run without the profile and without
+`storage.hf_home` / `storage.scratch` where the config leaves them null; `check_storage` checks the paths the jobs
+will use before anything is submitted. A run without the profile and without
 `$LAYERSWAP_SITE` reads no site file, whatever lies in cluster/.
 """
 
@@ -52,6 +53,25 @@ class Site:
     def locate() -> Path:
         """The site file: $LAYERSWAP_SITE, else cluster/site.yaml (from the working directory, like --profile)."""
         return Path(os.environ[ENV]) if os.environ.get(ENV) else DEFAULT
+
+    def limits(self) -> dict[str, dict[str, int]]:
+        """{partition: {mem_mb, cpus, runtime}}: the most memory (MB) and CPUs of one node of each of the site's
+        partitions and the partition's time limit (minutes), from `sinfo` where it answers (else {}): the caps of
+        the jobs' requests (layerswap/workflow/resources.py)."""
+        listing = _query(["sinfo", "-h", "-o", "%R|%m|%c|%l"])
+        out: dict[str, dict[str, int]] = {}
+        for line in (listing or "").splitlines():
+            fields = [f.strip() for f in line.split("|")]
+            if len(fields) != 4 or fields[0] not in (self.cpu_partition, self.gpu_partition):
+                continue
+            got = out.setdefault(fields[0], {})
+            for key, text in (("mem_mb", fields[1].rstrip("+")), ("cpus", fields[2].rstrip("+"))):
+                if text.isdigit():
+                    got[key] = max(got.get(key, 0), int(text))
+            minutes = _minutes(fields[3])
+            if minutes:
+                got["runtime"] = max(got.get("runtime", 0), minutes)
+        return out
 
     @staticmethod
     def from_env() -> "Site | None":
@@ -95,9 +115,63 @@ def parse(path: str | Path) -> Site:
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise UserError(f"{path}: '{key}' must be a path or null, got {value!r}")
-        paths[key] = os.path.expandvars(os.path.expanduser(value)) if value else None
+        # `~` and $VARIABLES are expanded here, on purpose (the jobs see the expanded path)
+        paths[key] = expand_path(f"{path}: '{key}'", value) if value else None
     return Site(path, str(values["account"]), str(values["partitions.cpu"]), str(values["partitions.gpu"]), model,
                 gpus, **paths)
+
+
+def expand_path(where: str, value: str) -> str:
+    """A site path with `~` and $VARIABLES expanded; one UserError where something is left unexpanded (an unset
+    variable, `~user` of no user) or where it holds a Snakemake path variable (`<user>`), which the workflow's
+    output paths would take for one."""
+    out = os.path.expandvars(os.path.expanduser(value))
+    left = re.search(r"\$\{?\w+\}?|^~|<[^>]*>", out)
+    if left:
+        what = ("a Snakemake path variable; write the path itself, e.g. $USER for your user name"
+                if left.group().startswith("<") else "unexpanded (an unset variable or unknown user)")
+        raise UserError(f"{where} {value!r}: {left.group()!r} is {what}")
+    return out
+
+
+def check_storage(storage: dict, config_storage: dict, site: "Site | None") -> None:
+    """The storage paths the jobs will use (`Spec.storage`: the config's, else the site file's), checked before
+    anything is submitted, each problem one UserError naming the file and key: `hf_home` an existing, writable
+    directory (the jobs read the pre-staged cache and `datasets` writes its own cache files there); `scratch` a
+    writable directory or one that can be created (the SFT jobs write the expert checkpoints there)."""
+    for key in ("hf_home", "scratch"):
+        value = storage.get(key)
+        if not value:
+            continue
+        where = (f"config storage.{key}" if config_storage.get(key) else f"{site.path}: '{key}'" if site else key)
+        if config_storage.get(key) and re.search(r"<[^>]*>|\$|^~", str(value)):
+            raise UserError(f"{where} {value!r}: a path variable, `$` or `~` is not expanded in the config; write "
+                            "the path itself (or leave it null and set it in the site file, which expands $USER, ~)")
+        p = Path(value)
+        if key == "hf_home" and not p.is_dir():
+            raise UserError(f"{where} {value!r} is not a directory; create it and pre-stage into it "
+                            "(`layerswap prestage`, docs/CLUSTER.md)")
+        existing = next((q for q in (p, *p.parents) if q.exists()), None)
+        if existing is None or not existing.is_dir():
+            raise UserError(f"{where} {value!r}: {existing} is not a directory")
+        if not os.access(existing, os.W_OK | os.X_OK):
+            verb = "is not writable" if existing == p else f"cannot be created ({existing} is not writable)"
+            raise UserError(f"{where} {value!r} {verb}: the jobs write there")
+
+
+def _minutes(limit: str) -> int | None:
+    """sinfo's time limit (`infinite`, `30`, `2:00:00`, `1-00:00:00`) in minutes; None where unlimited."""
+    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", limit.strip())
+    if not m:
+        return None
+    days, a, b, c = (int(x) if x else None for x in m.groups())
+    if c is not None:  # [d-]h:m:s
+        hours, minutes = a, b
+    elif b is not None:  # [d-]h:m with a day, else m:s
+        hours, minutes = (a, b) if days is not None else (0, a)
+    else:  # [d-]h with a day, else minutes
+        hours, minutes = (a, 0) if days is not None else (0, a)
+    return (days or 0) * 1440 + hours * 60 + minutes
 
 
 def _query(cmd: list[str]) -> str | None:

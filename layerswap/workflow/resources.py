@@ -1,0 +1,186 @@
+"""What each job asks of SLURM (memory, time limit, CPUs, GPUs, partition), sized by the model and the job's work.
+
+The rules take their requests from here (`rules/common.smk`: `resources: **requests.of(<kind>)`), so the same
+profile serves the toy world and the paper: a toy config asks for toy resources on the CPU partition, an 8B config
+for what an 8B model needs. Three inputs:
+
+- the base's size: `base.parameters` where the config gives it (config/paper.yaml: Llama 3.1 8B), else counted from
+  the base's shape (the toy world's `base.toy_model`, or a local base directory's config.json), and the bytes per
+  weight of `base.dtype` and of the runs' `export_dtype` (the checkpoints the evaluations load);
+- the job's work: an SFT run's samples x sequence length (tokens), and per-job GPU- or CPU-hours of the config's
+  `estimates` where it has them (measured where their `source` says so);
+- the site's limits as caps: the most memory and CPUs of one node of the job's partition and the partition's time
+  limit, where `sinfo` answers (`Site.limits`).
+
+Memory: a fixed process overhead plus the weights the job holds in host memory (MEMORY below), x1.5. Time: the work at
+the rates below, x2, plus 15 minutes of start-up, at least 15 minutes. Every figure is a sizing rule, not a
+measurement: `layerswap cost --resources` prints what a config will ask for, and `--set-resources` on the
+command line overrides any of it (docs/CLUSTER.md).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from layerswap.errors import UserError
+
+#: bytes per weight of base.dtype and export_dtype
+BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp32": 4, "bf16": 2, "fp16": 2}
+#: an upper bound on the toy world's word-level vocabulary (about 190 words): its bases are counted with this many
+TOY_VOCAB = 1024
+GB = 1e9
+OVERHEAD_GB = 4.0  # one Python process with torch, transformers and lm-eval imported, its data and tokenizer
+MEMORY_MARGIN = 1.5
+TIME_MARGIN = 2.0
+STARTUP_MIN = 15  # queue-side start-up: Snakemake re-parsing the workflow in the job, imports, model loading
+MIN_RUNTIME = 15
+#: training throughput in parameters x tokens per second per device: 1.24B-parameter Llama shapes at ~25.7k tokens/s
+#: on one H100 in bf16 (the project's first GPU measurements, 2026-11-26); the toy world's 0.45M-parameter base at
+#: ~12.7k tokens/s on two CPU threads
+TRAIN_RATE = {"gpu": 1.24e9 * 25.7e3, "cpu": 0.45e6 * 12.7e3 / 2}
+CPUS_PER_GPU = 8  # data loading and tokenisation beside each GPU
+
+#: job kinds: which weights (in units of the base's parameters) a job holds in host memory at once, by dtype role.
+#: sft: the base as loaded (base dtype) and a full export gathered on rank 0 (export dtype); one evaluation: one
+#: checkpoint (export dtype); merges: the base, a language and a math expert and the merged state; heatmap: base and
+#: an expert; gguf: the dequantised fp32 weights, twice.
+MEMORY: dict[str, dict[str, float]] = {
+    "sft": {"base": 1, "export": 1},
+    "evaluate": {"export": 1},
+    "evaluate_merges": {"base": 2, "export": 2},
+    "heatmap": {"base": 1, "export": 1},
+    "gguf_base": {"fp32": 2},
+}
+#: data and bookkeeping jobs: their work does not grow with the model (mem_mb, runtime minutes)
+FIXED = {
+    "toy_corpus": (4000, 30),
+    "hub_data": (32000, 120),   # one pre-staged hub source, offline (the NLLB files are several GB)
+    "sft_mix": (8000, 30),
+    "toy_base": (4000, 60),
+    "prepare_base": (4000, 30),  # links the pre-staged snapshot
+    "manifest": (4000, 120),     # hashes every result file
+}
+#: rule -> job kind
+KINDS = {"sft": "sft", "ablation_sft": "sft", "heatmap": "heatmap", "gguf_base": "gguf_base",
+         "evaluate_base": "evaluate", "evaluate_base_select": "evaluate", "evaluate_ablation_base": "evaluate",
+         "evaluate_checkpoints": "evaluate", "evaluate_checkpoints_other": "evaluate",
+         "evaluate_merges": "evaluate_merges", "evaluate_soup_then_swap": "evaluate_merges",
+         "evaluate_table2": "evaluate_merges", "evaluate_ablation_merges": "evaluate_merges",
+         "merged_model": "evaluate_merges", "ablation_toy_base": "toy_base", "ablation_prepare_base": "prepare_base"}
+
+
+def count_parameters(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int,
+                     tied: bool = False) -> int:
+    """Weights of a Llama-shaped decoder: attention (q, o full; k, v per key-value head), gated MLP, two norms per
+    layer, the embeddings (and an untied LM head), the final norm."""
+    head_dim = hidden // heads
+    layer = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate + 2 * hidden
+    return layers * layer + vocab * hidden * (1 if tied else 2) + hidden
+
+
+def parameters(config: dict) -> int | None:
+    """The base's parameter count: `base.parameters`, else from its shape (toy, or a local directory's config.json);
+    None where neither is known before the run (a hub id or a GGUF file without `base.parameters`)."""
+    base = config["base"]
+    if base.get("parameters"):
+        return int(base["parameters"])
+    if base["source"] == "toy":
+        m = base.get("toy_model") or {}
+        if not m:
+            return None
+        return count_parameters(m["hidden_size"], m["intermediate_size"], base["num_layers"],
+                                m["num_attention_heads"], m["num_key_value_heads"], TOY_VOCAB)
+    shape = Path(base["source"]) / "config.json"
+    if shape.is_file():
+        try:
+            c = json.loads(shape.read_text(encoding="utf-8"))
+            return count_parameters(c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"],
+                                    c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
+                                    c["vocab_size"], bool(c.get("tie_word_embeddings", False)))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return None
+
+
+def _round_mb(gb: float) -> int:
+    return int(math.ceil(gb)) * 1000
+
+
+class Requests:
+    """Per-rule SLURM requests for one validated config. `spec`: the rules' view (GPUs per job, runs); `site`: the
+    site file (None: no cluster; then only memory and time are given, which a local run ignores)."""
+
+    def __init__(self, config: dict, spec, site=None):
+        self.config, self.spec, self.site = config, spec, site
+        self.params = parameters(config)
+        if self.params is None and site is not None:
+            raise UserError(f"base.parameters: not set, and the size of base.source {config['base']['source']!r} "
+                            "cannot be read before the run; give the base's parameter count (e.g. 8.03e9 for "
+                            "Llama 3.1 8B) so that jobs ask for the memory it needs")
+        dtypes = {"base": config["base"].get("dtype", "float32")}
+        exports = [r.get("export_dtype", "base") for r in spec.runs.values()] or ["base"]
+        dtypes["export"] = max((dtypes["base"] if e == "base" else e for e in exports), key=BYTES.__getitem__)
+        self.bytes = {"base": BYTES[dtypes["base"]], "export": BYTES[dtypes["export"]], "fp32": 4}
+        self.estimates = config.get("estimates") or {}
+        self.limits = site.limits() if site is not None else {}
+
+    # --- caps ----------------------------------------------------------------------------------------------------
+    def _partition(self, gpus: int) -> str | None:
+        if self.site is None:
+            return None
+        return self.site.gpu_partition if gpus else self.site.cpu_partition
+
+    def _cap(self, key: str, value: int, gpus: int) -> int:
+        limit = self.limits.get(self._partition(gpus), {}).get(key)
+        return min(value, limit) if limit else value
+
+    # --- sizes ---------------------------------------------------------------------------------------------------
+    def mem_mb(self, kind: str, processes: int = 1) -> int:
+        weights = sum(n * self.bytes[role] for role, n in MEMORY[kind].items()) * (self.params or 0) / GB
+        return _round_mb(MEMORY_MARGIN * weights + OVERHEAD_GB * max(1, processes))
+
+    def runtime(self, rule: str, kind: str, devices: int, gpus: int, run: str | None = None) -> int:
+        """Minutes: the config's per-job estimate for the rule (GPU-hours over the job's GPUs, or CPU-hours over its
+        CPUs) and, for SFT, its tokens at TRAIN_RATE; the larger, x TIME_MARGIN, + STARTUP_MIN."""
+        est = self.estimates.get(rule) or self.estimates.get(rule.replace("ablation_", "")) or {}
+        hours = float(est.get("gpu_hours", 0.0)) / max(1, gpus) if gpus else float(est.get("cpu_hours", 0.0)) / devices
+        if kind == "sft" and run is not None and self.params:
+            r = self.spec.run_spec(run)
+            tokens = int(r["num_samples"]) * int(r["seq_len"])
+            rate = TRAIN_RATE["gpu" if gpus else "cpu"] * devices
+            hours = max(hours, self.params * tokens / rate / 3600)
+        return max(MIN_RUNTIME, int(math.ceil(TIME_MARGIN * hours * 60)) + STARTUP_MIN)
+
+    # --- what a rule gets ----------------------------------------------------------------------------------------
+    def job(self, rule: str, gpus: int, threads: int, run: str | None = None) -> dict[str, int | str]:
+        """The requests of one job of `rule` that uses `gpus` GPUs and `threads` threads (values, no callables)."""
+        kind = KINDS.get(rule, rule)
+        if kind in FIXED:
+            mem, minutes = FIXED[kind]
+        else:
+            processes = gpus if kind == "sft" and gpus else 1
+            mem = self.mem_mb(kind, processes)
+            minutes = self.runtime(rule, kind, gpus or threads, gpus, run)
+        out: dict[str, int | str] = {"mem_mb": self._cap("mem_mb", mem, gpus),
+                                     "runtime": self._cap("runtime", minutes, gpus)}
+        if gpus:
+            cpus = self._cap("cpus", CPUS_PER_GPU * gpus, gpus) // gpus
+            out |= {"cpus_per_gpu": max(1, cpus), "nodes": 1}
+        if self.site is not None and gpus:
+            out["slurm_partition"] = self.site.gpu_partition
+        return out
+
+    def of(self, rule: str) -> dict:
+        """`resources:` of a rule, as Snakemake takes them (`**requests.of("sft")`): per-run rules (SFT) get
+        functions of the job's wildcards, the others plain values."""
+        kind = KINDS.get(rule, rule)
+        if kind == "sft":
+            def pick(key):
+                return lambda w, threads: self.job(rule, self.spec.sft_gpus(w.run), threads, w.run).get(key, "")
+            keys = self.job(rule, self.spec.gpus, 1, next(iter(self.spec.runs), None)).keys() if self.spec.runs else ()
+            return {key: pick(key) for key in keys}
+        gpus = self.spec.gpus if rule.startswith("evaluate") else 0  # merged_model: a merge written on a CPU
+        threads = self.spec.eval["threads"] if rule.startswith("evaluate") else 1
+        return self.job(rule, gpus, threads)
