@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from layerswap.contracts import naming
+from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD, naming  # noqa: F401 (re-exported)
 from layerswap.errors import UserError
 
 DTYPES: dict[str, torch.dtype] = {
@@ -109,15 +109,16 @@ def _json(path: Path) -> dict:
     return data
 
 
-_HASHED: dict[tuple[str, int, int, int], str] = {}  # (real path, inode, size, mtime_ns) -> sha256, this process
+_HASHED: dict[tuple[int, int, int, int], str] = {}  # (device, inode, size, mtime_ns) -> sha256, this process
 
 
 def sha256_once(path: Path) -> str:
-    """sha256 of a file, hashed once per process (a job opens the same expert for many merges)."""
+    """sha256 of a file, hashed once per process (a job opens the same expert for many merges). Keyed by the file
+    itself, not its path: an export hashed in its hidden folder is not hashed again once renamed into place."""
     from layerswap.fingerprint import file_sha256
 
     st = os.stat(path)
-    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _HASHED:
         _HASHED[key] = file_sha256(path)
     return _HASHED[key]
@@ -154,6 +155,42 @@ def verify_weights(ckpt_dir: str | Path) -> None:
         if sha256_once(path) != expected:
             raise UserError(f"{path}: sha256 differs from {record} (the file changed after training); "
                             f"{rebuild_hint(ckpt_dir, record)}")
+
+
+def weight_files(ckpt: Path) -> list[Path]:
+    """The weight files of an exported checkpoint: model.safetensors, or the index and every shard it names."""
+    single, index = ckpt / SINGLE_FILE, ckpt / INDEX_FILE
+    if single.is_file():
+        return [single]
+    if not index.is_file():
+        return []
+    try:
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (OSError, ValueError, KeyError, AttributeError) as err:
+        raise UserError(f"{index}: not a readable safetensors index ({err})") from None
+    missing = [s for s in shards if not (ckpt / s).is_file()]
+    if missing:
+        raise UserError(f"{index}: shard {missing[0]} is missing")
+    return [index] + [ckpt / s for s in shards]
+
+
+def export_record(ckpt: Path) -> dict[str, str]:
+    """{weight file name: sha256} of a checkpoint being exported (`layerswap_meta.json` records it beside the weights:
+    what `layerswap sft` checks before it records the checkpoint in its run's `checkpoints.json`)."""
+    return {p.name: sha256_once(p) for p in weight_files(Path(ckpt))}
+
+
+def verify_export(ckpt: Path, recorded: dict[str, str], record: Path) -> None:
+    """Check an export's weight files against the sha256 recorded at export (`export_record`, in `record`); a file
+    that differs or is missing is one UserError naming it and how to rebuild the checkpoint."""
+    for name, expected in sorted(recorded.items()):
+        path = Path(ckpt) / name
+        if not path.is_file():
+            raise UserError(f"{path}: missing, but {record} lists it; "
+                            f"{rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}")
+        if sha256_once(path) != expected:
+            raise UserError(f"{path}: sha256 differs from the one recorded at export in {record} (the file changed "
+                            f"after training); {rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}")
 
 
 def rebuild_hint(ckpt_dir: Path, record: Path) -> str:

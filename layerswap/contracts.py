@@ -60,6 +60,12 @@ SELECTION_METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+#: An export's own record, beside its weights (layerswap/train/training.py: export_model), and its key holding
+#: {weight file: sha256} as written.
+EXPORT_META = "layerswap_meta.json"
+WEIGHTS_RECORD = "weights_sha256"
+
+
 def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path")) -> list[dict]:
     """The 'selected' entries of a selection file (`layerswap select`), by rank; each has an int 'rank' and the other
     `fields` ('run', 'checkpoint', 'path'). A missing or malformed file is one error naming it."""
