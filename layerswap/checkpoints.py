@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD, naming  # noqa: F401 (re-exported)
+from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, naming  # noqa: F401 (re-exported)
 from layerswap.errors import UserError
 
 DTYPES: dict[str, torch.dtype] = {
@@ -124,14 +124,41 @@ def sha256_once(path: Path) -> str:
     return _HASHED[key]
 
 
+_RECORDS: dict[tuple[str, int, int], list] = {}  # (record path, size, mtime_ns) -> its checked entries, this process
+
+
+def run_record(record: Path) -> list:
+    """The checkpoint entries of a run's `checkpoints.json`, checked against its folder once per process: a listed
+    checkpoint whose directory is missing, or a checkpoint directory (`s<samples>`) in the folder that the record does
+    not list, is one UserError naming both and the repair."""
+    st = os.stat(record)
+    key = (str(record), st.st_size, st.st_mtime_ns)
+    if key not in _RECORDS:
+        entries = _json(record).get("checkpoints")
+        entries = entries if isinstance(entries, list) else []
+        listed = {str(e.get("name")) for e in entries if isinstance(e, dict)}
+        rewrite = f"snakemake --forcerun {record} (with the run's own options, e.g. --configfile)"
+        for name in sorted(listed):
+            if not (record.parent / name).is_dir():
+                raise UserError(f"{record} lists checkpoint {name}, but {record.parent / name} does not exist; "
+                                f"rebuild the run's checkpoints and record with: {rewrite}")
+        for ckpt in sorted(record.parent.iterdir()):
+            if CHECKPOINT_DIR_RE.match(ckpt.name) and ckpt.is_dir() and ckpt.name not in listed:
+                raise UserError(f"{ckpt}: a checkpoint that {record} does not list (not of the run's schedule, or "
+                                f"the record is stale); remove it (rm -r {ckpt}) or rewrite the record with: "
+                                f"{rewrite}")
+        _RECORDS[key] = entries
+    return _RECORDS[key]
+
+
 def recorded_weights(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
     """(record, {weight file name: sha256}) for a checkpoint that its run's `checkpoints.json` lists (by directory
-    name), or None: a checkpoint no record names (the base, a merged model, a hand-made directory) is not checked."""
+    name), or None: a checkpoint no record names (the base, a merged model, a hand-made directory) is not checked.
+    The record is checked against its folder first (run_record)."""
     record = ckpt_dir.parent / RUN_RECORD
     if not record.is_file():
         return None
-    entries = _json(record).get("checkpoints")
-    for entry in entries if isinstance(entries, list) else []:
+    for entry in run_record(record):
         if isinstance(entry, dict) and entry.get("name") == ckpt_dir.name:
             files = entry.get("files") or {SINGLE_FILE: entry.get("sha256")}
             if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):

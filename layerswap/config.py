@@ -309,6 +309,11 @@ def _check_runs(config: dict, languages: list[str]) -> None:
             raise key_error(_origin(config, name, "checkpoint_every"),
                         f"{every} is not a multiple of batch_size {batch} of run '{name}' (checkpoints are saved "
                         "at whole steps)", f"multiples of {batch}")
+        if total % every:
+            raise key_error(_origin(config, name, "num_samples"),
+                        f"{total} is not a multiple of checkpoint_every {every} of run '{name}' (every checkpoint is "
+                        "listed, evaluated and checked; samples after the last one would train a model none of them "
+                        "is)", f"multiples of {every}")
 
 
 def _check_selection(config: dict) -> None:

@@ -63,6 +63,8 @@ SELECTION_METRICS: dict[str, tuple[str, str]] = {
 #: An export's own record, beside its weights (layerswap/train/training.py: export_model), and its key holding
 #: {weight file: sha256} as written.
 EXPORT_META = "layerswap_meta.json"
+#: An expert checkpoint's directory name in its run's folder: `s<samples, 7 digits>` (layerswap/train/sft.py).
+CHECKPOINT_DIR_RE = re.compile(r"^s\d{7}$")
 WEIGHTS_RECORD = "weights_sha256"
 
 

@@ -174,11 +174,36 @@ def test_changed_expert_weights_are_named_before_a_merge(work, capsys):
     assert not (work / "m").exists()
 
 
+def test_checkpoint_record_is_checked_against_its_folder(work, capsys):
+    """checkpoints.json listing a checkpoint that does not exist, or a checkpoint in the run's folder that it does
+    not list: a merge (or evaluation) reading the run refuses it in one line naming both."""
+    record = work / "experts/lang_1/checkpoints.json"
+    original = record.read_text()
+    data = json.loads(original)
+    data["checkpoints"].append({**data["checkpoints"][-1], "name": "s0000048", "path": "experts/lang_1/s0000048"})
+    record.write_text(json.dumps(data))
+    assert merge("--out", "m") == 1
+    assert one_line(capsys) == (
+        "layerswap merge: error: experts/lang_1/checkpoints.json lists checkpoint s0000048, but "
+        "experts/lang_1/s0000048 does not exist; rebuild the run's checkpoints and record with: snakemake "
+        "--forcerun experts/lang_1/checkpoints.json (with the run's own options, e.g. --configfile)")
+    record.write_text(original)
+    shutil.copytree(work / "experts/lang_1/s0000008", work / "experts/lang_1/s0000012")
+    assert merge("--out", "m") == 1
+    line = one_line(capsys)
+    assert line.startswith("layerswap merge: error: experts/lang_1/s0000012: a checkpoint that "
+                           "experts/lang_1/checkpoints.json does not list"), line
+    assert "rm -r experts/lang_1/s0000012" in line and not (work / "m").exists()
+
+
 def test_each_weight_file_is_hashed_once_per_job(work, monkeypatch):
     from layerswap import fingerprint
     from layerswap.checkpoints import Checkpoint
     from layerswap.merge import build_state_dict
 
+    from layerswap import checkpoints
+
+    monkeypatch.setattr(checkpoints, "_HASHED", {})  # a job is a fresh process (the fixture's writer hashed them)
     hashed: list[str] = []
     real = fingerprint.file_sha256
     monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(str(p)), real(p))[1])

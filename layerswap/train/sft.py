@@ -52,11 +52,10 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
-from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD, write_json_atomic
+from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, write_json_atomic
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 
@@ -79,7 +78,6 @@ LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05,
 EXPORT_DTYPES = {"base": None, "bf16": "bfloat16", "fp32": "float32"}
 #: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
 SAVE_TOTAL_LIMIT = 2
-CHECKPOINT_RE = re.compile(r"^s\d{7}$")
 
 
 def checkpoint_name(samples: int) -> str:
@@ -292,7 +290,7 @@ def _clean_stale(out_dir: Path, key: str) -> None:
     for tmp in out_dir.glob(".tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
     for ckpt in out_dir.iterdir():
-        if ckpt.is_dir() and CHECKPOINT_RE.match(ckpt.name) and _export_key(ckpt) != key:
+        if ckpt.is_dir() and CHECKPOINT_DIR_RE.match(ckpt.name) and _export_key(ckpt) != key:
             shutil.rmtree(ckpt)
 
 
