@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, naming  # noqa: F401 (re-exported)
+from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, naming, read_json  # noqa: F401 (re-exported)
 from layerswap.errors import UserError
 
 DTYPES: dict[str, torch.dtype] = {
@@ -100,10 +100,7 @@ def read_header(file: str) -> dict[str, TensorInfo]:
 
 
 def _json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: unreadable JSON ({err})") from err
+    data = read_json(path, "checkpoint")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data

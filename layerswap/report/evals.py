@@ -8,11 +8,10 @@ where one is needed, is one error naming the file. `mean` and `pct` are the numb
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Any
 
+from layerswap.contracts import read_json  # noqa: F401 (the shared reader; paper_tables imports it here)
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
 
@@ -26,16 +25,6 @@ def mean(values: list[float]) -> float:
 
 def pct(x: float) -> float:
     return 100.0 * x
-
-
-def read_json(path: Path, kind: str) -> Any:
-    """A JSON file the workflow wrote (`kind`: evaluation, selection); missing or unreadable is a one-line error."""
-    if not path.is_file():
-        raise UserError(f"missing {kind} file {path}")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a readable JSON {kind} file ({err})") from None
 
 
 class Evals:
