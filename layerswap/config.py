@@ -402,6 +402,26 @@ def load_config(path: str | Path, schema_path: str | Path = SCHEMA_PATH) -> dict
     return config
 
 
+def precheck_configfiles(argv: list[str] | None = None) -> None:
+    """Before Snakemake reads them: each config file that `snakemake --configfile` names (in `argv`, default
+    sys.argv) is readable UTF-8, valid YAML and a mapping, or the run stops with one line naming the file and line
+    (read_config_file), exit status 1. Snakemake's own loader would say neither, or print a traceback. Called by the
+    workflow profile (profiles/default/config.yaml), which Snakemake reads before the config files; the schema and
+    the checks follow at parse time (rules/common.smk), naming the file as well."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--configfile", "--configfiles", nargs="+", action="extend", default=[])
+    known, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    for path in known.configfile:
+        try:
+            read_config_file(path)
+        except UserError as err:
+            print(f"config error: {err}", file=sys.stderr)
+            raise SystemExit(1) from None
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("file", help="workflow config (YAML), e.g. config/config.yaml")
     parser.add_argument("--schema", default=str(SCHEMA_PATH), help="JSON schema (default: %(default)s)")
