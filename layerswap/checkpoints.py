@@ -237,7 +237,9 @@ class Checkpoint:
         self.path = str(path)
         root = Path(path)
         if not root.is_dir():
-            raise UserError(f"{path}: checkpoint directory does not exist")
+            what = ("exists but is not a directory; a checkpoint is a Hugging Face model folder (config.json and "
+                    "safetensors weights)" if root.exists() else "checkpoint directory does not exist")
+            raise UserError(f"{path}: {what}")
         verify_weights(root)  # before anything is read from it: a changed file is named with how to rebuild it
         if not (root / "config.json").is_file():
             raise UserError(f"{path}: no config.json in checkpoint directory")

@@ -394,3 +394,22 @@ def test_exports_and_merges_follow_the_umask(tiny_base, tmp_path, mask, file_mod
         modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in out.iterdir()}
         assert set(modes.values()) == {oct(file_mode)}, modes
     assert "model.safetensors" in os.listdir(tmp_path / "expert")
+
+
+# ------------------------------------------------------------------------------ what is wrong, said rightly
+def test_a_file_as_recipe_input_is_not_called_missing(work, capsys):
+    """A recipe input that is a file (e.g. /etc/passwd) is not 'does not exist': it is there, and not a checkpoint."""
+    recipe = json.loads(Path("r.json").read_text())
+    recipe["inputs"]["lang"] = "/etc/passwd"
+    Path("r.json").write_text(json.dumps(recipe))
+    assert merge("--out", "m") == 1
+    assert one_line(capsys) == ("layerswap merge: error: /etc/passwd: exists but is not a directory; a checkpoint is "
+                                "a Hugging Face model folder (config.json and safetensors weights)")
+
+
+def test_unknown_command_is_named(capsys):
+    assert main(["nonsense"]) == 2
+    assert capsys.readouterr().err == ("layerswap: error: unknown command 'nonsense'; `layerswap --help` lists the "
+                                       "commands\n")
+    assert main(["selct"]) == 2
+    assert "unknown command 'selct' (did you mean 'select'?)" in capsys.readouterr().err
