@@ -444,3 +444,19 @@ def test_deleted_weights_are_trained_again(tiny_base, mix, full_run, tmp_path):
     assert same(weights(full_run / "s0000016"), weights(done / "s0000016"))
     record = json.loads((done / "checkpoints.json").read_text())
     assert [c["name"] for c in record["checkpoints"]] == ["s0000008", "s0000016"]
+
+
+def test_each_export_is_hashed_once(tiny_base, mix, tmp_path, monkeypatch):
+    """Recording the weights' sha256 at export costs no second pass: checkpoints.json reuses the export's hash (the
+    file renamed into place is the same file), so a run hashes each weight file once, as before."""
+    from layerswap import checkpoints, fingerprint
+
+    monkeypatch.setattr(checkpoints, "_HASHED", {})
+    hashed: list[str] = []
+    real = fingerprint.file_sha256
+    monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(Path(p).name), real(p))[1])
+    train_expert(tiny_base, mix, tmp_path / "run", PARAMS, TEMPLATE)
+    assert hashed.count("model.safetensors") == 2  # s0000008 and s0000016, each once
+    meta = json.loads((tmp_path / "run" / "s0000016" / "layerswap_meta.json").read_text())
+    record = json.loads((tmp_path / "run" / "checkpoints.json").read_text())["checkpoints"][1]
+    assert meta["weights_sha256"] == {"model.safetensors": record["sha256"]}
