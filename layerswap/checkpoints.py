@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, naming, read_json  # noqa: F401 (re-exported)
+from layerswap.contracts import CHECKPOINT_DIR_RE, naming, read_json
 from layerswap.errors import UserError
 
 DTYPES: dict[str, torch.dtype] = {

@@ -63,9 +63,9 @@ SELECTION_METRICS: dict[str, tuple[str, str]] = {
 #: An export's own record, beside its weights (layerswap/train/training.py: export_model), and its key holding
 #: {weight file: sha256} as written.
 EXPORT_META = "layerswap_meta.json"
+WEIGHTS_RECORD = "weights_sha256"
 #: An expert checkpoint's directory name in its run's folder: `s<samples, 7 digits>` (layerswap/train/sft.py).
 CHECKPOINT_DIR_RE = re.compile(r"^s\d{7}$")
-WEIGHTS_RECORD = "weights_sha256"
 
 
 def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path")) -> list[dict]:
@@ -121,8 +121,9 @@ def read_json(path: str | Path, kind: str, sha256: str | None = None, recorded_i
                         f"{REBUILD}") from None
 
 
-#: How to rebuild a damaged result file: Snakemake rebuilds what is missing (docs/REPAIR.md).
-REBUILD = "remove it and run snakemake again (with the run's own options) to rebuild it"
+#: How to rebuild a damaged result file (a file no rule declares, e.g. a checkpoint evaluation, is not rebuilt just
+#: because it is deleted): the audit compares it with the manifest and names the job (docs/REPAIR.md).
+REBUILD = "layerswap audit --repair names the job that rebuilds it (docs/REPAIR.md)"
 
 
 def write_json_atomic(path: str | Path, data) -> None:

@@ -106,8 +106,8 @@ def test_a_damaged_evaluation_file_is_one_line_naming_it(tmp_path, capsys):
     assert _select_cli(index, base, tmp_path) == 1
     err = capsys.readouterr().err
     assert err == (f"layerswap select: error: evaluation file {base} line 1 column 21: not valid JSON (Expecting ',' "
-                   "delimiter); remove it and run snakemake again (with the run's own "
-                   "options) to rebuild it\n"), err
+                   "delimiter); layerswap audit --repair names the job that rebuilds it "
+                   "(docs/REPAIR.md)\n"), err
     write_base(tmp_path, {"en": 0.5, "xx": 0.3})
     with open(score_file, "w") as f:  # the same JSON, other scores: valid, but not what was evaluated
         f.write(json.dumps({"scores": {"en": 0.1, "xx": 0.1}}))

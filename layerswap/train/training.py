@@ -12,8 +12,8 @@ from typing import Any, Callable
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from layerswap.checkpoints import WEIGHTS_RECORD, export_record
-from layerswap.contracts import naming, replace_dir, write_text_atomic
+from layerswap.checkpoints import export_record
+from layerswap.contracts import WEIGHTS_RECORD, naming, replace_dir, write_text_atomic
 
 
 class TokenDataset(torch.utils.data.Dataset):
