@@ -7,7 +7,17 @@ min_version("9.0")
 
 # The embedded default, unless --configfile names another (configs are complete; they are not merged). Found next to
 # this Snakefile, so `--directory <elsewhere>` works without --configfile.
+# The file is checked first (readable UTF-8, valid YAML, a mapping: one line naming the file and line otherwise); the
+# files --configfile names are checked the same way by the workflow profile (profiles/default/config.yaml), before
+# Snakemake reads them.
 if not workflow.overwrite_configfiles:
+    from layerswap.config import read_config_file
+    from layerswap.errors import UserError
+
+    try:
+        read_config_file(os.path.join(workflow.basedir, "config", "config.yaml"))
+    except UserError as err:
+        sys.exit(f"config error: {err}")
 
     configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 

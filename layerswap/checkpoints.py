@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from layerswap.contracts import naming
+from layerswap.contracts import CHECKPOINT_DIR_RE, naming, read_json
 from layerswap.errors import UserError
 
 DTYPES: dict[str, torch.dtype] = {
@@ -100,37 +100,62 @@ def read_header(file: str) -> dict[str, TensorInfo]:
 
 
 def _json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: unreadable JSON ({err})") from err
+    data = read_json(path, "checkpoint")
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
 
 
-_HASHED: dict[tuple[str, int, int, int], str] = {}  # (real path, inode, size, mtime_ns) -> sha256, this process
+_HASHED: dict[tuple[int, int, int, int], str] = {}  # (device, inode, size, mtime_ns) -> sha256, this process
 
 
 def sha256_once(path: Path) -> str:
-    """sha256 of a file, hashed once per process (a job opens the same expert for many merges)."""
+    """sha256 of a file, hashed once per process (a job opens the same expert for many merges). Keyed by the file
+    itself, not its path: an export hashed in its hidden folder is not hashed again once renamed into place."""
     from layerswap.fingerprint import file_sha256
 
     st = os.stat(path)
-    key = (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _HASHED:
         _HASHED[key] = file_sha256(path)
     return _HASHED[key]
 
 
+_RECORDS: dict[tuple[str, int, int], list] = {}  # (record path, size, mtime_ns) -> its checked entries, this process
+
+
+def run_record(record: Path) -> list:
+    """The checkpoint entries of a run's `checkpoints.json`, checked against its folder once per process: a listed
+    checkpoint whose directory is missing, or a checkpoint directory (`s<samples>`) in the folder that the record does
+    not list, is one UserError naming both and the repair."""
+    st = os.stat(record)
+    key = (str(record), st.st_size, st.st_mtime_ns)
+    if key not in _RECORDS:
+        entries = _json(record).get("checkpoints")
+        entries = entries if isinstance(entries, list) else []
+        listed = {str(e.get("name")) for e in entries if isinstance(e, dict)}
+        rewrite = f"snakemake --forcerun {record} (with the run's own options, e.g. --configfile)"
+        for name in sorted(listed):
+            if not (record.parent / name).is_dir():
+                raise UserError(f"{record} lists checkpoint {name}, but {record.parent / name} does not exist; "
+                                f"rebuild the run's checkpoints and record with: {rewrite}")
+        for ckpt in sorted(record.parent.iterdir()):
+            if CHECKPOINT_DIR_RE.match(ckpt.name) and ckpt.is_dir() and ckpt.name not in listed:
+                raise UserError(f"{ckpt}: a checkpoint that {record} does not list (not of the run's schedule, or "
+                                f"the record is stale); remove it (rm -r {ckpt}) or rewrite the record with: "
+                                f"{rewrite}")
+        _RECORDS[key] = entries
+    return _RECORDS[key]
+
+
 def recorded_weights(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
     """(record, {weight file name: sha256}) for a checkpoint that its run's `checkpoints.json` lists (by directory
-    name), or None: a checkpoint no record names (the base, a merged model, a hand-made directory) is not checked."""
+    name), or None: a checkpoint no record names (the base, a merged model, a hand-made directory) is not checked.
+    The record is checked against its folder first (run_record)."""
     record = ckpt_dir.parent / RUN_RECORD
     if not record.is_file():
         return None
-    entries = _json(record).get("checkpoints")
-    for entry in entries if isinstance(entries, list) else []:
+    for entry in run_record(record):
         if isinstance(entry, dict) and entry.get("name") == ckpt_dir.name:
             files = entry.get("files") or {SINGLE_FILE: entry.get("sha256")}
             if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
@@ -156,6 +181,42 @@ def verify_weights(ckpt_dir: str | Path) -> None:
                             f"{rebuild_hint(ckpt_dir, record)}")
 
 
+def weight_files(ckpt: Path) -> list[Path]:
+    """The weight files of an exported checkpoint: model.safetensors, or the index and every shard it names."""
+    single, index = ckpt / SINGLE_FILE, ckpt / INDEX_FILE
+    if single.is_file():
+        return [single]
+    if not index.is_file():
+        return []
+    try:
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+    except (OSError, ValueError, KeyError, AttributeError) as err:
+        raise UserError(f"{index}: not a readable safetensors index ({err})") from None
+    missing = [s for s in shards if not (ckpt / s).is_file()]
+    if missing:
+        raise UserError(f"{index}: shard {missing[0]} is missing")
+    return [index] + [ckpt / s for s in shards]
+
+
+def export_record(ckpt: Path) -> dict[str, str]:
+    """{weight file name: sha256} of a checkpoint being exported (`layerswap_meta.json` records it beside the weights:
+    what `layerswap sft` checks before it records the checkpoint in its run's `checkpoints.json`)."""
+    return {p.name: sha256_once(p) for p in weight_files(Path(ckpt))}
+
+
+def verify_export(ckpt: Path, recorded: dict[str, str], record: Path) -> None:
+    """Check an export's weight files against the sha256 recorded at export (`export_record`, in `record`); a file
+    that differs or is missing is one UserError naming it and how to rebuild the checkpoint."""
+    for name, expected in sorted(recorded.items()):
+        path = Path(ckpt) / name
+        if not path.is_file():
+            raise UserError(f"{path}: missing, but {record} lists it; "
+                            f"{rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}")
+        if sha256_once(path) != expected:
+            raise UserError(f"{path}: sha256 differs from the one recorded at export in {record} (the file changed "
+                            f"after training); {rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}")
+
+
 def rebuild_hint(ckpt_dir: Path, record: Path) -> str:
     """The commands that rebuild a run's checkpoint: without the directory the run is no longer complete, so the
     forced `sft` job trains it again (same seed, same weights) and rewrites the record; what read it reruns after."""
@@ -176,7 +237,9 @@ class Checkpoint:
         self.path = str(path)
         root = Path(path)
         if not root.is_dir():
-            raise UserError(f"{path}: checkpoint directory does not exist")
+            what = ("exists but is not a directory; a checkpoint is a Hugging Face model folder (config.json and "
+                    "safetensors weights)" if root.exists() else "checkpoint directory does not exist")
+            raise UserError(f"{path}: {what}")
         verify_weights(root)  # before anything is read from it: a changed file is named with how to rebuild it
         if not (root / "config.json").is_file():
             raise UserError(f"{path}: no config.json in checkpoint directory")

@@ -309,6 +309,11 @@ def _check_runs(config: dict, languages: list[str]) -> None:
             raise key_error(_origin(config, name, "checkpoint_every"),
                         f"{every} is not a multiple of batch_size {batch} of run '{name}' (checkpoints are saved "
                         "at whole steps)", f"multiples of {batch}")
+        if total % every:
+            raise key_error(_origin(config, name, "num_samples"),
+                        f"{total} is not a multiple of checkpoint_every {every} of run '{name}' (every checkpoint is "
+                        "listed, evaluated and checked; samples after the last one would train a model none of them "
+                        "is)", f"multiples of {every}")
 
 
 def _check_selection(config: dict) -> None:
@@ -395,6 +400,26 @@ def load_config(path: str | Path, schema_path: str | Path = SCHEMA_PATH) -> dict
     validate_config(config, schema_path)
     check(config)
     return config
+
+
+def precheck_configfiles(argv: list[str] | None = None) -> None:
+    """Before Snakemake reads them: each config file that `snakemake --configfile` names (in `argv`, default
+    sys.argv) is readable UTF-8, valid YAML and a mapping, or the run stops with one line naming the file and line
+    (read_config_file), exit status 1. Snakemake's own loader would say neither, or print a traceback. Called by the
+    workflow profile (profiles/default/config.yaml), which Snakemake reads before the config files; the schema and
+    the checks follow at parse time (rules/common.smk), naming the file as well."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--configfile", "--configfiles", nargs="+", action="extend", default=[])
+    known, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    for path in known.configfile:
+        try:
+            read_config_file(path)
+        except UserError as err:
+            print(f"config error: {err}", file=sys.stderr)
+            raise SystemExit(1) from None
 
 
 def add_arguments(parser) -> None:

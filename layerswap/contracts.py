@@ -60,16 +60,19 @@ SELECTION_METRICS: dict[str, tuple[str, str]] = {
 }
 
 
+#: An export's own record, beside its weights (layerswap/train/training.py: export_model), and its key holding
+#: {weight file: sha256} as written.
+EXPORT_META = "layerswap_meta.json"
+WEIGHTS_RECORD = "weights_sha256"
+#: An expert checkpoint's directory name in its run's folder: `s<samples, 7 digits>` (layerswap/train/sft.py).
+CHECKPOINT_DIR_RE = re.compile(r"^s\d{7}$")
+
+
 def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path")) -> list[dict]:
     """The 'selected' entries of a selection file (`layerswap select`), by rank; each has an int 'rank' and the other
     `fields` ('run', 'checkpoint', 'path'). A missing or malformed file is one error naming it."""
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"missing selection file {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise UserError(f"{path}: not a readable selection file ({err})") from None
+    data = read_json(path, "selection")
     selected = data.get("selected") if isinstance(data, dict) else None
     if not isinstance(selected, list) or not selected:
         raise UserError(f"{path}: not a selection file with a non-empty 'selected' list")
@@ -94,6 +97,33 @@ def read_text(path: str | Path, what: str = "file") -> str:
         line = data.count(b"\n", 0, err.start) + 1
         raise UserError(f"{what} {path} line {line}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
                         "save it as UTF-8") from None
+
+
+def read_json(path: str | Path, kind: str, sha256: str | None = None, recorded_in: str | Path | None = None):
+    """A JSON file the workflow wrote (`kind` names it: evaluation, selection, index, ...), the one reader of results
+    JSON: a missing file, one that is unreadable, not UTF-8 or not valid JSON (truncated, edited) is one UserError
+    naming the file (and the line and column of the fault). Given `sha256` (what the record `recorded_in` says the
+    file had when it was written), a file whose bytes differ is refused the same way, before it is used."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"missing {kind} file {path}")
+    text = read_text(path, f"{kind} file")
+    if sha256 is not None:
+        import hashlib
+
+        if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha256:
+            raise UserError(f"{kind} file {path}: sha256 differs from the one {recorded_in or 'its index'} records "
+                            f"(the file changed after it was written); {REBUILD}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise UserError(f"{kind} file {path} line {err.lineno} column {err.colno}: not valid JSON ({err.msg}); "
+                        f"{REBUILD}") from None
+
+
+#: How to rebuild a damaged result file (a file no rule declares, e.g. a checkpoint evaluation, is not rebuilt just
+#: because it is deleted): the audit compares it with the manifest and names the job (docs/REPAIR.md).
+REBUILD = "layerswap audit --repair names the job that rebuilds it (docs/REPAIR.md)"
 
 
 def write_json_atomic(path: str | Path, data) -> None:

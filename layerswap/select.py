@@ -10,23 +10,41 @@ margin is rejected, whatever its score, and the selection file says which constr
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 from typing import Annotated, Literal
 
 from layerswap.command_params import AtLeast, parse
-from layerswap.contracts import SELECTION_METRICS, write_json_atomic
+from layerswap.contracts import SELECTION_METRICS, read_json, write_json_atomic
 from layerswap.errors import UserError
 
 
 def _scores(index: dict, ckpt_id: str, benchmark: str, index_path: Path) -> dict[str, float]:
+    """A checkpoint's scores on a benchmark, from the evaluation file its index names, checked against the sha256 the
+    index records for it."""
     try:
         path = index["files"][ckpt_id][benchmark]
-    except KeyError:
+    except (KeyError, TypeError):
         raise UserError(f"{index_path}: no '{benchmark}' evaluation for {ckpt_id}") from None
-    return json.loads(Path(path).read_text())["scores"]
+    recorded = (index.get("sha256") or {}).get(path)
+    return _scores_of(read_json(path, "evaluation", recorded, index_path), path)
+
+
+def _scores_of(doc, path) -> dict:
+    scores = doc.get("scores") if isinstance(doc, dict) else None
+    if not isinstance(scores, dict):
+        raise UserError(f"evaluation file {path}: 'scores' must be an object keyed by language")
+    return scores
+
+
+def _index(path: Path) -> dict:
+    """A run's evaluation index (`layerswap evaluate --index`): its checkpoints, their files and the files' sha256."""
+    index = read_json(path, "evaluation index")
+    if not (isinstance(index, dict) and isinstance(index.get("checkpoints"), list)
+            and isinstance(index.get("files"), dict) and isinstance(index.get("sha256", {}), dict)):
+        raise UserError(f"evaluation index {path}: needs 'checkpoints' (a list), 'files' and 'sha256' (objects)")
+    return index
 
 
 # Selection metrics: (benchmark, score key), owned by the file contracts.
@@ -51,8 +69,10 @@ def base_metrics(base_evals: list[Path], names: list[str], lang: str | None, mgs
     """The base model's values of the constrained metrics, from its evaluation files (`<benchmark>.json`)."""
     by_benchmark = {}
     for path in base_evals:
-        doc = json.loads(Path(path).read_text())
-        by_benchmark[doc["benchmark"]] = (path, doc["scores"])
+        doc = read_json(path, "evaluation")
+        if not isinstance(doc, dict) or not isinstance(doc.get("benchmark"), str):
+            raise UserError(f"evaluation file {path}: no 'benchmark' name")
+        by_benchmark[doc["benchmark"]] = (path, _scores_of(doc, path))
 
     def get(benchmark):
         if benchmark not in by_benchmark:
@@ -81,7 +101,7 @@ def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weight
     names = list(dict.fromkeys([*weights, *constraints]))
     candidates = []
     for index_path in indexes:
-        index = json.loads(Path(index_path).read_text())
+        index = _index(index_path)
         for ckpt in index["checkpoints"]:
             cid = ckpt["model_id"]
             metrics = metrics_of(names, lang, lambda b: _scores(index, cid, b, index_path), mgsm_languages)
@@ -99,7 +119,7 @@ def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weight
                 f"{f['metric']}: {f['value']:.4g} < base {f['base']:.4g} - margin {f['margin']:g}" for f in c["failed"])
         elif len(selected) == top_k:
             c["status"] = "below top-k"
-        elif per_run.get(c["run"], 0) >= max_per_run:
+        elif max_per_run is not None and per_run.get(c["run"], 0) >= max_per_run:  # None: no cap
             c["status"] = "run cap"
         else:
             per_run[c["run"]] = per_run.get(c["run"], 0) + 1
@@ -118,7 +138,7 @@ def merge_indexes(paths: list[Path]) -> dict:
     """One evaluation index from a run's per-benchmark indexes (tasks_per_job: single), for `select`."""
     merged = None
     for path in paths:
-        part = json.loads(Path(path).read_text())
+        part = _index(path)
         if merged is None:
             merged = {**part, "files": {}, "sha256": {}}
         for model_id, files in part["files"].items():

@@ -9,7 +9,10 @@ what it compared:
   set deleted from a copy of the finished run; a plain `snakemake` rebuilds them with the same bytes;
 - corrupt-and-repair: a flipped byte in an expert's weights; a merge reading them refuses with one line, `layerswap
   audit` names the file, `layerswap audit --repair --run` rebuilds it and what depends on it, and the audit against
-  the uninterrupted run's manifest passes.
+  the uninterrupted run's manifest passes;
+- re-bless: a flipped byte in an expert's weights and its run's `checkpoints.json` deleted; the SFT job that rewrites
+  the record refuses the changed file in one line (each export records its weights' sha256 beside them) and writes
+  no record; the repair it names (`rm -r` the checkpoint, `snakemake`) restores the uninterrupted run's results.
 
     python scripts/fault_drill.py WORKDIR      # a new or empty directory; 3 to 5 minutes on 2 cores
 
@@ -206,6 +209,38 @@ def corrupt_and_repair(reference: Path, work: Path) -> tuple[bool, str]:
                                         f"... --forcerun {targets}`; every result vs the uninterrupted run: {line}")
 
 
+REBLESS_RUN = "results/experts/toy_swh_1"
+
+
+def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
+    """A byte of an expert's weights flipped and its run's checkpoints.json deleted: the SFT job that rewrites the
+    record must refuse the changed file (checked against the sha256 its export recorded beside it) in one line, write
+    no record, and the repair that line names must restore the uninterrupted run's results."""
+    ckpt = f"{REBLESS_RUN}/s0000032"
+    say(f"re-bless: flipping one byte of {ckpt}/model.safetensors, deleting {REBLESS_RUN}/checkpoints.json")
+    weights = work / ckpt / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-64] ^= 0x01
+    weights.write_bytes(bytes(data))
+    (work / REBLESS_RUN / "checkpoints.json").unlink()
+    code, _ = snakemake(work)
+    log = (work / "results" / "logs" / "sft" / "toy_swh_1.log").read_text().strip().splitlines()
+    line = log[-1] if log else ""
+    refused = (code != 0 and "sha256 differs from the one recorded at export" in line and f"rm -r {ckpt}" in line
+               and not (work / REBLESS_RUN / "checkpoints.json").exists())
+    say(f"re-bless: the run exited {code}; the sft job said: {line}")
+    say(f"re-bless: the repair it names: rm -r {ckpt} && snakemake")
+    shutil.rmtree(work / ckpt)
+    code, _ = snakemake(work)
+    if code:
+        return False, f"the run after the repair exited {code} (see {work / 'snakemake.log'})"
+    same, audit = audit_against(reference, work)
+    return refused and same, (f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the SFT "
+                              f"job refused to record it, in one line naming the file and the repair, and wrote no "
+                              f"record: {refused}; after `rm -r {ckpt} && snakemake`, every result vs the "
+                              f"uninterrupted run: {audit}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path, help="a new or empty directory for the runs")
@@ -225,7 +260,8 @@ def main() -> int:
     killed.mkdir()
     results = {"kill-and-resume": kill_and_resume(reference, killed),
                "delete-and-rebuild": delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
-               "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted"))}
+               "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted")),
+               "re-bless": flip_and_rerecord(reference, copy_run(reference, root / "rebless"))}
     for name, (ok, what) in results.items():
         print(f"{name}: {'passed' if ok else 'FAILED'}: {what}")
     return 0 if all(ok for ok, _ in results.values()) else 1

@@ -243,6 +243,12 @@ BAD = [
      ["config key 'sft.defaults.checkpoint_every'", "allowed: 1..2400"]),
     ("checkpoint_every not a multiple of batch", "sft.defaults.checkpoint_every", 810,
      ["config key 'sft.defaults.checkpoint_every'", "batch_size 16"]),
+    ("num_samples not a multiple of checkpoint_every", "sft.defaults.num_samples", 2000,
+     ["config key 'sft.defaults.num_samples': 2000 is not a multiple of checkpoint_every 800 of run 'math_1'",
+      "allowed: multiples of 800"]),
+    ("num_samples not a multiple of batch_size", "sft.runs.math_1.num_samples", 2404,
+     ["config key 'sft.runs.math_1.num_samples': 2404 is not a multiple of checkpoint_every 800",
+      "allowed: multiples of 800"]),
     ("default_swap unknown", "merges.default_swap", "swap_nope",
      ["config key 'merges.default_swap': unknown config 'swap_nope'", "allowed: swap_default, swap_b3u1t1"]),
     ("default_swap wrong method", "merges.default_swap", "soup_uniform",
@@ -434,3 +440,44 @@ def test_the_rules_parse_imports_no_torch():
             "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+BAD_CONFIGS = {  # file content -> what the one line says (after the file's name)
+    b"seed: 1\nfoo: [1, 2\n": "line 3 column 1: not valid YAML (did not find expected ',' or ']')",
+    b"": "is empty; a config is a mapping of keys (see config/config.yaml)",
+    b"seed: 1\n# caf\xe9\n": "line 2: not UTF-8 text (byte 0xe9); save it as UTF-8",
+}
+
+
+def _snakemake_errors(proc) -> list[str]:
+    """Snakemake's stderr without its note on the workflow profile."""
+    return [line for line in proc.stderr.splitlines() if line.strip() and "workflow specific profile" not in line]
+
+
+@pytest.mark.parametrize("content", list(BAD_CONFIGS), ids=["yaml_syntax", "empty", "not_utf8"])
+def test_snakemake_configfile_checked_before_snakemake_reads_it(tmp_path, content):
+    """`snakemake --configfile bad.yaml`: one line naming the file and the line (as check-config), before Snakemake's
+    own loader (no file named, or a traceback)."""
+    from conftest import snakemake
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_bytes(content)
+    proc = snakemake(tmp_path / "work", "-n", configfile=bad)
+    assert proc.returncode == 1 and _snakemake_errors(proc) == [f"config error: config file {bad} {BAD_CONFIGS[content]}"], proc.stderr
+
+
+@pytest.mark.parametrize("content", list(BAD_CONFIGS), ids=["yaml_syntax", "empty", "not_utf8"])
+def test_embedded_default_config_checked_first(tmp_path, content):
+    """The Snakefile's embedded default (config/config.yaml beside it), edited into a bad file: the same one line."""
+    import os
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "tests",
+                                                               "__pycache__", "*.egg-info"))
+    (repo / "config" / "config.yaml").write_bytes(content)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory",
+                           str(tmp_path / "work"), "-n"], capture_output=True, text=True, env=env, timeout=600)
+    bad = repo / "config" / "config.yaml"
+    assert proc.returncode == 1 and _snakemake_errors(proc) == [f"config error: config file {bad} {BAD_CONFIGS[content]}"], proc.stderr

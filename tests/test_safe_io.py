@@ -174,11 +174,36 @@ def test_changed_expert_weights_are_named_before_a_merge(work, capsys):
     assert not (work / "m").exists()
 
 
+def test_checkpoint_record_is_checked_against_its_folder(work, capsys):
+    """checkpoints.json listing a checkpoint that does not exist, or a checkpoint in the run's folder that it does
+    not list: a merge (or evaluation) reading the run refuses it in one line naming both."""
+    record = work / "experts/lang_1/checkpoints.json"
+    original = record.read_text()
+    data = json.loads(original)
+    data["checkpoints"].append({**data["checkpoints"][-1], "name": "s0000048", "path": "experts/lang_1/s0000048"})
+    record.write_text(json.dumps(data))
+    assert merge("--out", "m") == 1
+    assert one_line(capsys) == (
+        "layerswap merge: error: experts/lang_1/checkpoints.json lists checkpoint s0000048, but "
+        "experts/lang_1/s0000048 does not exist; rebuild the run's checkpoints and record with: snakemake "
+        "--forcerun experts/lang_1/checkpoints.json (with the run's own options, e.g. --configfile)")
+    record.write_text(original)
+    shutil.copytree(work / "experts/lang_1/s0000008", work / "experts/lang_1/s0000012")
+    assert merge("--out", "m") == 1
+    line = one_line(capsys)
+    assert line.startswith("layerswap merge: error: experts/lang_1/s0000012: a checkpoint that "
+                           "experts/lang_1/checkpoints.json does not list"), line
+    assert "rm -r experts/lang_1/s0000012" in line and not (work / "m").exists()
+
+
 def test_each_weight_file_is_hashed_once_per_job(work, monkeypatch):
     from layerswap import fingerprint
     from layerswap.checkpoints import Checkpoint
     from layerswap.merge import build_state_dict
 
+    from layerswap import checkpoints
+
+    monkeypatch.setattr(checkpoints, "_HASHED", {})  # a job is a fresh process (the fixture's writer hashed them)
     hashed: list[str] = []
     real = fingerprint.file_sha256
     monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(str(p)), real(p))[1])
@@ -369,3 +394,22 @@ def test_exports_and_merges_follow_the_umask(tiny_base, tmp_path, mask, file_mod
         modes = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in out.iterdir()}
         assert set(modes.values()) == {oct(file_mode)}, modes
     assert "model.safetensors" in os.listdir(tmp_path / "expert")
+
+
+# ------------------------------------------------------------------------------ what is wrong, said rightly
+def test_a_file_as_recipe_input_is_not_called_missing(work, capsys):
+    """A recipe input that is a file (e.g. /etc/passwd) is not 'does not exist': it is there, and not a checkpoint."""
+    recipe = json.loads(Path("r.json").read_text())
+    recipe["inputs"]["lang"] = "/etc/passwd"
+    Path("r.json").write_text(json.dumps(recipe))
+    assert merge("--out", "m") == 1
+    assert one_line(capsys) == ("layerswap merge: error: /etc/passwd: exists but is not a directory; a checkpoint is "
+                                "a Hugging Face model folder (config.json and safetensors weights)")
+
+
+def test_unknown_command_is_named(capsys):
+    assert main(["nonsense"]) == 2
+    assert capsys.readouterr().err == ("layerswap: error: unknown command 'nonsense'; `layerswap --help` lists the "
+                                       "commands\n")
+    assert main(["selct"]) == 2
+    assert "unknown command 'selct' (did you mean 'select'?)" in capsys.readouterr().err

@@ -79,3 +79,46 @@ def test_too_few_candidates_meeting_the_constraints_is_an_error_naming_them(tmp_
     with pytest.raises(UserError, match="no base evaluation of 'mmlu'"):
         select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 1, 2, ["en", "xx"],
                constraints={"mmlu": 0.0}, base_evals=[base])
+
+
+def _select_cli(index, base, tmp_path):
+    from layerswap.cli import main
+
+    params = json.dumps({"kind": "math", "weights": {"mgsm_en": 1.0}, "top_k": 1, "mgsm_languages": ["en", "xx"],
+                         "constraints": {"mgsm_en": 0.5}})
+    return main(["select", "--index", str(index), "--base-evals", str(base), "--expert", "math",
+                 "--params-json", params, "--out", str(tmp_path / "selection.json")])
+
+
+def test_a_damaged_evaluation_file_is_one_line_naming_it(tmp_path, capsys):
+    """A truncated evaluation file (the base's, or a checkpoint's) is one line naming the file and its line; an
+    evaluation file whose bytes differ from the sha256 its index records is refused before its scores are used."""
+    from layerswap.fingerprint import file_sha256
+
+    index = write_run(tmp_path, "math_1", {"s1": (0.9, 0.1)})
+    data = json.loads(index.read_text())
+    score_file = data["files"]["ckpt/math_1/s1"]["mgsm"]
+    data["sha256"] = {score_file: file_sha256(score_file)}
+    index.write_text(json.dumps(data))
+    base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
+    assert _select_cli(index, base, tmp_path) == 0
+    base.write_bytes(base.read_bytes()[:20])  # truncate -s 20
+    assert _select_cli(index, base, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert err == (f"layerswap select: error: evaluation file {base} line 1 column 21: not valid JSON (Expecting ',' "
+                   "delimiter); layerswap audit --repair names the job that rebuilds it "
+                   "(docs/REPAIR.md)\n"), err
+    write_base(tmp_path, {"en": 0.5, "xx": 0.3})
+    with open(score_file, "w") as f:  # the same JSON, other scores: valid, but not what was evaluated
+        f.write(json.dumps({"scores": {"en": 0.1, "xx": 0.1}}))
+    assert _select_cli(index, base, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"layerswap select: error: evaluation file {score_file}: sha256 "
+                                                   f"differs from the one {index} records"), err
+
+
+def test_no_run_cap(tmp_path):
+    """selection.max_per_run: null (the schema's default) is no cap, not a crash."""
+    a = write_run(tmp_path, "math_1", {"s1": (0.9, 0.1), "s2": (0.8, 0.1), "s3": (0.7, 0.1)})
+    out = select([a], "math", "math", None, {"mgsm_en": 1.0}, 3, None, ["en"])
+    assert [s["checkpoint"] for s in out["selected"]] == ["s1", "s2", "s3"]

@@ -413,3 +413,50 @@ def test_checkpoint_files_do_not_depend_on_offline_mode(tiny_base, mix, full_run
         assert names == sorted(p.name for p in (out / ckpt).iterdir())
         for name in names:
             assert (full_run / ckpt / name).read_bytes() == (out / ckpt / name).read_bytes(), f"{ckpt}/{name}"
+
+
+def test_changed_weights_are_never_re_recorded(tiny_base, mix, full_run, tmp_path, capsys):
+    """A byte of an export flipped after training, its run's checkpoints.json deleted: the rerun does not record the
+    changed file (the export's own record says what it wrote); one line names the file and the repair."""
+    done = tmp_path / "done"
+    shutil.copytree(full_run, done)
+    (done / "checkpoints.json").unlink()
+    weights_file = done / "s0000016" / "model.safetensors"
+    data = bytearray(weights_file.read_bytes())
+    data[-64] ^= 0x01
+    weights_file.write_bytes(bytes(data))
+    with pytest.raises(UserError) as err:
+        train_expert(tiny_base, mix, done, PARAMS, TEMPLATE)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(f"{weights_file}: sha256 differs from the one recorded at export")
+    assert f"rm -r {done / 's0000016'}" in line
+    assert not (done / "checkpoints.json").exists() and "the run is complete" not in capsys.readouterr().out
+
+
+def test_deleted_weights_are_trained_again(tiny_base, mix, full_run, tmp_path):
+    """An export's weight file and the run's checkpoints.json deleted (nothing else): the run trains again and
+    rebuilds it, rather than calling the run complete and failing on the missing file."""
+    done = tmp_path / "done"
+    shutil.copytree(full_run, done)
+    (done / "checkpoints.json").unlink()
+    (done / "s0000016" / "model.safetensors").unlink()
+    train_expert(tiny_base, mix, done, PARAMS, TEMPLATE)
+    assert same(weights(full_run / "s0000016"), weights(done / "s0000016"))
+    record = json.loads((done / "checkpoints.json").read_text())
+    assert [c["name"] for c in record["checkpoints"]] == ["s0000008", "s0000016"]
+
+
+def test_each_export_is_hashed_once(tiny_base, mix, tmp_path, monkeypatch):
+    """Recording the weights' sha256 at export costs no second pass: checkpoints.json reuses the export's hash (the
+    file renamed into place is the same file), so a run hashes each weight file once, as before."""
+    from layerswap import checkpoints, fingerprint
+
+    monkeypatch.setattr(checkpoints, "_HASHED", {})
+    hashed: list[str] = []
+    real = fingerprint.file_sha256
+    monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(Path(p).name), real(p))[1])
+    train_expert(tiny_base, mix, tmp_path / "run", PARAMS, TEMPLATE)
+    assert hashed.count("model.safetensors") == 2  # s0000008 and s0000016, each once
+    meta = json.loads((tmp_path / "run" / "s0000016" / "layerswap_meta.json").read_text())
+    record = json.loads((tmp_path / "run" / "checkpoints.json").read_text())["checkpoints"][1]
+    assert meta["weights_sha256"] == {"model.safetensors": record["sha256"]}

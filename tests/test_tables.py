@@ -398,3 +398,22 @@ def test_paper_numbers_match_seed_tables_1_2_6():
     t6 = ["soup_pairwise", "swap_pairwise", "swap_langsoup", "swap_multisoup"]
     for row in _seed_rows(lines, "Table 6:"):
         assert [data["table6"][names[row[0]]][c] for c in t6] == [float(v) for v in row[1:]], row
+
+
+def test_an_evaluation_file_changed_after_its_index_is_refused(tmp_path, monkeypatch):
+    """The tables read checkpoint evaluation files through their index's sha256: a file edited after the evaluation
+    (valid JSON, other scores) is one error naming it and the index, not a table of numbers nobody computed."""
+    from layerswap.fingerprint import file_sha256
+    from layerswap.report.evals import Evals
+
+    monkeypatch.chdir(tmp_path)  # the index names files as the job did, relative to the working directory
+    write_eval(Path("evals"), "ckpt/math_1/s0000016", "mgsm", {"en": 0.5})
+    name = "evals/ckpt/math_1/s0000016/mgsm.json"
+    index = Path("evals/ckpt/math_1/index.json")
+    index.write_text(json.dumps({"run": "math_1", "checkpoints": [], "files": {}, "sha256": {name: file_sha256(name)}}))
+    assert Evals("evals").score("ckpt/math_1/s0000016", "mgsm", "en") == 0.5
+    data = json.loads(Path(name).read_text())
+    data["scores"]["en"] = 0.9
+    Path(name).write_text(json.dumps(data))
+    with pytest.raises(UserError, match=f"evaluation file {name}: sha256 differs from the one {index} records"):
+        Evals("evals").score("ckpt/math_1/s0000016", "mgsm", "en")

@@ -2,17 +2,18 @@
 
 `Evals(<results>/evals)` loads each file once (docs/ARCHITECTURE.md, "Evaluation file"): a score for (model,
 benchmark, key), the item count behind it, the per-item correctness of its `.samples.jsonl` (the 95% intervals,
-layerswap.report.intervals) and whether the benchmark was skipped. A missing or unreadable file, or a missing score
-where one is needed, is one error naming the file. `mean` and `pct` are the numbers every reader computes with.
+layerswap.report.intervals) and whether the benchmark was skipped. A missing or unreadable file, one whose bytes differ
+from the sha256 its checkpoint evaluation index records, or a missing score where one is needed, is one error naming
+the file. `mean` and `pct` are the numbers every reader computes with.
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from pathlib import Path
-from typing import Any
 
+from layerswap.contracts import read_json  # noqa: F401 (the shared reader; paper_tables imports it here)
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
 
@@ -28,16 +29,6 @@ def pct(x: float) -> float:
     return 100.0 * x
 
 
-def read_json(path: Path, kind: str) -> Any:
-    """A JSON file the workflow wrote (`kind`: evaluation, selection); missing or unreadable is a one-line error."""
-    if not path.is_file():
-        raise UserError(f"missing {kind} file {path}")
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise UserError(f"{path}: not a readable JSON {kind} file ({err})") from None
-
-
 class Evals:
     """Evaluation files under one directory, loaded once each.
 
@@ -49,6 +40,19 @@ class Evals:
         self.root = Path(root)
         self._cache: dict[Path, dict] = {}
         self._samples: dict[Path, list[dict]] = {}
+        self._hashes: dict[str, tuple[str, Path]] | None = None
+
+    def _recorded(self, path: Path) -> tuple[str, Path] | tuple[None, None]:
+        """(sha256, index) of an evaluation file that a checkpoint evaluation index under the root records (its paths
+        are as the job named them, relative to the working directory), else (None, None)."""
+        if self._hashes is None:
+            self._hashes = {}
+            for index in sorted(self.root.glob("ckpt/*/index*.json")):
+                recorded = read_json(index, "evaluation index")
+                recorded = recorded.get("sha256") if isinstance(recorded, dict) else None
+                for name, sha in (recorded if isinstance(recorded, dict) else {}).items():
+                    self._hashes[os.path.abspath(name)] = (str(sha), index)
+        return self._hashes.get(os.path.abspath(path), (None, None))
 
     def path(self, model_id: str, bench: str) -> Path:
         return self.root / model_id / f"{bench}.json"
@@ -58,7 +62,7 @@ class Evals:
 
     def _load(self, path: Path) -> dict:
         if path not in self._cache:
-            data = read_json(path, "evaluation")
+            data = read_json(path, "evaluation", *self._recorded(path))
             if not isinstance(data, dict) or not isinstance(data.get("scores", {}), dict):
                 raise UserError(f"{path}: 'scores' must be an object keyed by language")
             self._cache[path] = data

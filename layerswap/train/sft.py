@@ -11,7 +11,10 @@ Trainer's own resumable state lives in `<out>/trainer-<key>/` (key = hash of bas
 resumes from its last complete Trainer checkpoint when the workflow runs again, and a changed run never resumes from
 another run's state (its stale `s*` directories are removed when it starts). Once the manifest is written the run is
 complete and `trainer-<key>/` is deleted (fp32 weights and Adam moments: ~190 GB for an 8B full fine-tune); a run
-whose every export of this key exists is complete without it, and trains no more.
+whose every export of this key exists is complete without it, and trains no more. Each export's `layerswap_meta.json`
+records the sha256 of its weight files as written; `checkpoints.json` is written only after every weight file is
+checked against it (a file changed since is one error naming it; an export whose weight files are gone is trained
+again).
 
 Full fine-tuning or LoRA
 ------------------------
@@ -49,11 +52,10 @@ import argparse
 import hashlib
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
-from layerswap.contracts import write_json_atomic
+from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, write_json_atomic
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 
@@ -76,7 +78,6 @@ LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05,
 EXPORT_DTYPES = {"base": None, "bf16": "bfloat16", "fp32": "float32"}
 #: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
 SAVE_TOTAL_LIMIT = 2
-CHECKPOINT_RE = re.compile(r"^s\d{7}$")
 
 
 def checkpoint_name(samples: int) -> str:
@@ -227,10 +228,16 @@ def make_export_callback(out_dir: Path, tokenizer, params: dict, meta: dict, dty
 
 
 def _export_key(ckpt: Path) -> str | None:
+    """The run key of an intact export: its meta names the weight files it wrote (with their sha256) and every one of
+    them is there. An export whose weights were deleted, or that recorded none, is no export (it is trained again)."""
     try:
-        return json.loads((ckpt / "layerswap_meta.json").read_text()).get("run_key")
+        meta = json.loads((ckpt / EXPORT_META).read_text())
     except (OSError, ValueError):
         return None
+    files = meta.get(WEIGHTS_RECORD) if isinstance(meta, dict) else None
+    if not isinstance(files, dict) or not files or not all((ckpt / str(name)).is_file() for name in files):
+        return None
+    return meta.get("run_key")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -283,7 +290,7 @@ def _clean_stale(out_dir: Path, key: str) -> None:
     for tmp in out_dir.glob(".tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
     for ckpt in out_dir.iterdir():
-        if ckpt.is_dir() and CHECKPOINT_RE.match(ckpt.name) and _export_key(ckpt) != key:
+        if ckpt.is_dir() and CHECKPOINT_DIR_RE.match(ckpt.name) and _export_key(ckpt) != key:
             shutil.rmtree(ckpt)
 
 
@@ -327,9 +334,10 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     args = training_arguments(params, work)
     if exports_complete(out_dir, params, key):  # killed after the last export: nothing to train
         if args.process_index == 0:
-            print(f"{out_dir}: every checkpoint of this configuration is exported; the run is complete", flush=True)
             _clean_stale(out_dir, key)
-            _finish(out_dir, params, key, work)
+            _finish(out_dir, params, key, work)  # each export's weights checked against what it recorded
+            print(f"{out_dir}: every checkpoint of this configuration is exported and intact; the run is complete",
+                  flush=True)
         return
     if args.process_index == 0:  # one process tidies the run directory (under accelerate launch too)
         print(f"{out_dir}: {args.world_size} training process(es), {args.per_device_train_batch_size} sample(s) "
@@ -398,28 +406,14 @@ def _can_resume(out_dir: Path, params: dict, key: str, resume: str, max_steps: i
     return all(valid[:-1])
 
 
-def weight_files(ckpt: Path) -> list[Path]:
-    """The weight files of an exported checkpoint: model.safetensors, or the index and every shard it names."""
-    single, index = ckpt / "model.safetensors", ckpt / "model.safetensors.index.json"
-    if single.is_file():
-        return [single]
-    if not index.is_file():
-        return []
-    try:
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-    except (OSError, ValueError, KeyError, AttributeError) as err:
-        raise UserError(f"{index}: not a readable safetensors index ({err})") from None
-    missing = [s for s in shards if not (ckpt / s).is_file()]
-    if missing:
-        raise UserError(f"{index}: shard {missing[0]} is missing")
-    return [index] + [ckpt / s for s in shards]
-
-
 def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
     """`checkpoints.json`: every exported checkpoint with its weights' sha256 (the rule's declared output).
 
-    Written only once every checkpoint of the schedule exists (and, given `key`, belongs to this run).
+    Written only once every checkpoint of the schedule exists and, given `key` (the sft job), belongs to this run
+    and holds the very weights it recorded at export (`layerswap_meta.json`: a changed file is one error naming it,
+    never recorded). Each file is hashed once per process: right after training, the export's own hash is reused.
     """
+    from layerswap.checkpoints import sha256_once, verify_export, weight_files
 
     entries = []
     for samples in checkpoint_samples(params["num_samples"], params["checkpoint_every"]):
@@ -428,13 +422,16 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
         if not weights:
             raise UserError(f"{ckpt}: no model.safetensors (or index and shards) after training "
                             "(checkpoint_every/batch_size mismatch?)")
-        if key is not None and _export_key(ckpt) != key:
-            raise UserError(f"{ckpt}: written by another configuration of this run (run_key differs)")
+        if key is not None:
+            if _export_key(ckpt) != key:
+                raise UserError(f"{ckpt}: written by another configuration of this run (run_key differs)")
+            recorded = json.loads((ckpt / EXPORT_META).read_text())[WEIGHTS_RECORD]
+            verify_export(ckpt, recorded, ckpt / EXPORT_META)
         entry = {"name": ckpt.name, "path": str(ckpt), "samples": samples}
         if len(weights) == 1:
-            entry["sha256"] = file_sha256(weights[0])
+            entry["sha256"] = sha256_once(weights[0])
         else:  # sharded (transformers 4.x shards an 8B export at 5 GB): every shard and the index
-            entry["files"] = {p.name: file_sha256(p) for p in weights}
+            entry["files"] = {p.name: sha256_once(p) for p in weights}
             entry["sha256"] = hashlib.sha256("".join(f"{n} {h}\n" for n, h in entry["files"].items())
                                              .encode()).hexdigest()
         if (ckpt / "adapter" / "adapter_model.safetensors").is_file():

@@ -12,7 +12,8 @@ from typing import Any, Callable
 import torch
 from transformers import PreTrainedTokenizerBase, TrainerCallback
 
-from layerswap.contracts import naming, replace_dir, write_text_atomic
+from layerswap.checkpoints import export_record
+from layerswap.contracts import WEIGHTS_RECORD, naming, replace_dir, write_text_atomic
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -74,7 +75,8 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
     is renamed into place at the end, so a crash at any point leaves no `out_dir` without its full file set. File
     modes follow the umask (group-readable under 022 or 027), although safetensors writes 0600.
     `state_dict` (e.g. gathered from FSDP) replaces the model's own. A `base_sha256` in meta also goes to
-    `layerswap_base.json`, which the merge engine compares across experts.
+    `layerswap_base.json`, which the merge engine compares across experts. The meta records the sha256 of the weight
+    files as written (`weights_sha256`), so a file changed later is never recorded as the export.
     """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(".tmp-" + out_dir.name)
@@ -85,6 +87,7 @@ def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, 
             save_tokenizer(tokenizer, tmp)
             if extra is not None:
                 extra(tmp)
+            meta = {**meta, WEIGHTS_RECORD: export_record(tmp)}  # checked before the run records the export
             (tmp / "layerswap_meta.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
             if "base_sha256" in meta:
                 (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": meta["base_sha256"]}) + "\n")
