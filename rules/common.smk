@@ -37,7 +37,8 @@ spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
 # each existing output was made that results/manifest.json holds and .snakemake/metadata lacks are put back (so a
 # moved results folder reruns what the config changed), results with no provenance stop the run with one line, and
 # files no job of this config makes are named. In the main Snakemake process with the file backend only (a job's
-# own Snakemake, e.g. on a cluster node, skips it); `--unlock` and `--cleanup-metadata` are never stopped.
+# own Snakemake, e.g. on a cluster node, skips it); `--unlock`, `--cleanup-metadata` and `--touch` (which records
+# the current params of what it touches: the way to adopt results that have no record) are never stopped.
 if (not workflow.remote_exec and not workflow.subprocess_exec
         and workflow.workflow_settings.persistence_backend.name == "FILE"):
     from layerswap.audit.provenance import check as check_provenance
@@ -46,8 +47,9 @@ if (not workflow.remote_exec and not workflow.subprocess_exec
         for line in check_provenance(spec):
             print(line, file=sys.stderr)
     except UserError as err:
-        if not {"--unlock", "--cleanup-metadata", "--cm"} & set(sys.argv):
+        if not {"--unlock", "--cleanup-metadata", "--cm", "--touch", "-t"} & set(sys.argv):
             sys.exit(f"provenance: {err}")
+        print(f"provenance: {err}", file=sys.stderr)
 
 
 wildcard_constraints:

@@ -13,8 +13,10 @@ that exist:
   same sha256) and a record that differs from the one in `.snakemake/`: that record is written back, so Snakemake's
   own triggers (params, code, input set, software env) fire as in the folder the results came from;
 - an output with no record at all that the manifest does not vouch for either (moved after an unfinished run, or
-  a manifest from before this record): the run stops with one line naming the files and the `--forcerun` command
-  that rebuilds them. (An output marked incomplete is left to Snakemake: it says what to do.)
+  a manifest from before this record, written by hand): the run stops with one line naming the files, the
+  `--forcerun` command that rebuilds them and the `--touch --forcerun` one that records them as this config's
+  (Snakemake records the current params of the jobs it touches). An output marked incomplete is left to Snakemake:
+  it says what to do.
 `results/manifest.json` itself holds no record of its own job: it is rebuilt whenever a job before it reruns (a
 config edit always reruns `config_used`).
 
@@ -201,8 +203,9 @@ def check(spec, meta_dir: Path = Path(".snakemake/metadata"), incomplete_dir: Pa
         shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
         raise UserError(
             f"{len(unknown)} result(s) have no record of the job that made them ({shown}): neither "
-            f".snakemake/metadata nor {root / MANIFEST_NAME} (with these bytes) says which params made them; "
-            "rebuild them: snakemake <this run's options> --forcerun " + shlex.join(unknown))
+            f".snakemake/metadata nor {root / MANIFEST_NAME} (with these bytes) says which params made them; rebuild "
+            "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
+            f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}")
     lines = []
     if restored:
         lines.append(f"provenance: {len(restored)} record(s) put back into .snakemake/metadata from "
