@@ -95,6 +95,8 @@ def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
     config's jobs declare (others' records, left by another config, are not used)."""
     records: dict[str, dict | None] = {p: job_record(meta_dir, p) for p in files
                                        if outputs is None or p in outputs} if meta_dir.is_dir() else {}
+    folders = [o for o in sorted(outputs or ()) if Path(o).is_dir()]  # directory outputs (a merged model)
+    records.update({o: job_record(meta_dir, o) for o in folders} if meta_dir.is_dir() else {})
     declared = {p for p, r in records.items() if r is not None}
     by_dir: dict[str, list[str]] = {}
     for p in sorted(declared):
@@ -117,8 +119,12 @@ def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
         jid = ids[sig]
         jobs[jid]["outputs"].append(p)
         jobs[jid]["snakemake"]["endtime"][p] = r.get("endtime")
-        files[p]["job"] = jid
+        if p in files:
+            files[p]["job"] = jid
     for p, entry in files.items():
+        inside = next((o for o in folders if p.startswith(o + "/") and o in declared), None)
+        if inside is not None:  # a file of a directory output: that output's job
+            entry["job"] = next(j for j, job in jobs.items() if inside in job["outputs"])
         if "job" in entry:
             continue
         # the record that names this file (an index, checkpoints.json), or the evaluation file of a sample log
@@ -129,7 +135,7 @@ def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
         d = os.path.dirname(p)
         entry["job"] = None
         while d and d != os.path.dirname(d):  # nearest declared output in the same or an ancestor directory
-            if d in by_dir:
+            if d in by_dir and by_dir[d][0] in files:
                 entry["job"] = files[by_dir[d][0]]["job"]
                 break
             d = os.path.dirname(d)

@@ -138,10 +138,12 @@ def _manifest(path: Path) -> dict:
 
 
 def _vouched(manifest: dict, output: str) -> tuple[dict, dict] | None:
-    """(the manifest's job entry, its Snakemake record fields) when the manifest can put back the record of
-    `output` (a job that declares it, with its record fields)."""
+    """(the manifest's file entry, the job's) when the manifest can put back the record of `output`: a job of it
+    declares `output` (a file, or a directory such as a merged model) and keeps its record fields."""
     entry = manifest["files"].get(output) or {}
-    job = (manifest.get("jobs") or {}).get(entry.get("job") or "")
+    jobs = manifest.get("jobs") or {}
+    job = jobs.get(entry.get("job") or "") or next((j for j in jobs.values() if isinstance(j, dict) and output
+                                                    in (j.get("outputs") or [])), None)
     if not job or output not in job.get("outputs", []) or not isinstance(job.get("snakemake"), dict):
         return None
     return entry, job
