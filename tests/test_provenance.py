@@ -121,3 +121,31 @@ def test_a_previous_configs_files_are_foreign(micro_run, tmp_path):
     assert not [p for p in (work / "results").rglob("*ties_d05*") if "logs" not in p.parts]
     again = layerswap(work, "audit")
     assert again.returncode == 0 and "foreign" not in again.stdout
+
+
+def test_remove_foreign_deletes_only_what_the_manifest_named_with_those_bytes(tmp_path, monkeypatch, capsys):
+    """`layerswap audit --remove-foreign`: the foreign files with the recorded bytes go, and the folders they leave
+    empty; a foreign file changed since is named and left; the run's own files are untouched."""
+    from layerswap.cli import main
+    from layerswap.fingerprint import file_sha256
+
+    monkeypatch.chdir(tmp_path)
+    files = {"results/tables/table1.csv": "a\n", "results/merges/old/x/l1m1.json": "{}\n",
+             "results/merges/old/x/l1m2.json": "{}\n", "results/merges/mine.json": "[]\n"}
+    for rel, text in files.items():
+        Path(rel).parent.mkdir(parents=True, exist_ok=True)
+        Path(rel).write_text(text)
+    entry = lambda rel: {"size": Path(rel).stat().st_size, "sha256": file_sha256(Path(rel))}  # noqa: E731
+    manifest = {"root": "results", "files": {"results/tables/table1.csv": entry("results/tables/table1.csv")},
+                "foreign": {p: entry(p) for p in list(files)[1:]}}
+    Path("results/manifest.json").write_text(json.dumps(manifest))
+    Path("results/merges/mine.json").write_text("[1]\n")  # changed after the manifest named it
+    assert main(["audit", "--remove-foreign"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:3] == [
+        "foreign: results/merges/old/x/l1m1.json (not from this config: no job of it makes this file; removed)",
+        "foreign: results/merges/old/x/l1m2.json (not from this config: no job of it makes this file; removed)",
+        "foreign: results/merges/mine.json (not from this config; changed since the manifest named it: left, "
+        "remove it by hand)"]
+    assert not Path("results/merges/old").exists() and Path("results/merges/mine.json").exists()
+    assert Path("results/tables/table1.csv").read_text() == "a\n"

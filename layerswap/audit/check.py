@@ -83,17 +83,22 @@ def foreign_files(manifest: dict) -> list[str]:
     return sorted(p for p in manifest.get("foreign") or {} if Path(p).is_file())
 
 
-def remove_foreign(manifest: dict) -> list[str]:
-    """Delete the foreign files, then the directories that held only them; the paths removed."""
+def remove_foreign(manifest: dict) -> tuple[list[str], list[str]]:
+    """Delete the foreign files that still have the bytes the manifest recorded, then the directories that held only
+    them. Returns (the paths removed, those left because their bytes changed since)."""
     root = Path(manifest["root"]).resolve()
-    removed = foreign_files(manifest)
+    removed, left = [], []
+    for p in foreign_files(manifest):
+        entry = manifest["foreign"][p]
+        same = Path(p).stat().st_size == entry.get("size") and file_sha256(Path(p)) == entry.get("sha256")
+        (removed if same else left).append(p)
     for p in removed:
         Path(p).unlink()
         d = Path(p).parent
         while d.resolve() != root and d.resolve().is_relative_to(root) and not any(d.iterdir()):
             d.rmdir()
             d = d.parent
-    return removed
+    return removed, left
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,12 +135,14 @@ def run(args: argparse.Namespace) -> None:
     found = drift(manifest, Path(args.manifest), args.logs)
     for d in found:
         print(d)
-    foreign = foreign_files(manifest)
+    foreign, left = foreign_files(manifest), []
     if args.remove_foreign:
-        foreign = remove_foreign(manifest)
+        foreign, left = remove_foreign(manifest)
     for p in foreign:
         print(f"foreign: {p} (not from this config: no job of it makes this file"
               + ("; removed)" if args.remove_foreign else ")"))
+    for p in left:
+        print(f"foreign: {p} (not from this config; changed since the manifest named it: left, remove it by hand)")
     if args.repair:
         from layerswap.audit.repair import repair
 
