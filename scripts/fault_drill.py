@@ -274,8 +274,8 @@ def second_config(reference: Path, work: Path) -> tuple[bool, str]:
         config["sft"]["runs"]["toy_swh_1"]["lr"] = 3.0e-3
 
     second = edited_config(work / "second.yaml", edit)
-    old = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*ties_d05*")
-                 if p.is_file() and "logs" not in p.parts)
+    old = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*")
+                 if p.is_file() and "ties_d05" in p.parts and "logs" not in p.parts)
     say(f"second-config: ties_d05 renamed ties_half, toy_swh_1's lr changed; {len(old)} ties_d05 files there")
     code, text = logged(work, [*with_config(second), "--directory", str(work)])
     if code:
@@ -286,7 +286,7 @@ def second_config(reference: Path, work: Path) -> tuple[bool, str]:
     audit = layerswap(work, "audit")
     foreign = [l.split(" ")[1] for l in audit.stdout.splitlines() if l.startswith("foreign: ")]
     removed = layerswap(work, "audit", "--remove-foreign")
-    left = [p for p in (work / "results").rglob("*ties_d05*") if "logs" not in p.parts]
+    left = [p for p in (work / "results").rglob("*") if "ties_d05" in p.parts and "logs" not in p.parts]
     clean = layerswap(work, "audit")
     ok = (bool(old) and bool(named_before) and not vouched and foreign == old and audit.returncode == 0
           and removed.returncode == 0 and not left and clean.returncode == 0 and "foreign" not in clean.stdout)
