@@ -205,9 +205,25 @@ def run(args: argparse.Namespace) -> None:
     if not root.is_dir():
         raise UserError(f"--root {root}: not a directory")
     workflow_dir = Path(args.workflow_dir) if args.workflow_dir else checkout()
-    outputs = set(declared(spec_of(config, workflow_dir))) if config is not None else None
+    outputs = config_outputs(config, workflow_dir) if config is not None else None
     manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config, outputs)
     write_json_atomic(Path(args.out), manifest)
     print(f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "
           f"{len(manifest['jobs'])} jobs -> {args.out}"
-          + (f"; {len(manifest['foreign'])} files not from this config (foreign)" if manifest["foreign"] else ""))
+          + (f"; {len(manifest['foreign'])} files not from this config (foreign)" if manifest["foreign"] else "")
+          + ("; not a workflow config: no file is told apart as foreign" if config is not None and outputs is None
+             else ""))
+
+
+def config_outputs(config: dict, workflow_dir: Path) -> set[str] | None:
+    """The files the jobs of a workflow config declare (`audit.provenance.declared`); None when `config` is not a
+    complete workflow config (a partial one given by hand)."""
+    import copy
+
+    from layerswap.config import validate_config
+
+    try:
+        full = validate_config(copy.deepcopy(config))
+        return set(declared(spec_of(full, workflow_dir)))
+    except (UserError, KeyError):
+        return None
