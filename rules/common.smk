@@ -40,6 +40,24 @@ try:  # with a site file: the storage paths the jobs use, checked; what each job
 except UserError as err:
     sys.exit(f"site settings: {err}")
 
+# Provenance that travels with results/ (layerswap/audit/provenance.py): before the DAG is built, the records of how
+# each existing output was made that results/manifest.json holds and .snakemake/metadata lacks are put back (so a
+# moved results folder reruns what the config changed), results with no provenance stop the run with one line, and
+# files no job of this config makes are named. In the main Snakemake process with the file backend only (a job's
+# own Snakemake, e.g. on a cluster node, skips it); `--unlock`, `--cleanup-metadata` and `--touch` (which records
+# the current params of what it touches: the way to adopt results that have no record) are never stopped.
+if (not workflow.remote_exec and not workflow.subprocess_exec
+        and workflow.workflow_settings.persistence_backend.name == "FILE"):
+    from layerswap.audit.provenance import check as check_provenance
+
+    try:
+        for line in check_provenance(spec):
+            print(line, file=sys.stderr)
+    except UserError as err:
+        if not {"--unlock", "--cleanup-metadata", "--cm", "--touch", "-t"} & set(sys.argv):
+            sys.exit(f"provenance: {err}")
+        print(f"provenance: {err}", file=sys.stderr)
+
 
 wildcard_constraints:
     run="[A-Za-z0-9_]+",

@@ -12,9 +12,15 @@ what it compared:
   the uninterrupted run's manifest passes;
 - re-bless: a flipped byte in an expert's weights and its run's `checkpoints.json` deleted; the SFT job that rewrites
   the record refuses the changed file in one line (each export records its weights' sha256 beside them) and writes
-  no record; the repair it names (`rm -r` the checkpoint, `snakemake`) restores the uninterrupted run's results.
+  no record; the repair it names (`rm -r` the checkpoint, `snakemake`) restores the uninterrupted run's results;
+- relocate-then-edit: results/ alone copied with its modification times (`cp -a`) into a new folder, no
+  `.snakemake/`: the same config plans nothing, `bottom: 2` for swap_default plans the jobs it plans in the original
+  folder, and the run rebuilds the recipes with bottom 2 (the manifest's records put back: docs/RERUNS.md);
+- second-config: the finished folder rerun with ties_d05 renamed and toy_swh_1's lr changed: the old name's recipes
+  and evaluations are named before the run and by `layerswap audit` as not from this config, are not in the new
+  manifest's files, and `layerswap audit --remove-foreign` removes them (docs/AUDITS.md).
 
-    python scripts/fault_drill.py WORKDIR      # a new or empty directory; 3 to 5 minutes on 2 cores
+    python scripts/fault_drill.py WORKDIR      # a new or empty directory; about 10 minutes on a quiet 2-core machine (20 when loaded)
 
 Each Snakemake run (and the repair) relays its progress lines (`N of M steps`, `repair:`) prefixed `|`; its whole
 log is `WORKDIR/<drill>/snakemake.log`.
@@ -241,6 +247,90 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
                               f"uninterrupted run: {audit}")
 
 
+def edited_config(dest: Path, edit) -> Path:
+    """micro.yaml with `edit(config)` applied, written to `dest`."""
+    import yaml
+
+    config = yaml.safe_load(CONFIG.read_text())
+    edit(config)
+    dest.write_text(yaml.safe_dump(config, sort_keys=False))
+    return dest
+
+
+def with_config(config: Path) -> list[str]:
+    """The drills' Snakemake command line with another config file."""
+    return [*SNAKEMAKE[:6], str(config), *SNAKEMAKE[7:]]
+
+
+def planned_jobs(work: Path, config: Path) -> tuple[int, list[str]]:
+    """A dry run of `config` in `work`: its exit status and the jobs it plans (`rule[wildcards]`, all aside)."""
+    from layerswap.workflow.plan import parse_dry_run
+
+    code, text = logged(work, [*with_config(config), "--directory", str(work), "--dry-run"])
+    return code, sorted(j.name for j in parse_dry_run(text) if j.rule != "all")
+
+
+def relocate_then_edit(reference: Path, work: Path) -> tuple[bool, str]:
+    """results/ alone copied with its modification times (`cp -a`) into a new folder, no `.snakemake/`: the same
+    config plans nothing; `bottom: 2` for swap_default plans what it plans in the original folder, and the run
+    rebuilds those recipes with bottom 2."""
+    say("relocate-then-edit: results/ copied alone (modification times kept) into a new folder")
+    shutil.copytree(reference / "results", work / "results", symlinks=True)
+    code, same = planned_jobs(work, CONFIG)
+    edit = edited_config(work / "bottom2.yaml",
+                         lambda c: c["merges"]["configs"]["swap_default"].update(bottom=2))
+    code2, moved = planned_jobs(work, edit)
+    original = copy_run(reference, work.parent / "relocated_original")
+    code3, there = planned_jobs(original, edit)
+    if code or code2 or code3:
+        return False, f"a dry run failed (see {work / 'snakemake.log'})"
+    say(f"relocate-then-edit: the edit plans {len(moved)} jobs (the original folder: {len(there)}); running it")
+    code, text = logged(work, [*with_config(edit), "--directory", str(work)])
+    if code:
+        return False, f"the run of the edited config exited {code} (see {work / 'snakemake.log'})"
+    recipe = json.loads((work / "results/merges/swap_default/toy_swh/l1m1.json").read_text())
+    bottom2 = '"bottom": 2' in json.dumps(recipe)
+    code, after = planned_jobs(work, edit)
+    ok = not same and moved == there and bool(moved) and bottom2 and not after
+    return ok, (f"cp -a of results/ alone, same config: {len(same)} jobs planned; bottom: 2 for swap_default: "
+                f"{len(moved)} jobs planned, the same as in the original folder: {moved == there} "
+                f"({', '.join(sorted({j.split('[')[0] for j in moved}))}); the run rebuilt the recipes with "
+                f"bottom 2: {bottom2}; then {len(after)} jobs planned")
+
+
+def second_config(reference: Path, work: Path) -> tuple[bool, str]:
+    """The finished run's folder rerun with ties_d05 renamed and toy_swh_1's lr changed: the old name's recipes and
+    evaluations are named as not from this config, kept out of the manifest's files, and removed by
+    `layerswap audit --remove-foreign`."""
+    def edit(config):
+        configs = config["merges"]["configs"]
+        configs["ties_half"] = configs.pop("ties_d05")
+        config["merges"]["best_of"]["ties"] = ["ties_half"]
+        config["sft"]["runs"]["toy_swh_1"]["lr"] = 3.0e-3
+
+    second = edited_config(work / "second.yaml", edit)
+    old = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*")
+                 if p.is_file() and "ties_d05" in p.parts and "logs" not in p.parts)
+    say(f"second-config: ties_d05 renamed ties_half, toy_swh_1's lr changed; {len(old)} ties_d05 files there")
+    code, text = logged(work, [*with_config(second), "--directory", str(work)])
+    if code:
+        return False, f"the second config's run exited {code} (see {work / 'snakemake.log'})"
+    named_before = next((l for l in text.splitlines() if "not from this config" in l), "")
+    manifest = json.loads((work / "results" / "manifest.json").read_text())
+    vouched = [p for p in manifest["files"] if "ties_d05" in p]
+    audit = layerswap(work, "audit")
+    foreign = [l.split(" ")[1] for l in audit.stdout.splitlines() if l.startswith("foreign: ")]
+    removed = layerswap(work, "audit", "--remove-foreign")
+    left = [p for p in (work / "results").rglob("*") if "ties_d05" in p.parts and "logs" not in p.parts]
+    clean = layerswap(work, "audit")
+    ok = (bool(old) and bool(named_before) and not vouched and foreign == old and audit.returncode == 0
+          and removed.returncode == 0 and not left and clean.returncode == 0 and "foreign" not in clean.stdout)
+    return ok, (f"{len(old)} ties_d05 files before; named before the run: {bool(named_before)}; in the new "
+                f"manifest's files: {len(vouched)}; audit named {len(foreign)} as not from this config (exit "
+                f"{audit.returncode}); audit --remove-foreign left {len(left)}; then: "
+                f"{clean.stdout.strip().splitlines()[-1] if clean.stdout.strip() else clean.stderr.strip()}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path, help="a new or empty directory for the runs")
@@ -261,7 +351,9 @@ def main() -> int:
     results = {"kill-and-resume": kill_and_resume(reference, killed),
                "delete-and-rebuild": delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
                "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted")),
-               "re-bless": flip_and_rerecord(reference, copy_run(reference, root / "rebless"))}
+               "re-bless": flip_and_rerecord(reference, copy_run(reference, root / "rebless")),
+               "relocate-then-edit": relocate_then_edit(reference, root / "relocated"),
+               "second-config": second_config(reference, copy_run(reference, root / "second"))}
     for name, (ok, what) in results.items():
         print(f"{name}: {'passed' if ok else 'FAILED'}: {what}")
     return 0 if all(ok for ok, _ in results.values()) else 1

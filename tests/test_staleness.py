@@ -111,9 +111,11 @@ def single(edit=None):
 
 def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
     """Convert a finished grouped-mode workdir to single mode. The evaluation files have the same paths in both
-    modes; the per-benchmark checkpoint indexes are split from the grouped ones. `--touch` does not record
-    provenance for outputs that have none, and without it Snakemake cannot see a params change, so the jobs the
+    modes; the per-benchmark checkpoint indexes are split from the grouped ones. Written by hand, they have no
+    provenance record, so the workflow refuses to run until `--touch --forcerun` records them as this config's
+    (layerswap/audit/provenance.py); without a record Snakemake could not see a params change either. The jobs the
     MMLU edit must rerun (MMLU on each run's checkpoints) really run once here; then --touch marks the rest done."""
+    written = []
     for run_dir in (workdir / "results" / "evals" / "ckpt").iterdir():
         parts = [json.loads(p.read_text()) for p in sorted(run_dir.glob("index*.json"))]
         benchmarks = {b for part in parts for files in part["files"].values() for b in files}
@@ -123,8 +125,9 @@ def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
             keep = {f for fs in files.values() for f in fs.values()}
             index = {**part, "files": files, "sha256": {f: h for f, h in part["sha256"].items() if f in keep}}
             (run_dir / f"index.{b}.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+            written.append(f"results/evals/ckpt/{run_dir.name}/index.{b}.json")
     mmlu = [f"results/evals/ckpt/{r}/index.mmlu.json" for r in RUNS]
-    for args in (["--cores", "2", "--force", *mmlu], ["--touch"]):
+    for args in (["--touch", "--forcerun", *written], ["--cores", "2", "--force", *mmlu], ["--touch"]):
         proc = run_snakemake(REPO / "Snakefile", workdir, configfile, *args)
         assert proc.returncode == 0, proc.stderr[-3000:]
 

@@ -2,7 +2,9 @@
 
 First one `hardware:` line per difference between the manifest's machine and this one (informational, never drift);
 then the disk is re-hashed and every drift is one line: `changed:`, `missing:` or `extra:` (a file the manifest does
-not list); exit status 1 on drift. Run logs (training `log.jsonl`: wall-clock timings) are listed by the manifest but
+not list); exit status 1 on drift. Files the manifest names as not from its config (`foreign`: left by
+another config, `layerswap.audit.provenance`) are named by `foreign:` lines, not drift; `--remove-foreign` deletes
+them. Run logs (training `log.jsonl`: wall-clock timings) are listed by the manifest but
 compared only with `--logs`, so an identical run audited against another run's manifest passes. `--trace` traces a
 table cell (`layerswap.audit.trace`); `--repair` prints, and with `--run` runs, the command that rebuilds what
 drifted (`layerswap.audit.repair`).
@@ -65,13 +67,38 @@ def drift(manifest: dict, manifest_path: Path, logs: bool = False) -> list[Drift
         if digest != entry.get("sha256") or size != entry.get("size"):
             out.append(Drift("changed", p, f"sha256 {str(entry.get('sha256'))[:12]}… -> {digest[:12]}…, "
                                            f"size {entry.get('size')} -> {size}"))
+    foreign = manifest.get("foreign") or {}
     if root.is_dir():
         for path in walk(root, {Path(manifest_path)}):
-            if str(path) not in files and (logs or not is_run_log(path)):
+            if str(path) not in files and str(path) not in foreign and (logs or not is_run_log(path)):
                 out.append(Drift("extra", str(path)))
     else:
         out.append(Drift("missing", f"{root}/", "results root"))
     return out
+
+
+def foreign_files(manifest: dict) -> list[str]:
+    """The files under the results root that the manifest names as not from its config (`foreign`: no job of its
+    config makes them, e.g. a renamed merge config's recipes and evaluations) and that are still there."""
+    return sorted(p for p in manifest.get("foreign") or {} if Path(p).is_file())
+
+
+def remove_foreign(manifest: dict) -> tuple[list[str], list[str]]:
+    """Delete the foreign files that still have the bytes the manifest recorded, then the directories that held only
+    them. Returns (the paths removed, those left because their bytes changed since)."""
+    root = Path(manifest["root"]).resolve()
+    removed, left = [], []
+    for p in foreign_files(manifest):
+        entry = manifest["foreign"][p]
+        same = Path(p).stat().st_size == entry.get("size") and file_sha256(Path(p)) == entry.get("sha256")
+        (removed if same else left).append(p)
+    for p in removed:
+        Path(p).unlink()
+        d = Path(p).parent
+        while d.resolve() != root and d.resolve().is_relative_to(root) and not any(d.iterdir()):
+            d.rmdir()
+            d = d.parent
+    return removed, left
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,6 +111,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repair", action="store_true",
                         help="print the command that rebuilds what changed or is missing (docs/REPAIR.md)")
     parser.add_argument("--run", action="store_true", help="with --repair: run that command")
+    parser.add_argument("--remove-foreign", action="store_true",
+                        help="delete the files the manifest names as not from its config (`foreign:` lines)")
     parser.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE_ARGS",
                         help="with --repair: the run's own Snakemake options (e.g. -- --configfile my.yaml --cores 4)")
 
@@ -106,6 +135,14 @@ def run(args: argparse.Namespace) -> None:
     found = drift(manifest, Path(args.manifest), args.logs)
     for d in found:
         print(d)
+    foreign, left = foreign_files(manifest), []
+    if args.remove_foreign:
+        foreign, left = remove_foreign(manifest)
+    for p in foreign:
+        print(f"foreign: {p} (not from this config: no job of it makes this file"
+              + ("; removed)" if args.remove_foreign else ")"))
+    for p in left:
+        print(f"foreign: {p} (not from this config; changed since the manifest named it: left, remove it by hand)")
     if args.repair:
         from layerswap.audit.repair import repair
 
@@ -115,4 +152,7 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(f"{len(found)} drift(s) against {args.manifest}")
     logs = len({**manifest["files"], **(manifest.get("run_logs") or {})}) - len(recorded(manifest, args.logs))
     print(f"audit: {len(recorded(manifest, args.logs))} files match {args.manifest}"
-          + (f" ({logs} run logs not compared: --logs compares them)" if logs else ""))
+          + (f" ({logs} run logs not compared: --logs compares them)" if logs else "")
+          + (f"; {len(foreign)} files not from this config removed" if foreign and args.remove_foreign else
+             f"; {len(foreign)} files not from this config (foreign: above; never read by its jobs; "
+             "`layerswap audit --remove-foreign` removes them)" if foreign else ""))

@@ -29,11 +29,12 @@ from pathlib import Path
 
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
 from layerswap.audit.machine import checkout, git_state, hardware, package_versions
+from layerswap.audit.provenance import declared, ownership, record_fields, spec_of
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
 
-MANIFEST_FORMAT = 2  # 2: run logs apart from the files (`run_logs`)
+MANIFEST_FORMAT = 3  # 2: run logs apart from the files (`run_logs`); 3: `foreign`, jobs' `snakemake` records
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
 ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED", "HF_HOME",
                 "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "CUBLAS_WORKSPACE_CONFIG")
@@ -88,10 +89,14 @@ def job_record(meta_dir: Path, output: str) -> dict | None:
 
 
 def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
-                listed: dict[str, str] | None = None) -> dict[str, dict]:
-    """Set files[p]["job"] to a job id and return {job id: {rule, params, shellcmd, outputs, inputs}}.
-    `listed`: {undeclared file: the declared record that lists it} (its writer's job)."""
-    records: dict[str, dict | None] = {p: job_record(meta_dir, p) for p in files} if meta_dir.is_dir() else {}
+                listed: dict[str, str] | None = None, outputs: set[str] | None = None) -> dict[str, dict]:
+    """Set files[p]["job"] to a job id and return {job id: {rule, params, shellcmd, outputs, inputs, snakemake}}.
+    `listed`: {undeclared file: the declared record that lists it} (its writer's job); `outputs`: the files the
+    config's jobs declare (others' records, left by another config, are not used)."""
+    records: dict[str, dict | None] = {p: job_record(meta_dir, p) for p in files
+                                       if outputs is None or p in outputs} if meta_dir.is_dir() else {}
+    folders = [o for o in sorted(outputs or ()) if Path(o).is_dir()]  # directory outputs (a merged model)
+    records.update({o: job_record(meta_dir, o) for o in folders} if meta_dir.is_dir() else {})
     declared = {p for p, r in records.items() if r is not None}
     by_dir: dict[str, list[str]] = {}
     for p in sorted(declared):
@@ -109,11 +114,17 @@ def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
                 "shellcmd": redact(str(r.get("shellcmd") or ""), secrets) or None,
                 "inputs": {i: (files.get(i) or {}).get("sha256") for i in r.get("input") or []},
                 "outputs": [],
+                "snakemake": {**record_fields(r), "endtime": {}},  # to put the record back (audit.provenance)
             }
         jid = ids[sig]
         jobs[jid]["outputs"].append(p)
-        files[p]["job"] = jid
+        jobs[jid]["snakemake"]["endtime"][p] = r.get("endtime")
+        if p in files:
+            files[p]["job"] = jid
     for p, entry in files.items():
+        inside = next((o for o in folders if p.startswith(o + "/") and o in declared), None)
+        if inside is not None:  # a file of a directory output: that output's job
+            entry["job"] = next(j for j, job in jobs.items() if inside in job["outputs"])
         if "job" in entry:
             continue
         # the record that names this file (an index, checkpoints.json), or the evaluation file of a sample log
@@ -124,7 +135,7 @@ def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
         d = os.path.dirname(p)
         entry["job"] = None
         while d and d != os.path.dirname(d):  # nearest declared output in the same or an ancestor directory
-            if d in by_dir:
+            if d in by_dir and by_dir[d][0] in files:
                 entry["job"] = files[by_dir[d][0]]["job"]
                 break
             d = os.path.dirname(d)
@@ -141,11 +152,16 @@ def environment() -> dict[str, str]:
     return {k: os.environ[k] for k in ENV_RECORDED if k in os.environ and not is_secret(k)}
 
 
-def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, config: dict | None) -> dict:
+def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, config: dict | None,
+                   outputs: set[str] | None = None) -> dict:
+    """`outputs`: the files the config's jobs declare (`audit.provenance.declared`); files under the root that are
+    not the config's (`audit.provenance.ownership`) go to `foreign`, not `files`. None: every file is the run's."""
     secrets = secret_values()
     known = recorded_hashes(root)
-    hashed = hash_files(walk(root, {out}), known)
-    jobs = attach_jobs(hashed, meta_dir, secrets, {p: rec.record for p, rec in known.items()})
+    ours, foreign = ownership(root, outputs, {out}) if outputs is not None else ([str(p) for p in walk(root, {out})],
+                                                                                 [])
+    hashed = hash_files([Path(p) for p in ours], known)
+    jobs = attach_jobs(hashed, meta_dir, secrets, {p: rec.record for p, rec in known.items()}, outputs)
     files = {p: e for p, e in hashed.items() if not is_run_log(p)}
     run_logs = {p: e for p, e in hashed.items() if is_run_log(p)}
     config = drop_secrets(config or {})
@@ -166,6 +182,7 @@ def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, co
         "files": files,
         "run_logs": run_logs,
         "jobs": jobs,
+        "foreign": {p: {k: e[k] for k in ("size", "sha256")} for p, e in hash_files([Path(p) for p in foreign]).items()},
     }
     text = redact(json.dumps(manifest, indent=1, sort_keys=True), secrets)
     return json.loads(text)
@@ -188,7 +205,25 @@ def run(args: argparse.Namespace) -> None:
     if not root.is_dir():
         raise UserError(f"--root {root}: not a directory")
     workflow_dir = Path(args.workflow_dir) if args.workflow_dir else checkout()
-    manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config)
+    outputs = config_outputs(config, workflow_dir) if config is not None else None
+    manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config, outputs)
     write_json_atomic(Path(args.out), manifest)
     print(f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "
-          f"{len(manifest['jobs'])} jobs -> {args.out}")
+          f"{len(manifest['jobs'])} jobs -> {args.out}"
+          + (f"; {len(manifest['foreign'])} files not from this config (foreign)" if manifest["foreign"] else "")
+          + ("; not a workflow config: no file is told apart as foreign" if config is not None and outputs is None
+             else ""))
+
+
+def config_outputs(config: dict, workflow_dir: Path) -> set[str] | None:
+    """The files the jobs of a workflow config declare (`audit.provenance.declared`); None when `config` is not a
+    complete workflow config (a partial one given by hand)."""
+    import copy
+
+    from layerswap.config import validate_config
+
+    try:
+        full = validate_config(copy.deepcopy(config))
+        return set(declared(spec_of(full, workflow_dir)))
+    except (UserError, KeyError):
+        return None

@@ -5,7 +5,9 @@ default rerun triggers (code, input, mtime, params, software-env), then prints p
 and why: missing output, params changed, code changed (the rule body or, through the `code` param, the package
 modules it runs), input updated by an upstream job that runs too, input newer than output, set of inputs changed,
 software environment changed. The source is the per-job `reason:` lines of the dry run (one per job; Snakemake
-prints them for every job unless --quiet is given, so --quiet is dropped here).
+prints them for every job unless --quiet is given, so --quiet is dropped here). The workflow's `provenance:` lines
+come first (records put back from results/manifest.json, files under results/ not from this config), and its
+one-line stop, when results have no provenance, is the error (layerswap/audit/provenance.py).
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def dry_run(snakemake_args: list[str], snakemake: list[str] | None = None) -> tu
     cmd = list(snakemake or [sys.executable, "-m", "snakemake"]) + ["--dry-run", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     log = proc.stdout + "\n" + proc.stderr
+    stop = [line for line in log.splitlines() if line.startswith("provenance: ")]
+    if proc.returncode != 0 and stop:  # the workflow's own one-line stop (layerswap.audit.provenance)
+        raise UserError(stop[-1])
     if proc.returncode != 0:
         tail = "\n".join(log.strip().splitlines()[-15:])
         raise UserError(f"snakemake --dry-run failed (exit {proc.returncode}):\n{tail}")
@@ -167,7 +172,10 @@ def run(args: argparse.Namespace) -> None:
 
     for file in configfiles_in(list(args.snakemake_args)):  # Snakemake's own loader names neither file nor line
         read_config_file(file)
-    jobs, _ = dry_run(list(args.snakemake_args))
+    jobs, log = dry_run(list(args.snakemake_args))
+    for line in log.splitlines():  # records put back, files not from this config (layerswap.audit.provenance)
+        if line.startswith("provenance: "):
+            print(line)
     print(format_table(summarise(jobs)))
     if args.list_jobs:
         for job in jobs:
