@@ -20,7 +20,7 @@ what it compared:
   and evaluations are named before the run and by `layerswap audit` as not from this config, are not in the new
   manifest's files, and `layerswap audit --remove-foreign` removes them (docs/AUDITS.md).
 
-    python scripts/fault_drill.py WORKDIR      # a new or empty directory; about 10 minutes on a quiet 2-core machine (20 when loaded)
+    python scripts/fault_drill.py WORKDIR      # a new or empty directory; ~20 min for five drills on a loaded 2-core machine
 
 Each Snakemake run (and the repair) relays its progress lines (`N of M steps`, `repair:`) prefixed `|`; its whole
 log is `WORKDIR/<drill>/snakemake.log`.
