@@ -129,7 +129,6 @@ def test_an_edit_that_rewrites_recipes_with_the_same_bytes_evaluates_no_merge(mi
         kept = [rel for rel in after if rel.startswith(f"{cfg}/toy_swh/l1m1/")]
         assert len(kept) == 2  # mgsm.json and its samples
         assert all(after[rel] == before[rel] for rel in kept)
-    assert not [rel for rel in after if "/l1m2/" in rel or "/l2m" in rel]
     # soup-then-swap soups the top-k experts: its recipes changed, so it is evaluated
     assert COUNT.findall(logs["soupswap"]) == [("0", "2")], logs["soupswap"]
 
