@@ -1,6 +1,10 @@
 # Evaluation through lm-eval: the base, and merges built in memory (one job per merge config and language).
 # evaluation.tasks_per_job: grouped (one job runs all tasks of its models) or single (one job per task, wildcard
 # {benchmark}); output paths are the same either way, so tables read the same files.
+# Merge evaluations keep their results by content in EVAL_STORE (layerswap.evaluation.store, no rule's output): a job
+# that reruns evaluates only the models whose result for the same evaluation is not there (docs/RERUNS.md).
+
+EVAL_STORE = f"{R}/store/evals"
 
 rule evaluate_base:
     input:
@@ -64,7 +68,7 @@ rule evaluate_merges:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate-merges", "{params.models}")
+        evaluate_shell("evaluate-merges", "{params.models}", tail=f" --store {EVAL_STORE}")
 
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
@@ -112,4 +116,4 @@ rule evaluate_table2:
         "../envs/layerswap.yaml"
     shell:
         evaluate_shell("evaluate-merges", "{params.models}", f"{R}/evals/by_language/{{wildcards.lang}}",
-                       " --index {output}")
+                       f" --index {{output}} --store {EVAL_STORE}")

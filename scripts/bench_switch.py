@@ -1,0 +1,172 @@
+"""Time the switch between merges of one evaluation job: before (every tensor of the merge rebuilt and loaded with
+`load_state_dict`, the path of dd25adc) and after (only the tensors whose sources differ from what the model holds,
+copied into its parameters in place; merges in `engine.switch_order`).
+
+    python scripts/bench_switch.py --workdir /tmp/bench_switch --reps 3
+
+Writes 3 task and 3 language experts once (Llama-3.2-1B shapes: 16 layers, hidden 2048, vocab 128256, tied head,
+1.24B parameters, random bf16 weights, 2.47 GB each; kept for the next call) and a 3x3 grid of layer-swap recipes
+(bottom/top as given), then, in one process with one `ModelHost` (bf16, CPU), loads the grid's 9 merges `--reps`
+times each way, interleaved (before, after, before, ...). A switch is one `ModelHost.load` of a merge after another
+merge (the first load of each pass is not counted). Prints, per switch, the bytes loaded and the seconds, and the
+medians; peak RSS at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from layerswap.checkpoints import write_shard  # noqa: E402
+from layerswap.evaluation.hosts import ModelHost  # noqa: E402
+from layerswap.merge import engine  # noqa: E402
+from scripts.bench_merge import LLAMA_1B, hf_config, shapes  # noqa: E402
+
+SHARD_BYTES = 2**30
+
+
+def write_tokenizer(path: Path) -> None:
+    """A small word-level tokenizer: the switch does not depend on it, HFLM needs one."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["<unk>", "<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(60)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
+                            eos_token="</s>").save_pretrained(path)
+
+
+def make_expert(path: Path, seed: int) -> None:
+    """Random N(0, 0.02) weights (norms 1 + N(0, 0.02)), bf16, streamed to shards chunk by chunk (bounded memory)."""
+    if (path / "config.json").is_file():
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    shp = {n: s for n, s in shapes(LLAMA_1B).items() if n != "lm_head.weight"}  # tied head, as Llama-3.2-1B
+
+    def fill(name: str, start: int, stop: int, dest: torch.Tensor) -> None:
+        g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + start)
+        x = torch.randn(stop - start, generator=g).mul_(0.02)
+        dest.copy_(x.add_(1.0) if name.endswith("norm.weight") else x)
+
+    shards: list[list] = [[]]
+    size = 0
+    for name, shape in shp.items():
+        nbytes = 2 * torch.Size(shape).numel()
+        if shards[-1] and size + nbytes > SHARD_BYTES:
+            shards.append([])
+            size = 0
+        shards[-1].append((name, torch.bfloat16, shape))
+        size += nbytes
+    weight_map = {}
+    for i, entries in enumerate(shards):
+        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        write_shard(str(tmp / file), entries, fill, 1 << 22)
+        weight_map |= {name: file for name, _, _ in entries}
+    total = sum(2 * torch.Size(s).numel() for s in shp.values())
+    (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
+                                                                  "weight_map": weight_map}))
+    (tmp / "config.json").write_text(json.dumps(hf_config(LLAMA_1B) | {"tie_word_embeddings": True}, indent=1))
+    write_tokenizer(tmp)
+    os.replace(tmp, path)
+
+
+def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
+    models = workdir / "models"
+    for i in range(3):
+        make_expert(models / f"task{i}", seed=10 + i)
+        make_expert(models / f"lang{i}", seed=20 + i)
+    out = []
+    for i in range(3):  # the order `layerswap recipes` writes: language rank, then task rank
+        for j in range(3):
+            recipe = {"method": "layer_swap", "inputs": {"task": str(models / f"task{j}"),
+                                                        "lang": str(models / f"lang{i}")},
+                      "params": {"bottom": bottom, "top": top}}
+            path = workdir / f"{i + 1}x{j + 1}.json"
+            path.write_text(json.dumps(recipe))
+            out.append((f"{i + 1}x{j + 1}", path))
+    return out
+
+
+def one_pass(host: ModelHost, models: list[tuple[str, Path]], full: bool) -> list[dict]:
+    """Load every merge in turn; `full`: forget what the model holds before each load (every tensor rebuilt and
+    loaded: the path before this change)."""
+    rows = []
+    prev = None
+    for model_id, source in models:
+        if full:
+            host.held = None
+        t0 = time.perf_counter()
+        host.load(source)
+        dt = time.perf_counter() - t0
+        n, total, nbytes, total_bytes = host.switched
+        if prev is not None:
+            rows.append({"switch": f"{prev}->{model_id}", "s": dt, "tensors": n, "of": total, "bytes": nbytes,
+                         "model_bytes": total_bytes, **{k: round(v, 3) for k, v in host.phase.items()}})
+        prev = model_id
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workdir", type=Path, required=True)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--bottom", type=int, default=5)
+    ap.add_argument("--top", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    t0 = time.perf_counter()
+    models = grid(args.workdir, args.bottom, args.top)
+    print(f"experts ready in {time.perf_counter() - t0:.1f} s", flush=True)
+    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merges=engine)
+    ordered = host.order(models)
+    print("after: order", " ".join(m for m, _ in ordered), flush=True)
+    host.load(models[0][1])  # the instance is built once (from_pretrained + the first merge), outside the timings
+    before, after = [], []
+    try:
+        for rep in range(args.reps):
+            rows = one_pass(host, models, full=True)
+            before += rows
+            print(f"rep {rep} before: " + ", ".join(f"{r['switch']} {r['s']:.2f}s" for r in rows), flush=True)
+            host.held = None
+            rows = one_pass(host, ordered, full=False)
+            after += rows
+            print(f"rep {rep} after:  " + ", ".join(f"{r['switch']} {r['s']:.2f}s {r['bytes'] / 1e9:.2f}GB"
+                                                    for r in rows), flush=True)
+    finally:
+        host.close()
+    gb = 1e9
+    print(f"\nLlama-3.2-1B shapes, bf16, tied head; layer swap bottom {args.bottom} top {args.top}; "
+          f"{args.reps} reps x 8 switches each way; torch threads {args.threads}")
+    print(f"{'':8} {'median s/switch':>16} {'min':>6} {'max':>6} {'GB loaded/switch':>17} {'GB/s':>6}")
+    for label, rows in (("before", before), ("after", after)):
+        s = [r["s"] for r in rows]
+        b = statistics.mean(r["bytes"] for r in rows) / gb
+        print(f"{label:8} {statistics.median(s):16.2f} {min(s):6.2f} {max(s):6.2f} {b:17.2f} "
+              f"{sum(r['bytes'] for r in rows) / gb / sum(s):6.2f}")
+    print("\nafter, per switch kind (median s, GB loaded of the model's GB):")
+    kinds: dict[tuple[int, int], list[float]] = {}
+    for r in after:
+        kinds.setdefault((r["tensors"], r["bytes"]), []).append(r["s"])
+    for (n, nbytes), s in sorted(kinds.items()):
+        print(f"  {n:4d} of {after[0]['of']} tensors, {nbytes / gb:.2f} of {after[0]['model_bytes'] / gb:.2f} GB: "
+              f"{statistics.median(s):.2f} s (n={len(s)})")
+    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()
