@@ -1,7 +1,8 @@
 """The files a manifest covers and their hashes.
 
-Every regular file under the results root is covered, except `logs/` and `.snakemake/` at its top and the manifest
-itself. Two kinds: reproducible results (the same bytes from the same config, code and machine type: compared by
+Every regular file under the results root is covered, except `logs/`, `.snakemake/` and `store/` (the evaluation
+store, `layerswap.evaluation.store`: a cache keyed by content whose files are copied into results that are covered)
+at its top and the manifest itself. Two kinds: reproducible results (the same bytes from the same config, code and machine type: compared by
 every audit) and run logs (`RUN_LOGS`: training progress with wall-clock timings and throughput: listed with their
 hashes, compared only when asked). Large weights are hashed once: a sha256 already recorded by the job that wrote
 the file (expert `checkpoints.json`, evaluation `index*.json`) is reused when the file is not newer than that record.
@@ -16,7 +17,7 @@ from typing import NamedTuple
 
 from layerswap.fingerprint import file_sha256
 
-EXCLUDED_DIRS = ("logs", ".snakemake")
+EXCLUDED_DIRS = ("logs", ".snakemake", "store")
 MANIFEST_NAME = "manifest.json"
 #: File names of run logs: the Trainer's progress log of the base (`base.work/log.jsonl`) and of each SFT run
 #: (`experts/<run>/log.jsonl`): loss, learning rate and tokens/s with their wall-clock rates.
