@@ -237,8 +237,9 @@ def run(args: argparse.Namespace, merges=None) -> dict:
 
 
 def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch) -> None:
-    """Per model: swap its weights in, re-seed, one lm-eval `evaluate` over all tasks, write one file per benchmark."""
-    for model_id, source in models:
+    """Per model (in the host's order: merges sharing tensors one after another): swap its weights in, re-seed, one
+    lm-eval `evaluate` over all tasks, write one file per benchmark."""
+    for model_id, source in host.order(models) if task_dict is not None else models:
         ta, cpu_a = time.perf_counter(), time.process_time()
         results = None
         if task_dict is not None:

@@ -82,18 +82,45 @@ def _read_checkpoint(model_dir: Path) -> dict:
 
 class _MergesInMemory:
     """What both hosts share: a merge recipe built into a state dict in memory, the experts' files opened once per job
-    (`self.merges`: the layerswap.merge.engine module, or None: checkpoints only)."""
+    (`self.merges`: the layerswap.merge.engine module, or None: checkpoints only).
+
+    A switch costs only what changed: `held` records which tensors the host's model holds (by the engine's tensor
+    keys: sources + method params), `_merged_changes` builds only the tensors of the next merge whose keys differ, and
+    `order` puts a job's merges in an order where consecutive ones share the most."""
 
     merges = None
     merge_cache = None  # layerswap.merge.engine.ExpertCache: experts opened once, shared by the job's recipes
+    held = None  # engine.TensorKeys of the weights the model holds; None: unknown (nothing partial may be loaded)
+    switched: tuple[int, int, int, int] | None = None  # last merge: tensors loaded, tensors, bytes loaded, bytes
 
-    def _merged_state(self, recipe: dict) -> tuple[Path, dict]:
-        """(the recipe's base model dir, checked; the merged state dict)."""
+    def _cache(self):
         if self.merge_cache is None:
             self.merge_cache = self.merges.ExpertCache()
+        return self.merge_cache
+
+    def _merged_state(self, recipe: dict) -> tuple[Path, dict]:
+        """(the recipe's base model dir, checked; the merged state dict, every tensor)."""
         model_dir = Path(self.merges.model_dir_of(recipe))
         check_model_dir(model_dir)
-        return model_dir, self.merges.build_state_dict(recipe, self.merge_cache)
+        return model_dir, self.merges.build_state_dict(recipe, self._cache())
+
+    def _merged_changes(self, recipe: dict) -> tuple[dict, dict]:
+        """(the recipe's tensor keys, the merged tensors the held model lacks: those whose keys differ from `held`;
+        all of them when `held` is None). After loading them, set `held` to the keys; before, set it to None (a load
+        that fails half way leaves no claim about the model's weights)."""
+        keys, state = self.merges.build_changes(recipe, self._cache(), self.held)
+        self.switched = (len(state), len(keys), sum(keys[n][1] for n in state), sum(b for _, b in keys.values()))
+        return keys, state
+
+    def order(self, models: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+        """The job's models in evaluation order: checkpoints as given, then the merges in `engine.switch_order`
+        (consecutive merges share the most tensors). Each model's results are its own: the order changes none."""
+        if self.merges is None:
+            return list(models)
+        dirs = [m for m in models if m[1].is_dir()]
+        recipes = [m for m in models if not m[1].is_dir()]
+        keys = [self.merges.tensor_keys(self.merges.load_recipe(str(src)), self._cache()) for _, src in recipes]
+        return dirs + [recipes[i] for i in self.merges.switch_order(keys)]
 
     def _close_merge_cache(self) -> None:
         if self.merge_cache is not None:
@@ -132,18 +159,26 @@ class ModelHost(_MergesInMemory):
                                                           batch_size=self.batch_size)
 
     def load(self, source: Path):
-        """Make `source` (checkpoint dir or recipe file) the weights of the held model; returns the HFLM."""
+        """Make `source` (checkpoint dir or recipe file) the weights of the held model; returns the HFLM. A merge
+        after a merge of the same architecture loads only the tensors whose sources differ (copied in place into
+        the model's parameters)."""
         t0 = time.perf_counter()
         self.phase = {}
-        state = None
-        if source.is_dir():
-            model_dir = source
-        else:
-            model_dir, state = self._merged_state(self.merges.load_recipe(str(source)))
-            self.phase["state_dict"] = time.perf_counter() - t0
+        self.switched = None
+        recipe = None if source.is_dir() else self.merges.load_recipe(str(source))
+        model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
+        if recipe is not None:
+            check_model_dir(model_dir)
         key = _arch_key(model_dir)
         if key != self.key:
+            self.held = None  # a new instance: every tensor is loaded
+        state = keys = None
+        if recipe is not None:
+            keys, state = self._merged_changes(recipe)
+            self.phase["state_dict"] = time.perf_counter() - t0
+        if key != self.key:
             t1 = time.perf_counter()
+            self.key = None
             self._build(model_dir)
             self.key = key
             self.phase["build"] = time.perf_counter() - t1
@@ -154,19 +189,34 @@ class ModelHost(_MergesInMemory):
         checked = state is not None  # a merge's inputs were checked for NaN/Inf as they were read
         if state is None:
             state = _read_checkpoint(model_dir)
-        self._load_state(state, source)
+        partial = self.held is not None and keys is not None
+        self.held = None
+        try:
+            self._load_state(state, source, partial)
+        except BaseException:
+            self.key = None  # weights half loaded: the next model rebuilds the instance
+            raise
         if not checked:
             check_finite(self.model, source)
+        self.held = keys
         self.phase["load_state_dict"] = time.perf_counter() - t2
+        if self.switched is not None:
+            n, total, nbytes, total_bytes = self.switched
+            log.info("evaluate: %s: %d of %d tensors loaded (%.1f of %.1f MB)", source.name, n, total, nbytes / 1e6,
+                     total_bytes / 1e6)
         return self.lm
 
-    def _load_state(self, state: dict, source: Path) -> None:
+    def _load_state(self, state: dict, source: Path, partial: bool = False) -> None:
+        """Copy `state` into the model's parameters in place; `partial`: only the tensors that changed (the others
+        are held already), else every tensor must be there."""
         import torch
 
         with torch.no_grad():
             result = self.model.load_state_dict(state, strict=False)
         if result.unexpected_keys:
             raise UserError(f"{source}: weights not in the model: {sorted(result.unexpected_keys)[:5]}")
+        if partial:
+            return
         # a missing key is fine only when it is tied to a loaded one (lm_head.weight tied to embed_tokens.weight)
         params = dict(self.model.named_parameters(remove_duplicate=False))
         loaded = {params[k].data_ptr() for k in state if k in params}

@@ -4,6 +4,7 @@ node runs its method's computation, layerswap/merge/methods/)."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
 import os
@@ -89,6 +90,10 @@ class Node:
     def prepare(self) -> None:
         """Whole-model passes (magnitude weights) done once before tensors are filled."""
 
+    def key(self, name: str) -> Any:
+        """What the value of tensor `name` is computed from (JSON-able): equal keys, equal values, bit for bit."""
+        raise NotImplementedError
+
 
 class Leaf(Node):
     """A checkpoint's tensors; with a tied head (`tie_word_embeddings: true`) a separate copy of the head that some
@@ -103,6 +108,9 @@ class Leaf(Node):
 
     def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
         self.ckpt.read_into(name, start, stop, dest)
+
+    def key(self, name: str) -> Any:
+        return ["leaf", os.path.realpath(self.ckpt.path), name]
 
 
 def read_raw(node: Node, name: str, start: int, stop: int, scratch: Scratch, slot: str) -> torch.Tensor:
@@ -222,6 +230,15 @@ class Merge(Node):
     def fill(self, name: str, start: int, stop: int, dest: torch.Tensor) -> None:
         self.compute.fill(name, start, stop, dest)
 
+    def key(self, name: str) -> Any:
+        """The method's own key where it declares one (a layer swap: which expert's tensor, or which mean of which
+        tensors), else the whole recipe and the tensor's name (exact for any method; shares nothing across recipes).
+        Valid after `prepare()` (magnitude weights)."""
+        own = getattr(self.compute, "key", None)
+        if own is not None:
+            return own(name)
+        return ["merge", canonical_json(self.recipe), name, str(self.dtypes[name])]
+
     # what a method's computation reads through
     def read(self, src: Node, name: str, start: int, stop: int, slot: str) -> torch.Tensor:
         """Elements [start, stop) of tensor `name` of `src` as float32, in this merge's buffer `slot`."""
@@ -300,22 +317,72 @@ def one_thread() -> Iterator[None]:
 
 def build_state_dict(recipe: dict, cache: ExpertCache | None = None) -> dict[str, torch.Tensor]:
     """The merged weights in memory; pass one ExpertCache to reuse opened experts across several merges."""
+    return build_changes(recipe, cache, None)[1]
+
+
+#: What a model holds: tensor name -> (key of its value, bytes). Two merges' tensors with equal keys are equal.
+TensorKeys = dict[str, tuple[str, int]]
+
+
+def _keys(root: Merge) -> TensorKeys:
+    out: TensorKeys = {}
+    for name in root.names:
+        digest = hashlib.sha256(json.dumps(root.key(name), sort_keys=True).encode()).hexdigest()[:32]
+        out[name] = (digest, math.prod(root.shapes[name]) * torch.empty((), dtype=root.dtypes[name]).element_size())
+    return out
+
+
+def tensor_keys(recipe: dict, cache: ExpertCache) -> TensorKeys:
+    """Every tensor of the merge with the key of its value (its sources and the method's params), nothing built."""
+    with one_thread():
+        return _keys(_open(recipe, cache)[1])
+
+
+def build_changes(recipe: dict, cache: ExpertCache | None, held: TensorKeys | None) -> tuple[TensorKeys,
+                                                                                          dict[str, torch.Tensor]]:
+    """(the merge's tensor keys, the merged tensors whose key differs from `held`'s: what a model holding `held`
+    must load to hold this merge; every tensor where `held` is None or names other tensors). Backend-neutral: the HF
+    host copies them into its parameters, the vLLM host loads them into its engine."""
     own = cache is None
     cache = cache or ExpertCache()
     try:
         with one_thread():
             _, root, _ = _open(recipe, cache)
+            keys = _keys(root)
+            if held is not None and held.keys() != keys.keys():
+                held = None
             out: dict[str, torch.Tensor] = {}
             for name in root.names:
+                if held is not None and held[name][0] == keys[name][0]:
+                    continue
                 tensor = torch.empty(root.shapes[name], dtype=root.dtypes[name])
                 flat = tensor.view(-1)
                 for start, stop in chunk_ranges(root.shapes[name], CHUNK):
                     root.fill(name, start, stop, flat[start:stop])
                 out[name] = tensor
-            return out
+            return keys, out
     finally:
         if own:
             cache.close()
+
+
+def shared_bytes(a: TensorKeys, b: TensorKeys) -> int:
+    """Bytes of the tensors two merges share (same name, same key): what a switch from one to the other keeps."""
+    return sum(size for name, (key, size) in a.items() if name in b and b[name][0] == key)
+
+
+def switch_order(keys: list[TensorKeys]) -> list[int]:
+    """An order of the merges (indices) in which consecutive ones share many bytes: greedy, from the first, each next
+    the one sharing the most with the last (ties: the earliest). Deterministic for the same keys."""
+    if not keys:
+        return []
+    order, left = [0], list(range(1, len(keys)))
+    while left:
+        last = keys[order[-1]]
+        best = max(left, key=lambda i: (shared_bytes(last, keys[i]), -i))
+        order.append(best)
+        left.remove(best)
+    return order
 
 
 def model_dir_of(recipe: dict) -> str:

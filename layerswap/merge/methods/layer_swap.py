@@ -128,6 +128,16 @@ class Compute:
         layer = layer_of(name)
         return self.non_layer if layer is None else self.plan[layer]
 
+    def key(self, name: str) -> list:
+        """What tensor `name` is computed from: one expert's tensor (converted to the merge's dtype), or the weighted
+        mean of both experts' tensors (the engine's Node.key)."""
+        node = self.node
+        task, lang = node.inputs
+        src, dtype = self.source(name), node.dtypes[name]
+        if src != MIX or not dtype.is_floating_point:
+            return ["copy", (lang if src == LANG else task).key(name), str(dtype)]
+        return ["mean", self.weights, task.key(name), lang.key(name), str(dtype)]
+
     def fill(self, name: str, start: int, stop: int, dest) -> None:
         node = self.node
         task, lang = node.inputs
