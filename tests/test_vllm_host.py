@@ -95,12 +95,19 @@ def test_one_engine_merged_tensors_loaded_then_prefix_cache_reset(world, caplog)
     assert built[0].kwargs["pretrained"] == merge.model_dir_of(merge.load_recipe(str(recipes[0])))
     events = built[0].model.events
     assert [e[0] for e in events] == ["load", "reset"] * len(recipes)
+    held: dict = {}  # what the engine holds after each switch: the first loads every tensor, the next what changed
+    sizes = []
     for r, (_, loaded) in zip(recipes, events[0::2]):
         want = merge.build_state_dict(merge.load_recipe(str(r)))
-        assert sorted(loaded) == sorted(want) and all(k.startswith(("model.", "lm_head.")) for k in loaded)
+        assert set(loaded) <= set(want) and all(k.startswith(("model.", "lm_head.")) for k in loaded)
+        held.update(loaded)
+        assert sorted(held) == sorted(want)
         for name, t in want.items():
-            assert loaded[name].dtype == t.dtype and loaded[name].shape == t.shape
-            assert torch.equal(loaded[name], t)
+            assert held[name].dtype == t.dtype and held[name].shape == t.shape
+            assert torch.equal(held[name], t)
+        sizes.append(len(loaded))
+    # r00 -> r01 and r10 -> r11 share their language expert's layers: only the rest is loaded
+    assert sizes[0] == sizes[2] == len(held) and sizes[1] == sizes[3] < len(held)
     assert not (tmp / "models").exists(), "nothing written to disk on the in-place path"
     assert sum("switch" in m for m in caplog.messages) == len(recipes)
 
@@ -176,3 +183,26 @@ def test_hf_path_does_not_import_vllm() -> None:
             "print('vllm' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_decoder_layer_changed_in_part_loads_every_tensor(world, monkeypatch) -> None:
+    """vLLM reloads a decoder layer's fused weights together (q/k/v, gate/up): where only part of a layer's tensors
+    changed, the switch loads the whole merge instead of a layer with some weights missing."""
+    tmp, recipes = world
+    real = merge.build_changes
+
+    def build_changes(recipe, cache, held):  # as if only layer 1's q_proj had changed
+        keys, state = real(recipe, cache, held)
+        if held is not None:
+            state = {k: v for k, v in state.items() if k == "model.layers.1.self_attn.q_proj.weight"}
+        return keys, state
+
+    monkeypatch.setattr(merge, "build_changes", build_changes)
+    built: list = []
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
+    host.load(recipes[0])
+    host.load(recipes[1])
+    host.close()
+    loads = [e[1] for e in built[0].model.events if e[0] == "load"]
+    want = merge.build_state_dict(merge.load_recipe(str(recipes[1])))
+    assert sorted(loads[1]) == sorted(want) and all(torch.equal(loads[1][k], v) for k, v in want.items())

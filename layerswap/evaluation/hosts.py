@@ -13,6 +13,7 @@ from pathlib import Path
 from layerswap.errors import UserError
 from layerswap.evaluation.results import result_leaves
 from layerswap.evaluation.tasks import BenchmarkPlan
+from layerswap.evaluation.vllm_weights import layer_groups
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -256,15 +257,16 @@ def check_vllm_models(model_dirs: list[Path], dtype: str) -> None:
 class VLLMHost(_MergesInMemory):
     """vLLM backend (`lm_eval.models.vllm_causallms.VLLM`): ONE engine per architecture, built from the first model's
     checkpoint; each further model (a merge built in memory, or a checkpoint read from disk) is loaded into the running
-    engine with vLLM's weight reload, then the prefix cache is reset (`layerswap.evaluation.vllm_weights`). Before a
-    load the state dict is checked against the engine's checkpoint (every tensor, same names and shapes, finite), so
-    bad input is refused while the engine still holds the previous model; a load that fails later may have left the
-    engine with mixed weights: the engine is shut down and the job stops with one line. Where the installed vLLM has
-    no weight reload, one log line says why and the host builds one engine per model, a merge being written first with
+    engine with vLLM's weight reload, then the prefix cache is reset (`layerswap.evaluation.vllm_weights`). After a
+    merge, the next merge loads only the tensors whose sources differ (`_MergesInMemory._merged_changes`), widened to
+    every tensor where a decoder layer would be loaded in part (vLLM processes a layer's fused weights together).
+    Before a load the tensors are checked against the engine's checkpoint (names, shapes, finite values), so bad input
+    is refused while the engine still holds the previous model; a load that fails later may have left the engine with
+    mixed weights: the engine is shut down and the job stops with one line. Where the installed vLLM has no weight
+    reload, one log line says why and the host builds one engine per model, a merge being written first with
     `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's evaluation). An engine is shut
     down (`vllm_weights.shutdown`) before the next is built; on a CPU it runs eagerly (`vllm_weights.engine_kwargs`).
-    No merged
-    checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule, not here)."""
+    No merged checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule)."""
 
     def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None,
                  make_lm=None):
@@ -322,23 +324,33 @@ class VLLMHost(_MergesInMemory):
             if recipe is None:
                 return self.lm  # the engine was built from this very checkpoint
         t2 = time.perf_counter()
+        self.switched, keys = None, None
         if recipe is not None:
-            _, state = self._merged_state(recipe)
+            check_model_dir(model_dir)
+            keys, state = self._merged_changes(recipe)  # the tensors whose sources differ from what the engine holds
+            if len(state) < len(keys) and set(layer_groups(list(keys), state)) != set(state):
+                self.held = None  # part of a decoder layer changed: vLLM reloads whole layers, so every tensor
+                keys, state = self._merged_changes(recipe)
         else:
             check_model_dir(source)
             state = _read_checkpoint(source)
         self.phase["state_dict"] = time.perf_counter() - t2
-        self._check_state(state, source, checked=recipe is not None)
+        self._check_state(state, set(keys or state), source, checked=recipe is not None)
+        self.held = None  # until the load is done: a load that fails half way leaves no claim
         self._switch(state, source)
-        log.info("evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s)",
-                 source.name, self.phase["switch"], self.phase["state_dict"])
+        self.held = keys
+        size = sum(t.numel() * t.element_size() for t in state.values())
+        n, total, nbytes, total_bytes = self.switched or (len(state), len(state), size, size)
+        log.info("evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s), %d of %d "
+                 "tensors (%.1f of %.1f MB)", source.name, self.phase["switch"], self.phase["state_dict"], n, total,
+                 nbytes / 1e6, total_bytes / 1e6)
         return self.lm
 
-    def _check_state(self, state: dict, source: Path, checked: bool) -> None:
-        """The engine takes `state` whole: the names and shapes of its checkpoint, finite values (a merge's inputs
-        were checked as they were read)."""
-        if set(state) != set(self.shapes):
-            extra, missing = sorted(set(state) - set(self.shapes)), sorted(set(self.shapes) - set(state))
+    def _check_state(self, state: dict, names: set, source: Path, checked: bool) -> None:
+        """The engine takes `state` (the tensors of a model whose tensor names are `names`): the names of its
+        checkpoint, their shapes, finite values (a merge's inputs were checked as they were read)."""
+        if names != set(self.shapes):
+            extra, missing = sorted(names - set(self.shapes)), sorted(set(self.shapes) - names)
             raise UserError(f"{source}: tensors differ from the engine's model: "
                             f"{'not in it: ' + str(extra[:5]) if extra else 'missing: ' + str(missing[:5])}")
         for name, t in state.items():
@@ -357,7 +369,8 @@ class VLLMHost(_MergesInMemory):
 
         t3 = time.perf_counter()
         try:
-            update_weights(engine_of(self.lm), list(state.items()))
+            if state:  # nothing changed: the engine holds this model already
+                update_weights(engine_of(self.lm), list(state.items()))
         except Exception as err:
             self._drop()  # its weights may be part old, part new: never evaluated
             raise UserError(f"{source}: vLLM failed to load the weights into the running engine "
@@ -395,7 +408,7 @@ class VLLMHost(_MergesInMemory):
 
     def _drop(self) -> None:
         """Shut the engine down (if one is held)."""
-        lm, self.lm, self.key, self.shapes = self.lm, None, None, {}
+        lm, self.lm, self.key, self.shapes, self.held = self.lm, None, None, {}, None
         if lm is not None and self.make_lm is None:
             from layerswap.evaluation.vllm_weights import shutdown
 

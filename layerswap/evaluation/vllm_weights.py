@@ -60,10 +60,23 @@ def layer_groups(names, changed) -> list[str]:
     return [n for n in names if n in changed or ((m := LAYER.match(n)) and m.group(1) in layers)]
 
 
+# vLLM's reload logs "<layer>: Failed to load weights" for each layer given no tensor: every unchanged layer of a
+# partial update (a full update is checked against the checkpoint's names before it starts)
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
 def update_weights(llm, items) -> None:
     """Load `items` ((HF name, tensor) pairs) into the engine's workers, then drop the prefix cache of the old
     weights. Where it raises, the engine may hold a mix of old and new weights: the caller must not use it again."""
-    llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
+    import logging
+
+    reload_log = logging.getLogger(RELOAD_LOGGER)
+    level = reload_log.level
+    reload_log.setLevel(logging.ERROR)
+    try:
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
+    finally:
+        reload_log.setLevel(level)
     llm.reset_prefix_cache()
 
 
