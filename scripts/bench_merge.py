@@ -57,6 +57,28 @@ def _noise(seed: int, name: str, start: int, n: int) -> torch.Tensor:
     return torch.randn(n, generator=g)
 
 
+def write_sharded(tmp: Path, shp: dict[str, tuple[int, ...]], dtype: torch.dtype, fill, max_shard_bytes: int) -> None:
+    """Tensors `shp` of `dtype`, each filled chunk by chunk by `fill(name, start, stop, dest)`, as safetensors shards
+    of at most `max_shard_bytes` in `tmp` with their `model.safetensors.index.json`."""
+    shards: list[list[tuple[str, torch.dtype, tuple[int, ...]]]] = [[]]
+    size = 0
+    item = torch.empty((), dtype=dtype).element_size()
+    for name, shape in shp.items():
+        nbytes = item * torch.Size(shape).numel()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append((name, dtype, shape))
+        size += nbytes
+    weight_map = {}
+    for i, entries in enumerate(shards):
+        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        write_shard(str(tmp / file), entries, fill, 1 << 22)
+        weight_map |= {name: file for name, _, _ in entries}
+    total = sum(item * torch.Size(s).numel() for s in shp.values())
+    (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+
+
 def make_model(path: Path, cfg: dict, seed: int, base_seed: int | None = None, dtype: torch.dtype = torch.bfloat16,
                max_shard_bytes: int = 2 * 2**30) -> None:
     """A random checkpoint (N(0, 0.02)); with base_seed: that base plus N(0, 0.002) noise (an 'expert')."""
@@ -79,23 +101,7 @@ def make_model(path: Path, cfg: dict, seed: int, base_seed: int | None = None, d
             x = x.to(dtype).float() + 0.002 * _noise(seed, name, start, stop - start)
         dest.copy_(x)
 
-    shards: list[list[tuple[str, torch.dtype, tuple[int, ...]]]] = [[]]
-    size = 0
-    item = torch.empty((), dtype=dtype).element_size()
-    for name, shape in shp.items():
-        nbytes = item * torch.Size(shape).numel()
-        if shards[-1] and size + nbytes > max_shard_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append((name, dtype, shape))
-        size += nbytes
-    weight_map = {}
-    for i, entries in enumerate(shards):
-        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        write_shard(str(tmp / file), entries, fill, 1 << 22)
-        weight_map |= {name: file for name, _, _ in entries}
-    total = sum(item * torch.Size(s).numel() for s in shp.values())
-    (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    write_sharded(tmp, shp, dtype, fill, max_shard_bytes)
     (tmp / "config.json").write_text(json.dumps(hf_config(cfg), indent=1))
     (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": f"synthetic-{base_seed or seed}"}))
     os.replace(tmp, path)

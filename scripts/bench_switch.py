@@ -28,10 +28,9 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from layerswap.checkpoints import write_shard  # noqa: E402
 from layerswap.evaluation.hosts import ModelHost  # noqa: E402
 from layerswap.merge import engine  # noqa: E402
-from scripts.bench_merge import LLAMA_1B, hf_config, shapes  # noqa: E402
+from scripts.bench_merge import LLAMA_1B, hf_config, shapes, write_sharded  # noqa: E402
 
 SHARD_BYTES = 2**30
 
@@ -62,23 +61,7 @@ def make_expert(path: Path, seed: int) -> None:
         x = torch.randn(stop - start, generator=g).mul_(0.02)
         dest.copy_(x.add_(1.0) if name.endswith("norm.weight") else x)
 
-    shards: list[list] = [[]]
-    size = 0
-    for name, shape in shp.items():
-        nbytes = 2 * torch.Size(shape).numel()
-        if shards[-1] and size + nbytes > SHARD_BYTES:
-            shards.append([])
-            size = 0
-        shards[-1].append((name, torch.bfloat16, shape))
-        size += nbytes
-    weight_map = {}
-    for i, entries in enumerate(shards):
-        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        write_shard(str(tmp / file), entries, fill, 1 << 22)
-        weight_map |= {name: file for name, _, _ in entries}
-    total = sum(2 * torch.Size(s).numel() for s in shp.values())
-    (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total},
-                                                                  "weight_map": weight_map}))
+    write_sharded(tmp, shp, torch.bfloat16, fill, SHARD_BYTES)
     (tmp / "config.json").write_text(json.dumps(hf_config(LLAMA_1B) | {"tie_word_embeddings": True}, indent=1))
     write_tokenizer(tmp)
     os.replace(tmp, path)

@@ -44,8 +44,11 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     m = manifest_of(micro_run)
     files = m["files"]
     on_disk = {str(p.relative_to(micro_run.parent)) for p in micro_run.rglob("*") if p.is_file()}
-    expected = {p for p in on_disk if not p.startswith(("results/logs/", "results/.snakemake"))} - {
+    # logs/ and the evaluation store (a cache whose files are copied into the results) are not the run's results
+    expected = {p for p in on_disk if not p.startswith(("results/logs/", "results/.snakemake", "results/store/"))} - {
         "results/manifest.json"}
+    assert any(p.startswith("results/store/evals/") for p in on_disk)
+    assert not m["foreign"]
     # the training logs (wall-clock timings) are listed apart from the results
     assert set(m["run_logs"]) == {"results/base.work/log.jsonl"} | {
         f"results/experts/{r}/log.jsonl" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")}

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import argparse
-import base64
 import datetime as _dt
 import json
 import os
@@ -29,7 +28,7 @@ from pathlib import Path
 
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
 from layerswap.audit.machine import checkout, git_state, hardware, package_versions
-from layerswap.audit.provenance import declared, ownership, record_fields, spec_of
+from layerswap.audit.provenance import declared, ownership, read_record, record_fields, spec_of
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
@@ -67,36 +66,15 @@ def redact(text: str, secrets: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------------------- snakemake job records
-def _record_path(meta_dir: Path, output: str) -> Path:
-    try:
-        max_len = os.pathconf(meta_dir, "PC_NAME_MAX") or 255
-    except (OSError, ValueError):
-        max_len = 255
-    b64 = base64.urlsafe_b64encode(output.encode()).decode()
-    parts = [b64[i:i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
-    return meta_dir.joinpath(*(["@" + s for s in parts[:-1]] + [parts[-1]]))
-
-
-def job_record(meta_dir: Path, output: str) -> dict | None:
-    path = _record_path(meta_dir, output)
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and data.get("rule") else None
-
-
 def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
                 listed: dict[str, str] | None = None, outputs: set[str] | None = None) -> dict[str, dict]:
     """Set files[p]["job"] to a job id and return {job id: {rule, params, shellcmd, outputs, inputs, snakemake}}.
     `listed`: {undeclared file: the declared record that lists it} (its writer's job); `outputs`: the files the
     config's jobs declare (others' records, left by another config, are not used)."""
-    records: dict[str, dict | None] = {p: job_record(meta_dir, p) for p in files
+    records: dict[str, dict | None] = {p: read_record(meta_dir, p) for p in files
                                        if outputs is None or p in outputs} if meta_dir.is_dir() else {}
     folders = [o for o in sorted(outputs or ()) if Path(o).is_dir()]  # directory outputs (a merged model)
-    records.update({o: job_record(meta_dir, o) for o in folders} if meta_dir.is_dir() else {})
+    records.update({o: read_record(meta_dir, o) for o in folders} if meta_dir.is_dir() else {})
     declared = {p for p, r in records.items() if r is not None}
     by_dir: dict[str, list[str]] = {}
     for p in sorted(declared):
