@@ -99,12 +99,6 @@ class _MergesInMemory:
             self.merge_cache = self.merges.ExpertCache()
         return self.merge_cache
 
-    def _merged_state(self, recipe: dict) -> tuple[Path, dict]:
-        """(the recipe's base model dir, checked; the merged state dict, every tensor)."""
-        model_dir = Path(self.merges.model_dir_of(recipe))
-        check_model_dir(model_dir)
-        return model_dir, self.merges.build_state_dict(recipe, self._cache())
-
     def _merged_changes(self, recipe: dict) -> tuple[dict, dict]:
         """(the recipe's tensor keys, the merged tensors the held model lacks: those whose keys differ from `held`;
         all of them when `held` is None). After loading them, set `held` to the keys; before, set it to None (a load
