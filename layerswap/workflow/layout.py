@@ -1,0 +1,148 @@
+"""The results layout: the one place a path under the results folder is spelled.
+
+Every file a job reads or writes has a method here, used by the rules (rules/*.smk), `Spec`, the report, the audit
+and the tests. A method takes the parts that vary (an expert, a run, a merge config, ...) and returns the path as a
+string; passing a Snakemake wildcard (`"{expert}"`) gives the rule's pattern, passing a value gives one file, so a
+rule's output and the file lists that read it cannot drift apart.
+
+Two roots: `root` (``results``, relative to the workflow's directory) for everything small, and `big` for the
+expert checkpoints and merged models, the big artefacts, which live under `storage.scratch` when it is set (a
+cluster's scratch file system), else under `root`. `Layout()` is the layout of a run without scratch: what the
+package's own commands and tests use for the files that never move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+R = "results"  # the results folder, relative to the workflow's directory
+
+# Folders of the results root that hold no job's declared output: logs, and the evaluation store
+# (layerswap/evaluation/store.py), which the evaluation jobs keep for themselves.
+LOGS, STORE = "logs", "store"
+
+
+@dataclass(frozen=True)
+class Layout:
+    root: str = R
+    big: str = R  # storage.scratch, else the results root
+
+    # -- data --------------------------------------------------------------------------------------------------
+    def raw(self, file: str) -> str:
+        """A raw source file (toy generator or hub download): `<name>_<lang>.jsonl`, `<name>.jsonl`, ..."""
+        return f"{self.root}/data/raw/{file}"
+
+    def hub_manifest(self, file: str) -> str:
+        """The manifest a hub download writes beside its rows (`<name>_<lang>.manifest.json`)."""
+        return self.raw(file.removesuffix(".jsonl") + ".manifest.json")
+
+    def pretrain_corpus(self) -> str:
+        return self.raw("pretrain.jsonl")
+
+    def vocab(self) -> str:
+        return self.raw("vocab.json")
+
+    def eval_data_dir(self) -> str:
+        return f"{self.root}/data/eval"
+
+    def eval_data(self, benchmark: str, lang: str) -> str:
+        return f"{self.eval_data_dir()}/{benchmark}_{lang}.jsonl"
+
+    def sft_mix(self, expert: str, ext: str = "jsonl") -> str:
+        """An expert type's SFT mix (`jsonl`) or its manifest (`manifest.json`)."""
+        return f"{self.root}/data/sft/{expert}.{ext}"
+
+    # -- base and experts -------------------------------------------------------------------------------------
+    def base(self) -> str:
+        return f"{self.root}/base"
+
+    def base_config(self, base: str | None = None) -> str:
+        """The `config.json` of a base model folder (default: the main base)."""
+        return f"{base or self.base()}/config.json"
+
+    def experts(self) -> str:
+        return f"{self.big}/experts"
+
+    def run_dir(self, run: str) -> str:
+        return f"{self.experts()}/{run}"
+
+    def checkpoint(self, run: str, name: str) -> str:
+        return f"{self.run_dir(run)}/{name}"
+
+    def checkpoints_record(self, run: str) -> str:
+        """A run's `checkpoints.json`: what its SFT job wrote, checkpoint by checkpoint."""
+        return f"{self.run_dir(run)}/checkpoints.json"
+
+    # -- selection and merges ---------------------------------------------------------------------------------
+    def selection_dir(self) -> str:
+        return f"{self.root}/selection"
+
+    def selection(self, expert: str) -> str:
+        return f"{self.selection_dir()}/{expert}.json"
+
+    def recipe_dir(self, cfg: str, lang: str) -> str:
+        return f"{self.root}/merges/{cfg}/{lang}"
+
+    def recipe(self, cfg: str, lang: str, pair: str) -> str:
+        """A merge recipe: merge config `cfg` of language `lang`'s expert pair `pair` (or a soup-then-swap recipe:
+        cfg `soupswap`, pair `langsoup` / `multisoup`)."""
+        return f"{self.recipe_dir(cfg, lang)}/{pair}.json"
+
+    def merged_model(self, cfg: str, lang: str, pair: str) -> str:
+        return f"{self.big}/merged/{cfg}/{lang}/{pair}"
+
+    # -- evaluations ------------------------------------------------------------------------------------------
+    def evals(self) -> str:
+        return f"{self.root}/evals"
+
+    def eval_file(self, model_id: str, benchmark: str) -> str:
+        """A model's evaluation of one benchmark; `model_id`: `base`, `ckpt/<run>/<checkpoint>`,
+        `merge/<cfg>/<lang>/<pair>` (layerswap/contracts.py)."""
+        return f"{self.evals()}/{model_id}/{benchmark}.json"
+
+    def checkpoint_index(self, run: str, part: str | None = None) -> str:
+        """The index of a run's checkpoint evaluations (`index.json`), or of one part of them (`index.<part>.json`:
+        a benchmark, or `other`)."""
+        return f"{self.evals()}/ckpt/{run}/index{'.' + part if part else ''}.json"
+
+    def table2_index(self, lang: str, t2: str) -> str:
+        """The index of Table 2's evaluations of the MGSM of language `lang` (Table 2 language `t2`)."""
+        return f"{self.evals()}/by_language/{lang}/table2_{t2}.json"
+
+    def store(self) -> str:
+        """The evaluation store (layerswap/evaluation/store.py): scores by the bytes that made them."""
+        return f"{self.root}/{STORE}/evals"
+
+    # -- tables, figures, report ------------------------------------------------------------------------------
+    def table(self, stem: str, ext: str) -> str:
+        return f"{self.root}/tables/{stem}.{ext}"
+
+    def figure(self, name: str, ext: str) -> str:
+        return f"{self.root}/figures/{name}.{ext}"
+
+    def config_used(self, ext: str) -> str:
+        return f"{self.root}/config_used.{ext}"
+
+    def manifest(self) -> str:
+        return f"{self.root}/manifest.json"
+
+    # -- ablations --------------------------------------------------------------------------------------------
+    def ablation_dir(self, name: str) -> str:
+        return f"{self.root}/ablations/{name}"
+
+    def ablation_file(self, name: str, file: str) -> str:
+        return f"{self.ablation_dir(name)}/{file}"
+
+    def ablation_base(self, name: str, base: str) -> str:
+        return f"{self.ablation_dir(name)}/bases/{base}"
+
+    def ablation_selection(self, name: str, set_name: str, expert: str) -> str:
+        return f"{self.ablation_dir(name)}/selection/{set_name}/{expert}.json"
+
+    def ablation_base_eval(self, name: str, base: str, benchmark: str) -> str:
+        return f"{self.evals()}/ablations/{name}/bases/{base}/{benchmark}.json"
+
+    # -- logs -------------------------------------------------------------------------------------------------
+    def log(self, *parts: str) -> str:
+        """A job's log: `log("select", expert)` -> results/logs/select/<expert>.log."""
+        return f"{self.root}/{LOGS}/{'/'.join(parts)}.log"

@@ -1,0 +1,157 @@
+"""Counts a maintainer reads the package's structure by (issue 37): where a results path is spelled, how many members
+the rules' `Spec` has, and the import cycles and upward imports between the package's modules.
+
+    python scripts/structure_counts.py            # a table
+    python scripts/structure_counts.py --json     # the same, as JSON (e.g. to compare two commits)
+
+Results paths: string literals (f-strings included) in rules/*.smk, the Snakefile and layerswap/**/*.py that spell a
+path under the results folder (`{R}/...`, `results/...`) or the experts' or merged models' folder
+(`{...experts}/...`, `{...merged}/...`). `layout module` is the file that owns them (layerswap/workflow/layout.py once
+it exists); a kind is a path with its `{...}` parts blanked, and `kinds spelled twice or more` counts the kinds
+spelled in more than one place outside it.
+
+Spec: the members of `layerswap.workflow.spec.Spec` that the package defines: methods and class attributes of Spec
+and of every base class from the package, plus the `self.<name> =` attributes their methods set.
+
+Imports: the graph of `layerswap.fingerprint.imports_of` (imports inside functions included; a package's
+`__init__` aside). A cycle is a strongly connected set of two modules or more. Layers, bottom to top: the top-level
+modules (config, contracts, errors, ...), the stages (data, train, merge, evaluation, report, and the task files),
+then workflow and audit, then the dispatcher `cli`; an import of a higher layer's module is upward, and one stage's
+import of another stage is `across` (listed, not an error in itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+PATH_RE = re.compile(r"""(?:^|["'/])(\{[^{}]*\}|results)/""")
+ROOTS = re.compile(r"^(\{R\}|results|\{[\w.]*experts\}|\{[\w.]*merged\}|\{big\})/")
+STAGES = ("data", "train", "merge", "evaluation", "report", "tasks")
+TOP = ("workflow", "audit")
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string literal of a Python file; an f-string's placeholders become `{name}`."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".py":
+        tree = ast.parse(text)
+    else:  # a Snakemake file: its string literals, by a regex (it is no Python file)
+        return [(text.count("\n", 0, m.start()) + 1, m.group(2))
+                for m in re.finditer(r"""(?:f|rf|fr)?(["'])((?:(?!\1).)*)\1""", text)]
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts = [v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}" for v in node.values]
+            found.append((node.lineno, "".join(parts)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((node.lineno, node.value))
+    inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    return [(line, s) for line, s in found if id(s) not in inner]
+
+
+def results_paths() -> dict:
+    files = [*REPO.glob("rules/*.smk"), REPO / "Snakefile", *REPO.glob("layerswap/**/*.py")]
+    layout = REPO / "layerswap/workflow/layout.py"
+    spelled, kinds = [], defaultdict(set)
+    for path in sorted(files):
+        for line, s in _strings(path):
+            for word in s.split():
+                if ROOTS.match(word.strip("\"'")):
+                    where = f"{path.relative_to(REPO)}:{line}"
+                    kind = re.sub(r"\{+[^{}]*\}+", "{}", word.strip("\"'"))
+                    kind = re.sub(r"^\{\}", "{root}", kind)
+                    if path != layout:
+                        spelled.append((where, kind))
+                        kinds[kind].add(where)
+    twice = {k: sorted(v) for k, v in kinds.items() if len(v) > 1}
+    return {"spelled outside the layout module": len(spelled),
+            "kinds spelled twice or more": len(twice),
+            "most spelled": sorted(((len(v), k) for k, v in twice.items()), reverse=True)[:5]}
+
+
+def spec_members() -> dict:
+    from layerswap.workflow import spec as spec_module
+
+    members: set[str] = set()
+    own = [c for c in spec_module.Spec.__mro__ if c.__module__.startswith("layerswap.")]
+    for cls in own:
+        members.update(n for n in vars(cls) if not (n.startswith("__") and n.endswith("__")))
+        source = Path(sys.modules[cls.__module__].__file__).read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
+                for sub in ast.walk(node):
+                    targets = sub.targets if isinstance(sub, ast.Assign) else (
+                        [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else [])
+                    for t in targets:
+                        for e in ast.walk(t):
+                            if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                                members.add(e.attr)
+    methods = [n for c in own for n, v in vars(c).items() if callable(v) or isinstance(v, (staticmethod, property))]
+    return {"members": len(members), "methods": len(set(methods)), "classes in its MRO": [c.__name__ for c in own]}
+
+
+def _layer(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) == 2 and parts[1] == "cli":
+        return 3
+    if len(parts) == 2 and not (REPO / "layerswap" / parts[1]).is_dir():
+        return 0
+    return 2 if parts[1] in TOP else 1
+
+
+def imports() -> dict:
+    import networkx as nx
+
+    from layerswap.fingerprint import imports_of
+
+    names = sorted(
+        ".".join(("layerswap", *p.relative_to(REPO / "layerswap").with_suffix("").parts))
+        for p in (REPO / "layerswap").rglob("*.py") if p.name != "__init__.py")
+    graph = nx.DiGraph()
+    for name in names:
+        graph.add_node(name)
+        for target in imports_of(name)[0]:
+            if target in names and target != name:
+                graph.add_edge(name, target)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    upward = sorted(f"{a} -> {b}" for a, b in graph.edges if _layer(b) > _layer(a))
+    across = sorted(f"{a} -> {b}" for a, b in graph.edges
+                    if _layer(a) == _layer(b) == 1 and a.split(".")[1] != b.split(".")[1])
+    return {"cycles": sorted(cycles), "upward": upward, "across stages": across}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    counts = {"results paths": results_paths(), "Spec": spec_members(), "imports": imports()}
+    if args.json:
+        print(json.dumps(counts, indent=1))
+        return
+    paths, spec, imp = counts["results paths"], counts["Spec"], counts["imports"]
+    print(f"results paths spelled outside the layout module: {paths['spelled outside the layout module']}")
+    print(f"  kinds spelled twice or more: {paths['kinds spelled twice or more']}; most spelled: "
+          + ", ".join(f"{k} ({n})" for n, k in paths["most spelled"]))
+    print(f"Spec: {spec['members']} members ({spec['methods']} methods) over {', '.join(spec['classes in its MRO'])}")
+    print(f"import cycles: {len(imp['cycles'])}")
+    for c in imp["cycles"]:
+        print(f"  {' <-> '.join(c)}")
+    print(f"upward imports: {len(imp['upward'])}")
+    for line in imp["upward"]:
+        print(f"  {line}")
+    print(f"imports across stages: {len(imp['across stages'])}")
+    for line in imp["across stages"]:
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()
