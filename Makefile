@@ -118,7 +118,10 @@ run: $(BIN)/layerswap
 report: $(BIN)/layerswap
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/snakemake --cores $(CORES) --report results/report.html
 
+# The formatter and the linter first (pyproject.toml [tool.ruff]; `$(BIN)/ruff format .` and `$(BIN)/ruff check --fix .`
+# mend most of what they find), then the suite.
 test: $(BIN)/layerswap slurm-deps
+	$(BIN)/ruff format --check --quiet . && $(BIN)/ruff check --quiet .
 	PATH=$(CURDIR)/$(BIN):$$PATH $(BIN)/python -m pytest -q
 
 clean:
