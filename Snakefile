@@ -41,8 +41,8 @@ rule all:
     default_target: True
     input:
         tables=spec.tables,
-        heatmap=f"{R}/figures/param_change.svg",
+        heatmap=layout.figure("param_change", "svg"),
         report=spec.report_files,
-        manifest=f"{R}/manifest.json",
+        manifest=layout.manifest(),
         merged=spec.merged_models,
         results=spec.results(),  # every intermediate too: a deleted one is rebuilt (Spec.results)

@@ -19,20 +19,20 @@ if spec.expert_ablations:
             indexes=lambda w: spec.ablation_selection_indexes(w.ablation, w.set, w.expert),
             base=lambda w: spec.ablation_base_evals(w.ablation, w.set, w.expert),
         output:
-            f"{R}/ablations/{{ablation}}/selection/{{set}}/{{expert}}.json",
+            layout.ablation_selection("{ablation}", "{set}", "{expert}"),
         wildcard_constraints:
             ablation="|".join(spec.expert_ablations),
             set="[A-Za-z0-9]+",
         log:
-            f"{R}/logs/ablations/select_{{ablation}}_{{set}}_{{expert}}.log",
+            layout.log("ablations", "select_{ablation}_{set}_{expert}"),
 
     rule evaluate_ablation_base:
         """A second base of an expert-set ablation on one benchmark that its selection constraints compare with."""
         input:
-            base=f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+            base=layout.base_config(layout.ablation_base("{ablation}", "{base}")),
             data=lambda w: spec.task_data_files([w.benchmark]),
         output:
-            f"{R}/evals/ablations/{{ablation}}/bases/{{base}}/{{benchmark}}.json",
+            layout.ablation_base_eval("{ablation}", "{base}", "{benchmark}"),
         params:
             benchmarks=lambda w: spec.benchmark_params([w.benchmark]),
             **spec.evaluation_params("evaluate"),
@@ -45,12 +45,12 @@ if spec.expert_ablations:
             gpu=spec.gpus,
             **requests.of("evaluate_ablation_base"),
         log:
-            f"{R}/logs/evaluate/ablation_base_{{ablation}}_{{base}}_{{benchmark}}.log",
+            layout.log("evaluate", "ablation_base_{ablation}_{base}_{benchmark}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             evaluate_shell("evaluate", f"--model ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}="
-                           f"{R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}")
+                           f"{layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')}")
 
 
 if spec.ablation_merges:
@@ -74,12 +74,12 @@ if spec.other_base_runs:
     ruleorder: ablation_sft > sft
 
     rule ablation_sft:
-        """SFT of an ablation run from another base than results/base (same command as sft)."""
+        """SFT of an ablation run from another base than the main one (same command as sft)."""
         input:
-            base=lambda w: f"{spec.ablation_run_base[w.run]}/config.json",
-            data=lambda w: f"{R}/data/sft/{spec.run_spec(w.run)['expert']}.jsonl",
+            base=lambda w: layout.base_config(spec.ablation_run_base[w.run]),
+            data=lambda w: layout.sft_mix(spec.run_spec(w.run)["expert"]),
         output:
-            f"{spec.experts}/{{run}}/checkpoints.json",
+            layout.checkpoints_record("{run}"),
         params:
             run=lambda w: spec.sft_params(w.run),
             launch=sft_launch,
@@ -92,7 +92,7 @@ if spec.other_base_runs:
             gpu=lambda w: spec.sft_gpus(w.run),
             **requests.of("ablation_sft"),
         log:
-            f"{R}/logs/sft/{{run}}.log",
+            layout.log("sft", "{run}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -105,10 +105,10 @@ if spec.ablation_bases and config["world"] == "toy":
     rule ablation_toy_base:
         """A second toy base (same corpus and shape, another seed) for an expert-set ablation."""
         input:
-            corpus=f"{R}/data/raw/pretrain.jsonl",
-            vocab=f"{R}/data/raw/vocab.json",
+            corpus=layout.pretrain_corpus(),
+            vocab=layout.vocab(),
         output:
-            f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+            layout.base_config(layout.ablation_base("{ablation}", "{base}")),
         params:
             model=lambda w: as_json(spec.ablation_base_spec(w.ablation, w.base)["model"]),
             train=as_json(config["base"].get("toy_pretrain", {})),
@@ -122,12 +122,12 @@ if spec.ablation_bases and config["world"] == "toy":
         resources:
             **requests.of("ablation_toy_base"),
         log:
-            f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+            layout.log("ablations", "base_{ablation}_{base}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} "
-            f"--out {R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}} "
+            f"--out {layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')} "
             "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
             "--seed {params.seed} > {log} 2>&1"
 
@@ -136,7 +136,7 @@ elif spec.ablation_bases:
     rule ablation_prepare_base:
         """A second hub base (pre-staged, like prepare_base) for an expert-set ablation."""
         output:
-            f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+            layout.base_config(layout.ablation_base("{ablation}", "{base}")),
         params:
             source=lambda w: shlex.quote(spec.ablation_base_spec(w.ablation, w.base)["source"]),
             revision=lambda w: spec.revision_arg(spec.ablation_base_spec(w.ablation, w.base)),
@@ -148,13 +148,14 @@ elif spec.ablation_bases:
         resources:
             **requests.of("ablation_prepare_base"),
         log:
-            f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+            layout.log("ablations", "base_{ablation}_{base}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
             "layerswap prepare-base --source {params.source} {params.revision} "
-            f"--out {R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}} {{params.hf_home}} > {{log}} 2>&1"
+            f"--out {layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')} "
+            "{params.hf_home} > {log} 2>&1"
 
 
 if spec.ablation_extra:
@@ -163,7 +164,7 @@ if spec.ablation_extra:
     # benchmark); evaluate_merges makes the merge tasks' files.
     use rule evaluate_merges as evaluate_ablation_merges with:
         input:
-            recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
+            recipes=expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.pairs),
             data=lambda w: spec.task_data_files([w.benchmark], [w.lang]),
         output:
             spec.merge_eval_patterns("{cfg}", spec.pairs, ["{benchmark}"]),
@@ -174,7 +175,7 @@ if spec.ablation_extra:
         wildcard_constraints:
             benchmark="|".join(spec.ablation_extra),
         log:
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
+            layout.log("evaluate", "merge_{cfg}_{lang}_{benchmark}"),
 
 
 for _name in spec.ablations:
@@ -195,12 +196,12 @@ for _name in spec.ablations:
             name=_name,
             code=command_hash("ablation-table"),
         log:
-            f"{R}/logs/ablations/{_name}.log",
+            layout.log("ablations", _name),
         conda:
             "../envs/layerswap.yaml"
         shell:
-            f"layerswap ablation-table --evals-dir {R}/evals --params-json {{params.table}} "
-            f"--out-dir {R}/ablations/{{params.name}} > {{log}} 2>&1"
+            f"layerswap ablation-table --evals-dir {layout.evals()} --params-json {{params.table}} "
+            f"--out-dir {layout.ablation_dir('{params.name}')} > {{log}} 2>&1"
 
     rule:
         name:

@@ -14,7 +14,7 @@ from layerswap.workflow.ablations import enabled as enabled_ablations, plan as p
 from layerswap.workflow.resources import Requests
 from layerswap.workflow.site import Site, check_storage
 from layerswap.workflow.spec import Spec
-from layerswap.workflow.words import R, as_json, evaluate_shell  # results/ in one place; params words; shell
+from layerswap.workflow.words import as_json, evaluate_shell  # params words; the evaluation rules' shell
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
 # config. Ablation files add merge configs to a view of their own (spec.merge_configs), checked with the rest.
@@ -33,6 +33,7 @@ try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs 
 except UserError as err:
     sys.exit(f"site settings: {err}")
 spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
+layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
 try:  # with a site file: the storage paths the jobs use, checked; what each job asks of SLURM (`resources:`)
     if SITE is not None:
         check_storage(spec.storage, config["storage"], SITE)
@@ -78,17 +79,17 @@ def sft_launch(wildcards, resources):
 def table_report(stem, ext):
     sub, caption = spec.table_pages[stem]
     fmt = "rendered (HTML)" if ext == "html" else ext.upper()
-    return report(f"{R}/tables/{stem}.{ext}", category="Tables", subcategory=sub, caption=caption,
+    return report(layout.table(stem, ext), category="Tables", subcategory=sub, caption=caption,
                   labels={"table": stem, "format": fmt})
 
 
 def figure_report(name, ext):
     sub, caption = spec.figures[name]
     fmt = "numbers (CSV)" if ext == "csv" else ext.upper()
-    return report(f"{R}/figures/{name}.{ext}", category="Figures", subcategory=sub, caption=caption,
+    return report(layout.figure(name, ext), category="Figures", subcategory=sub, caption=caption,
                   labels={"figure": name, "format": fmt})
 
 
 def ablation_report(name, file):
-    return report(f"{R}/ablations/{name}/{file}", category="Ablations", subcategory=spec.ablations[name]["title"],
+    return report(layout.ablation_file(name, file), category="Ablations", subcategory=spec.ablations[name]["title"],
                   caption="../report/ablation.rst", labels={"ablation": name, "file": file})

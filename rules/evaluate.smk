@@ -4,14 +4,14 @@
 # Merge evaluations keep their results by content in EVAL_STORE (layerswap.evaluation.store, no rule's output): a job
 # that reruns evaluates only the models whose result for the same evaluation is not there (docs/RERUNS.md).
 
-EVAL_STORE = f"{R}/store/evals"
+EVAL_STORE = layout.store()
 
 rule evaluate_base:
     input:
-        base=f"{R}/base/config.json",
+        base=layout.base_config(),
         data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.base_rest)),
     output:
-        spec.per_layout(spec.eval_files("base", spec.base_rest), f"{R}/evals/base/{{benchmark}}.json"),
+        spec.per_layout(spec.eval_files("base", spec.base_rest), layout.eval_file("base", "{benchmark}")),
     params:
         benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.base_rest)),
         **spec.evaluation_params("evaluate"),
@@ -22,18 +22,18 @@ rule evaluate_base:
         gpu=spec.gpus,
         **requests.of("evaluate_base"),
     log:
-        spec.per_layout(f"{R}/logs/evaluate/base.log", f"{R}/logs/evaluate/base_{{benchmark}}.log"),
+        spec.per_layout(layout.log("evaluate", "base"), layout.log("evaluate", "base_{benchmark}")),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate", f"--model base={R}/base")
+        evaluate_shell("evaluate", f"--model base={layout.base()}")
 
 
 if spec.base_constrained:
 
     use rule evaluate_base as evaluate_base_select with:
         input:
-            base=f"{R}/base/config.json",
+            base=layout.base_config(),
             data=spec.task_data_files(spec.base_constrained),
         output:
             spec.eval_files("base", spec.base_constrained),
@@ -41,12 +41,12 @@ if spec.base_constrained:
             benchmarks=spec.benchmark_params(spec.base_constrained),
             **spec.evaluation_params("evaluate"),
         log:
-            f"{R}/logs/evaluate/base_select.log",
+            layout.log("evaluate", "base_select"),
 
 
 rule evaluate_merges:
     input:
-        recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
+        recipes=expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.pairs),
         data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
     output:
         spec.merge_eval_patterns("{cfg}", spec.pairs, spec.per_layout(spec.merge_benchmarks, ["{benchmark}"])),
@@ -62,8 +62,8 @@ rule evaluate_merges:
         **requests.of("evaluate_merges"),
     log:
         spec.per_layout(
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
+            layout.log("evaluate", "merge_{cfg}_{lang}"),
+            layout.log("evaluate", "merge_{cfg}_{lang}_{benchmark}"),
         ),
     conda:
         "../envs/layerswap.yaml"
@@ -73,7 +73,7 @@ rule evaluate_merges:
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
     input:
-        recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=spec.soups),
+        recipes=expand(layout.recipe("soupswap", "{{lang}}", "{m}"), m=spec.soups),
         data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
     output:
         spec.merge_eval_patterns("soupswap", spec.soups, spec.per_layout(spec.merge_benchmarks, ["{benchmark}"])),
@@ -83,8 +83,8 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
         **spec.evaluation_params("evaluate-merges"),
     log:
         spec.per_layout(
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",
+            layout.log("evaluate", "merge_soupswap_{lang}"),
+            layout.log("evaluate", "merge_soupswap_{lang}_{benchmark}"),
         ),
 
 
@@ -111,9 +111,9 @@ rule evaluate_table2:
         gpu=spec.gpus,
         **requests.of("evaluate_table2"),
     log:
-        f"{R}/logs/evaluate/table2_{{lang}}.log",
+        layout.log("evaluate", "table2_{lang}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate-merges", "{params.models}", f"{R}/evals/by_language/{{wildcards.lang}}",
+        evaluate_shell("evaluate-merges", "{params.models}", layout.language_evals("{wildcards.lang}"),
                        f" --index {{output}} --store {EVAL_STORE}")

@@ -7,10 +7,10 @@
 rule evaluate_checkpoints:
     """Selection benchmarks of every checkpoint of a run (single layout: one benchmark); the index names their files."""
     input:
-        manifest=f"{spec.experts}/{{run}}/checkpoints.json",
+        manifest=layout.checkpoints_record("{run}"),
         data=lambda w: spec.checkpoint_eval_data(w.run, spec.job_benchmarks(w, spec.selection_benchmarks(w.run))),
     output:
-        spec.per_layout(f"{R}/evals/ckpt/{{run}}/index.json", f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json"),
+        spec.per_layout(layout.checkpoint_index("{run}"), layout.checkpoint_index("{run}", "{benchmark}")),
     params:
         models=lambda w: spec.checkpoint_model_args(w.run),
         benchmarks=lambda w: spec.checkpoint_eval_rule_params(
@@ -24,7 +24,7 @@ rule evaluate_checkpoints:
         gpu=spec.gpus,
         **requests.of("evaluate_checkpoints"),
     log:
-        spec.per_layout(f"{R}/logs/evaluate/ckpt_{{run}}.log", f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log"),
+        spec.per_layout(layout.log("evaluate", "ckpt_{run}"), layout.log("evaluate", "ckpt_{run}_{benchmark}")),
     conda:
         "../envs/layerswap.yaml"
     shell:
@@ -35,16 +35,16 @@ if not spec.single_task_jobs:
 
     use rule evaluate_checkpoints as evaluate_checkpoints_other with:
         input:
-            manifest=f"{spec.experts}/{{run}}/checkpoints.json",
+            manifest=layout.checkpoints_record("{run}"),
             data=lambda w: spec.checkpoint_eval_data(w.run, spec.other_checkpoint_benchmarks(w.run)),
         output:
-            f"{R}/evals/ckpt/{{run}}/index.other.json",
+            layout.checkpoint_index("{run}", "other"),
         params:
             models=lambda w: spec.checkpoint_model_args(w.run),
             benchmarks=lambda w: spec.checkpoint_eval_rule_params(w.run, spec.other_checkpoint_benchmarks(w.run)),
             **spec.evaluation_params("evaluate"),
         log:
-            f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
+            layout.log("evaluate", "ckpt_{run}_other"),
 
 else:
 
@@ -52,13 +52,13 @@ else:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
         localrule: True
         input:
-            lambda w: [f"{R}/evals/ckpt/{w.run}/index.{b}.json" for b in spec.selection_benchmarks(w.run)],
+            lambda w: [layout.checkpoint_index(w.run, b) for b in spec.selection_benchmarks(w.run)],
         output:
-            f"{R}/evals/ckpt/{{run}}/index.json",
+            layout.checkpoint_index("{run}"),
         params:
             code=command_hash("checkpoint-index"),
         log:
-            f"{R}/logs/checkpoint_index/{{run}}.log",
+            layout.log("checkpoint_index", "{run}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -71,12 +71,12 @@ rule select:
         indexes=lambda w: spec.selection_indexes(w.expert),
         base=lambda w: spec.eval_files("base", spec.constraint_benchmarks(spec.expert_kind(w.expert))),
     output:
-        f"{R}/selection/{{expert}}.json",
+        layout.selection("{expert}"),
     params:
         select=lambda w: spec.selection_params(w.expert),
         code=command_hash("select"),
     log:
-        f"{R}/logs/select/{{expert}}.log",
+        layout.log("select", "{expert}"),
     conda:
         "../envs/layerswap.yaml"
     shell:

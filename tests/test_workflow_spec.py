@@ -81,7 +81,7 @@ def test_default_config_runs_pairs_and_paths(default):
     assert default.pairs == ["l1m1", "l1m2", "l1m3", "l2m1", "l2m2", "l2m3", "l3m1", "l3m2", "l3m3"]
     assert default.expert_types() == ["joint_toy_swh", "math", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
     assert default.runs_of("toy_swh") == ["toy_swh_1", "toy_swh_2"]
-    assert default.experts == "results/experts" and default.merged_models == []
+    assert default.layout.experts() == "results/experts" and default.merged_models == []
     assert default.all_langs == ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
     # grouped layout: the selection benchmarks in one job, the others (Table 5 only) in a second
     assert default.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
@@ -143,9 +143,10 @@ def test_paper_checkpoint_evaluation_params(paper):
 def test_storage_scratch_and_keep_merged_place_the_big_files():
     spec = _spec("config.yaml", storage={"scratch": "/scratch/me/", "keep_merged": ["swap_default"],
                                          "hf_home": None})
-    assert spec.experts == "/scratch/me/experts"
-    assert spec.run_manifests("math") == ["/scratch/me/experts/math_1/checkpoints.json",
-                                          "/scratch/me/experts/math_2/checkpoints.json"]
+    assert spec.layout.experts() == "/scratch/me/experts"
+    assert spec.layout.selection("math") == "results/selection/math.json"  # the small files stay in results/
+    assert {"/scratch/me/experts/math_1/checkpoints.json", "/scratch/me/experts/math_2/checkpoints.json"} <= set(
+        spec.results())
     assert len(spec.merged_models) == 4 * 9 and spec.merged_models[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
     assert set(spec.merged_models) <= set(spec.results())
 

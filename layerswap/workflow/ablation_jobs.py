@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from layerswap.config import expert_type
 from layerswap.workflow.expert_sets import EXPERT_MERGE_PREFIX
-from layerswap.workflow.words import R, as_json
+from layerswap.workflow.words import as_json
 
 ABLATION_FILES = ["table.csv", "table.md", "figure.svg", "figure.png"]
 
@@ -25,7 +25,7 @@ class AblationJobs:
         for name, abl in self.expert_ablations.items():
             self.ablation_runs.update(abl["runs"])
             for run, base in abl["run_base"].items():
-                self.ablation_run_base[run] = None if base == "main" else f"{R}/ablations/{name}/bases/{base}"
+                self.ablation_run_base[run] = None if base == "main" else self.layout.ablation_base(name, base)
             for base, bspec in abl["bases"].items():
                 self.ablation_bases[f"{name}/{base}"] = bspec
             for cfg, m in abl["merges"].items():
@@ -39,25 +39,24 @@ class AblationJobs:
                       if r.startswith(prefix) and p["expert"] == expert)
 
     def ablation_selection_indexes(self, name: str, set_name: str, expert: str) -> list[str]:
-        return [f"{R}/evals/ckpt/{r}/index.json" for r in self.ablation_runs_of(name, set_name, expert)]
-
-    @staticmethod
-    def ablation_selection(name: str, set_name: str, expert: str) -> str:
-        return f"{R}/ablations/{name}/selection/{set_name}/{expert}.json"
+        return [self.layout.checkpoint_index(r) for r in self.ablation_runs_of(name, set_name, expert)]
 
     def ablation_base_evals(self, name: str, set_name: str, expert: str) -> list[str]:
         """The base evaluations an ablation selection's constraints compare with: of the base its runs trained
         from."""
         benchmarks = self.constraint_benchmarks(expert_type(expert))
-        (base,) = {self.ablation_run_base[r] for r in self.ablation_runs_of(name, set_name, expert)} or {None}
-        return self.eval_files("base" if base is None else base.removeprefix(f"{R}/"), benchmarks)
+        run_base = self.expert_ablations[name]["run_base"]
+        (base,) = {run_base[r] for r in self.ablation_runs_of(name, set_name, expert)} or {"main"}
+        if base == "main":
+            return self.eval_files("base", benchmarks)
+        return [self.layout.ablation_base_eval(name, base, b) for b in benchmarks]
 
     def ablation_merge_selection(self, cfg: str, lang: str, which: str) -> str:
         m = self.ablation_merges[cfg]
         expert = lang if which == "lang" else "math"
         if m[f"{which}_from"] == "main":
-            return f"{R}/selection/{expert}.json"
-        return self.ablation_selection(m["ablation"], m["set"], expert)
+            return self.layout.selection(expert)
+        return self.layout.ablation_selection(m["ablation"], m["set"], expert)
 
     def ablation_configs(self, name: str) -> list[str]:
         return list(dict.fromkeys(v["config"] for v in self.ablations[name]["variants"] if v["config"]))
@@ -69,7 +68,7 @@ class AblationJobs:
     def ablation_inputs(self, name: str) -> list[str]:
         files = []
         if name in self.expert_ablations:  # every selection of the ablation's own experts (also those no merge reads)
-            files += [self.ablation_selection(name, s, e)
+            files += [self.layout.ablation_selection(name, s, e)
                       for s, es in self.expert_ablations[name]["selections"].items() for e in es]
         for cfg in self.ablation_configs(name):
             for lang in self.langs:
@@ -83,7 +82,7 @@ class AblationJobs:
         files = self.selection_results()
         if name in self.expert_ablations:  # its own bases, runs, their checkpoint indexes and the bases' evaluations
             abl = self.expert_ablations[name]
-            files += [f"{R}/ablations/{name}/bases/{b}/config.json" for b in abl["bases"]]
+            files += [self.layout.base_config(self.layout.ablation_base(name, b)) for b in abl["bases"]]
             files += [f for run in sorted(abl["runs"]) for f in self.run_selection_files(run)]
             for set_name, experts in abl["selections"].items():
                 files += [f for e in experts for f in self.ablation_base_evals(name, set_name, e)]
@@ -100,7 +99,7 @@ class AblationJobs:
         })
 
     def ablation_outputs(self, name: str) -> list[str]:
-        return [f"{R}/ablations/{name}/{f}" for f in ABLATION_FILES]
+        return [self.layout.ablation_file(name, f) for f in ABLATION_FILES]
 
     def ablation_base_spec(self, ablation: str, base: str) -> dict:
         return self.ablation_bases[f"{ablation}/{base}"]

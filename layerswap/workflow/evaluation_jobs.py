@@ -10,7 +10,7 @@ from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.train.sft import checkpoint_name
-from layerswap.workflow.words import R, as_json, canonical_languages
+from layerswap.workflow.words import as_json, canonical_languages
 
 # Benchmarks `layerswap select` reads for each expert kind (layerswap/select.py: metrics_of), plus those its
 # configured weights name; checkpoint evaluations of these benchmarks are the only ones selection depends on.
@@ -44,7 +44,7 @@ class EvaluationJobs:
 
     def selection_indexes(self, expert: str) -> list[str]:
         """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
-        return [f"{R}/evals/ckpt/{run}/index.json" for run in self.runs_of(expert)]
+        return [self.layout.checkpoint_index(run) for run in self.runs_of(expert)]
 
     def checkpoint_eval_indexes(self, run: str, benchmarks=None) -> list[str]:
         """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
@@ -52,10 +52,10 @@ class EvaluationJobs:
         wanted = set(self.eval["tasks"] if benchmarks is None else benchmarks)
         selected, other = self.selection_benchmarks(run), self.other_checkpoint_benchmarks(run)
         if self.single_task_jobs:
-            jobs = {f"index.{b}.json": [b] for b in selected + other}
+            jobs = {b: [b] for b in selected + other}
         else:
-            jobs = {"index.json": selected, "index.other.json": other}
-        return [f"{R}/evals/ckpt/{run}/{name}" for name, bs in jobs.items() if wanted & set(bs)]
+            jobs = {None: selected, "other": other}
+        return [self.layout.checkpoint_index(run, part) for part, bs in jobs.items() if wanted & set(bs)]
 
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
         return [f for run in self.runs_of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
@@ -71,7 +71,7 @@ class EvaluationJobs:
         tasks read the pre-staged hub datasets)."""
         if self.config["world"] != "toy":
             return []
-        return [f"{R}/data/eval/{b}_{l}.jsonl" for b in benchmarks for l in self.task_languages(b, languages)]
+        return [self.layout.eval_data(b, l) for b in benchmarks for l in self.task_languages(b, languages)]
 
     def benchmark_params(self, benchmarks, languages=None) -> str:
         """The benchmarks' settings as JSON, with explicit languages (see task_languages) and limit: all that an
@@ -93,16 +93,15 @@ class EvaluationJobs:
             return None
         return ["en", expert.removeprefix("joint_")]
 
-    @staticmethod
-    def eval_files(model_dir: str, benchmarks) -> list[str]:
-        return [f"{R}/evals/{model_dir}/{b}.json" for b in benchmarks]
+    def eval_files(self, model_id: str, benchmarks) -> list[str]:
+        return [self.layout.eval_file(model_id, b) for b in benchmarks]
 
     # -----------------------------------------------------------------------------------------------------------
     # checkpoint evaluations (rules/select.smk)
 
     def checkpoint_models(self, run: str) -> dict[str, str]:
         return {
-            checkpoint_model_id(run, checkpoint_name(s)): f"{self.experts}/{run}/{checkpoint_name(s)}"
+            checkpoint_model_id(run, checkpoint_name(s)): self.layout.checkpoint(run, checkpoint_name(s))
             for s in checkpoints_of(self.run_spec(run))
         }
 
@@ -159,12 +158,13 @@ class EvaluationJobs:
         (computed once, t2_groups)."""
         mgsm = "mgsm" in self.benchmarks
         t2 = self.t2
-        groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], self.task_languages("mgsm") if mgsm else [])]
+        layout = self.layout
+        groups = [({"base": layout.base()}, [layout.base_config()], self.task_languages("mgsm") if mgsm else [])]
         for run in [r for e in ("math", t2, f"joint_{t2}") for r in self.runs_of(e)]:
             langs = self.task_languages("mgsm", self.checkpoint_languages(run)) if mgsm else []
-            groups.append((self.checkpoint_models(run), [f"{self.experts}/{run}/checkpoints.json"], langs))
+            groups.append((self.checkpoint_models(run), [layout.checkpoints_record(run)], langs))
         for cfg in self.t2_configs:
-            recipes = {merge_model_id(cfg, t2, p): f"{R}/merges/{cfg}/{t2}/{p}.json" for p in self.pairs}
+            recipes = {merge_model_id(cfg, t2, p): layout.recipe(cfg, t2, p) for p in self.pairs}
             groups.append((recipes, list(recipes.values()), self.task_languages("mgsm", [t2])))
         return groups
 
@@ -179,4 +179,4 @@ class EvaluationJobs:
         return " ".join(f"--model {m}={src}" for m, src in self.table2_models(lang).items())
 
     def table2_index(self, lang: str) -> str:
-        return f"{R}/evals/by_language/{lang}/table2_{self.t2}.json"
+        return self.layout.table2_index(lang, self.t2)

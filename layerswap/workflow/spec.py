@@ -10,8 +10,8 @@ Params are compared by Snakemake for reruns: every method returning one keeps it
 languages in canonical order), so only a change of meaning reruns a job.
 
 Two parts of `Spec` have modules of their own: the evaluation jobs (layerswap/workflow/evaluation_jobs.py) and the
-ablations' jobs (layerswap/workflow/ablation_jobs.py); how the rules spell paths, params words and the evaluation
-shell command is layerswap/workflow/words.py.
+ablations' jobs (layerswap/workflow/ablation_jobs.py); every results path is the layout's (`spec.layout`,
+layerswap/workflow/layout.py); params words and the evaluation shell command are layerswap/workflow/words.py's.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ from layerswap.merge.registry import SWAP, best_of_methods
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
+from layerswap.workflow.layout import R, Layout
 from layerswap.workflow.site import Site
-from layerswap.workflow.words import R, as_json, canonical_languages
+from layerswap.workflow.words import as_json, canonical_languages
 
 SOUPS = ["langsoup", "multisoup"]  # the soup-then-swap recipes of each language
 
@@ -59,9 +60,9 @@ class Spec(EvaluationJobs, AblationJobs):
         self.merge_configs = {**config["merges"]["configs"], **(ablation_merge_configs or {})}
 
         # Expert checkpoints are the big artefacts: they live under storage.scratch when it is set (cluster scratch).
-        big = (self.storage.get("scratch") or R).rstrip("/")
-        self.experts = f"{big}/experts"
-        self.merged = f"{big}/merged"  # merged models written by request (storage.keep_merged), same place rule
+        # Merged models written by request (storage.keep_merged) follow the same rule.
+        self.layout = Layout(root=R, big=(self.storage.get("scratch") or R).rstrip("/"))
+        layout = self.layout
         self.langs = list(config["languages"])
         self.runs = effective_runs(config)
         self.pairs = pair_ids(config["selection"]["top_k"])
@@ -77,7 +78,7 @@ class Spec(EvaluationJobs, AblationJobs):
         self.pair_configs = list(config["merges"]["configs"])
         keep = self.storage["keep_merged"]
         self.keep_merged = self.pair_configs if keep is True else list(keep or [])
-        self.merged_models = [f"{self.merged}/{c}/{l}/{p}" for c in self.keep_merged for l in self.langs
+        self.merged_models = [layout.merged_model(c, l, p) for c in self.keep_merged for l in self.langs
                               for p in self.pairs]
         hf_home = self.storage.get("hf_home")  # else the job's environment (HF_HOME)
         self.hf_home_arg = f"--hf-home {shlex.quote(hf_home)}" if hf_home else ""
@@ -95,8 +96,8 @@ class Spec(EvaluationJobs, AblationJobs):
         self.t2_langs = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if self.table2_models(l)]
 
         # rules/analysis.smk: tables, report pages and figures.
-        self.tables = [f"{R}/tables/table{n}.{ext}" for n in TABLE_NUMBERS for ext in ("csv", "md", "tex")]
-        self.best_configs = [f"{R}/tables/table{n}_best_configs.{ext}" for n in (1, 2) for ext in ("csv", "md")]
+        self.tables = [layout.table(f"table{n}", ext) for n in TABLE_NUMBERS for ext in ("csv", "md", "tex")]
+        self.best_configs = [layout.table(f"table{n}_best_configs", ext) for n in (1, 2) for ext in ("csv", "md")]
         self.paper_world = config["world"] != "toy"
         # report entries: file stem -> (subcategory, caption)
         pages = {f"table{n}": (f"Table {n}", f"../report/table{n}.rst") for n in TABLE_NUMBERS}
@@ -104,11 +105,11 @@ class Spec(EvaluationJobs, AblationJobs):
         if self.paper_world:
             pages |= {f"table{n}_paper_vs_ours": (f"Table {n}", "../report/paper_vs_ours.rst") for n in TABLE_NUMBERS}
         self.table_pages = pages
-        self.table_html = [f"{R}/tables/{t}.html" for t in pages]
+        self.table_html = [layout.table(t, "html") for t in pages]
         self.figures = FIGURES
-        self.report_files = self.tables + self.table_html + [f"{R}/figures/{f}.{e}" for f in FIGURES
+        self.report_files = self.tables + self.table_html + [layout.figure(f, e) for f in FIGURES
                                                              for e in ("svg", "png", "csv")]
-        self.report_files += [f"{R}/config_used.yaml", f"{R}/config_used.html"]
+        self.report_files += [layout.config_used("yaml"), layout.config_used("html")]
         # the layer_swap configs of the swap-grid figure (lang_layers ones are listed in its CSV, not plotted)
         self.swap_configs = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == SWAP}
 
@@ -130,9 +131,6 @@ class Spec(EvaluationJobs, AblationJobs):
         return sorted({p["expert"] for p in self.runs.values()})
 
     expert_kind = staticmethod(expert_type)
-
-    def run_manifests(self, expert: str) -> list[str]:
-        return [f"{self.experts}/{run}/checkpoints.json" for run in self.runs_of(expert)]
 
     def sft_params(self, run: str) -> str:
         return as_json({**self.run_spec(run), "template": self.config["prompt_template"]})
@@ -193,7 +191,7 @@ class Spec(EvaluationJobs, AblationJobs):
                      for name in mix}
             return [
                 {"name": name, "schema": sources[name]["schema"], "n": n, "lang": lang,
-                 "path": f"{R}/data/raw/{files[name]}"}
+                 "path": self.layout.raw(files[name])}
                 for name, n in mix.items()
             ]
 
@@ -221,7 +219,7 @@ class Spec(EvaluationJobs, AblationJobs):
 
     def table_inputs(self) -> list[str]:
         experts = self.expert_types()
-        files = [f"{R}/selection/{e}.json" for e in experts]
+        files = [self.layout.selection(e) for e in experts]
         files += [i for e in experts for i in self.checkpoint_indexes(e)]
         files += self.eval_files("base", self.benchmarks)
         for cfg in self.pair_configs:
@@ -250,7 +248,7 @@ class Spec(EvaluationJobs, AblationJobs):
         return ["math"] + self.langs
 
     def heatmap_expert_args(self) -> str:
-        return " ".join(f"--expert-from-selection {e}={R}/selection/{e}.json" for e in self.heatmap_experts())
+        return " ".join(f"--expert-from-selection {e}={self.layout.selection(e)}" for e in self.heatmap_experts())
 
     def heatmap_thresholds(self) -> str:
         thresholds = self.config["analysis"]["heatmap_thresholds"]
@@ -272,7 +270,7 @@ class Spec(EvaluationJobs, AblationJobs):
         MGSM of every pair of the default swap and the best-of configs of the methods Table 1 shows."""
         m = self.config["merges"]
         experts = ["math"] + self.langs
-        files = [f"{R}/selection/{e}.json" for e in experts]
+        files = [self.layout.selection(e) for e in experts]
         files += [i for e in experts for i in self.checkpoint_indexes(e, ["mgsm"])]
         files += self.eval_files("base", ["mgsm"])
         configs = dict.fromkeys([c for names in self.best_of_configs(1) for c in names] + [m["default_swap"]])
@@ -299,15 +297,16 @@ class Spec(EvaluationJobs, AblationJobs):
         """Every file a job of the default DAG declares as output (the manifest's excepted), once each: targets of
         `all`, so a deleted one is rebuilt by the next run (Snakemake >= 7.7 does not revisit the intermediates of
         targets that are present) and what reads it reruns after it; and the manifest's inputs, so it runs last."""
-        files = self.data_files() + [f"{R}/base/config.json"]
-        files += [f"{self.experts}/{run}/checkpoints.json" for run in self.runs]
+        layout = self.layout
+        files = self.data_files() + [layout.base_config()]
+        files += [layout.checkpoints_record(run) for run in self.runs]
         files += [f for run in self.runs for f in self.checkpoint_eval_indexes(run)]
         files += [f for e in self.expert_types() for f in self.selection_indexes(e)]  # single layout: checkpoint_index
         files += self.recipes(self.pair_configs)
-        files += [f"{R}/merges/soupswap/{l}/{m}.json" for l in self.langs for m in SOUPS]
-        files += self.table_inputs() + self.tables + self.best_configs + [f"{R}/tables/summary.md"]
+        files += [layout.recipe("soupswap", l, m) for l in self.langs for m in SOUPS]
+        files += self.table_inputs() + self.tables + self.best_configs + [layout.table("summary", "md")]
         if self.paper_world:
-            files += [f"{R}/tables/table{n}_paper_vs_ours.{e}" for n in TABLE_NUMBERS for e in ("csv", "md")]
+            files += [layout.table(f"table{n}_paper_vs_ours", e) for n in TABLE_NUMBERS for e in ("csv", "md")]
         files += self.report_files + self.merged_models
         return list(dict.fromkeys(files))
 
@@ -316,22 +315,22 @@ class Spec(EvaluationJobs, AblationJobs):
         the checkpoint evaluations `select` reads and the base's evaluations its constraints compare with (what the
         ablations' merges read of the main DAG: Spec.ablation_results), of the experts merges read."""
         experts = [e for e in self.expert_types() if e == "math" or e in self.langs]  # no joint experts
-        files = [f"{R}/base/config.json"]
-        files += [f"{R}/data/sft/{e}.{x}" for e in experts for x in ("jsonl", "manifest.json")]
+        files = [self.layout.base_config()]
+        files += [self.layout.sft_mix(e, x) for e in experts for x in ("jsonl", "manifest.json")]
         for e in experts:
             files += [f for run in self.runs_of(e) for f in self.run_selection_files(run)]
-            files += self.eval_files("base", self.constraint_benchmarks(expert_type(e))) + [f"{R}/selection/{e}.json"]
+            files += self.eval_files("base", self.constraint_benchmarks(expert_type(e))) + [self.layout.selection(e)]
         return files
 
     def run_selection_files(self, run: str) -> list[str]:
         """A run's checkpoint record and the indexes of the checkpoint evaluations `select` reads (single layout:
         one per benchmark, and the index.json made of them)."""
-        return [f"{self.experts}/{run}/checkpoints.json", f"{R}/evals/ckpt/{run}/index.json",
+        return [self.layout.checkpoints_record(run), self.layout.checkpoint_index(run),
                 *self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))]
 
     def recipes(self, configs) -> list[str]:
         """The recipe files of these merge configs: every language and expert pair (rule merge_recipes)."""
-        return [f"{R}/merges/{c}/{l}/{p}.json" for c in configs for l in self.langs for p in self.pairs]
+        return [self.layout.recipe(c, l, p) for c in configs for l in self.langs for p in self.pairs]
 
     def data_files(self) -> list[str]:
         """The data files the default DAG's jobs write: raw sources (toy generator or hub), evaluation sets (toy
@@ -344,11 +343,11 @@ class Spec(EvaluationJobs, AblationJobs):
             made = set(toyworld.datasets(sorted(self.config["toy_world"]["languages"])))
             raw = [s["path"] for s in mixed if Path(s["path"]).name.removesuffix(".jsonl") in made]
             if not is_gguf_source(self.config["base"]["source"]):  # toy_corpus: what the toy base pretrains on
-                raw += [f"{R}/data/raw/pretrain.jsonl", f"{R}/data/raw/vocab.json"]
+                raw += [self.layout.pretrain_corpus(), self.layout.vocab()]
         else:  # hub_data: rows + their manifest, of the hub sources
             raw = [p for s in mixed if "hub_id" in sources[s["name"]]
-                   for p in (s["path"], s["path"].removesuffix(".jsonl") + ".manifest.json")]
+                   for p in (s["path"], self.layout.hub_manifest(Path(s["path"]).name))]
         evals = self.task_data_files(self.benchmarks) + self.task_data_files(["mgsm"], self.t2_langs)
         evals += [f for l in self.langs for f in self.task_data_files(self.merge_benchmarks, [l])]
-        mixes = [f"{R}/data/sft/{e}.{ext}" for e in experts for ext in ("jsonl", "manifest.json")]
+        mixes = [self.layout.sft_mix(e, ext) for e in experts for ext in ("jsonl", "manifest.json")]
         return sorted(set(raw)) + sorted(set(evals)) + mixes
