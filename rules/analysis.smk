@@ -2,7 +2,8 @@
 # Snakemake 9's HTML report shows images, HTML and PDF inline; CSV/Markdown/YAML are download links. Each table is
 # therefore in the report twice: rendered (an HTML page made from its Markdown) and as CSV.
 
-# File lists, report entries (spec.table_pages, spec.figures) and params: layerswap/workflow/spec.py.
+# File lists, report entries (spec.report.table_pages, spec.report.figures) and params:
+# layerswap/workflow/report_jobs.py.
 
 
 # The tables' 95% intervals also read the per-item logs (<benchmark>.samples.jsonl) beside each evaluation file:
@@ -11,17 +12,17 @@
 rule tables:
     localrule: True
     input:
-        spec.table_inputs(),
+        spec.report.table_inputs(),
     output:
         [table_report(f"table{n}", "csv") for n in [1, 2, 5, 6]],
-        [f for f in spec.tables if not f.endswith(".csv")],
+        [f for f in spec.report.tables if not f.endswith(".csv")],
         best=[table_report(f"table{n}_best_configs", "csv") for n in [1, 2]]
         + [layout.table(f"table{n}_best_configs", "md") for n in [1, 2]],
         paper=[table_report(f"table{n}_paper_vs_ours", "csv") for n in [1, 2, 5, 6]]
-        + [layout.table(f"table{n}_paper_vs_ours", "md") for n in [1, 2, 5, 6]] if spec.paper_world else [],
+        + [layout.table(f"table{n}_paper_vs_ours", "md") for n in [1, 2, 5, 6]] if spec.report.paper_world else [],
         summary=layout.table("summary", "md"),
     params:
-        tables=spec.table_params(),
+        tables=spec.report.table_params(),
         code=command_hash("tables"),
     log:
         layout.log("tables"),
@@ -35,15 +36,15 @@ rule tables:
 rule heatmap:
     input:
         base=layout.base_config(),
-        selections=expand(layout.selection("{e}"), e=spec.heatmap_experts()),
+        selections=expand(layout.selection("{e}"), e=spec.report.heatmap_experts()),
     output:
         svg=figure_report("param_change", "svg"),
         png=figure_report("param_change", "png"),
         csv=figure_report("param_change", "csv"),
         mean=[figure_report("param_change_mean", ext) for ext in ("svg", "png", "csv")],
     params:
-        experts=spec.heatmap_expert_args(),
-        thresholds=spec.heatmap_thresholds(),
+        experts=spec.report.heatmap_expert_args(),
+        thresholds=spec.report.heatmap_thresholds(),
         code=command_hash("heatmap"),
     resources:
         **requests.of("heatmap"),
@@ -59,9 +60,9 @@ rule heatmap:
 rule table_pages:
     localrule: True
     input:
-        [layout.table(t, "md") for t in spec.table_pages],
+        [layout.table(t, "md") for t in spec.report.table_pages],
     output:
-        [table_report(t, "html") for t in spec.table_pages],
+        [table_report(t, "html") for t in spec.report.table_pages],
     params:
         code=command_hash("charts"),
     log:
@@ -75,14 +76,14 @@ rule table_pages:
 rule swap_grid:
     localrule: True
     input:
-        spec.swap_grid_inputs(),
+        spec.report.swap_grid_inputs(),
     output:
         svg=figure_report("swap_grid", "svg"),
         png=figure_report("swap_grid", "png"),
         csv=figure_report("swap_grid", "csv"),
     params:
-        grid=spec.swap_grid_params(),
-        names=", ".join(spec.swap_configs),  # for the caption
+        grid=spec.report.swap_grid_params(),
+        names=", ".join(spec.report.swap_configs),  # for the caption
         code=command_hash("charts"),
     log:
         layout.log("swap_grid"),
@@ -96,13 +97,13 @@ rule swap_grid:
 rule table1_bars:
     localrule: True
     input:
-        spec.table1_bars_inputs(),
+        spec.report.table1_bars_inputs(),
     output:
         svg=figure_report("table1_bars", "svg"),
         png=figure_report("table1_bars", "png"),
         csv=figure_report("table1_bars", "csv"),
     params:
-        tables=spec.table_params(table2=False),
+        tables=spec.report.table_params(table2=False),
         code=command_hash("charts"),
     log:
         layout.log("table1_bars"),

@@ -15,7 +15,7 @@ if config["world"] == "toy":
             corpus=layout.pretrain_corpus(),
             vocab=layout.vocab(),
         params:
-            world=spec.toy_dataset_params("pretrain"),
+            world=spec.data.toy_dataset_params("pretrain"),
             code=command_hash("toy-data"),
         resources:
             **requests.of("toy_corpus"),
@@ -34,7 +34,7 @@ if config["world"] == "toy":
         wildcard_constraints:
             dataset="|".join(TOY_RAW),
         params:
-            world=lambda w: spec.toy_dataset_params(w.dataset),
+            world=lambda w: spec.data.toy_dataset_params(w.dataset),
             code=command_hash("toy-data"),
         log:
             layout.log("toy_data", "{dataset}"),
@@ -55,12 +55,12 @@ if config["world"] == "toy":
 
 rule sft_mix:
     input:
-        lambda w: [s["path"] for s in spec.mix_sources(w.expert)],
+        lambda w: [s["path"] for s in spec.data.mix_sources(w.expert)],
     output:
         mix=layout.sft_mix("{expert}"),
         manifest=layout.sft_mix("{expert}", "manifest.json"),
     params:
-        sources=lambda w: as_json(spec.mix_sources(w.expert)),
+        sources=lambda w: as_json(spec.data.mix_sources(w.expert)),
         seed=config["seed"],
         code=command_hash("mix"),
     resources:
@@ -110,7 +110,7 @@ if config["world"] == "hf":
             layout.base_config(),
         params:
             source=shlex.quote(config["base"]["source"]),
-            revision=spec.revision_arg(config["base"]),
+            revision=revision_arg(config["base"]),
             hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
         resources:

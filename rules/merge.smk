@@ -7,9 +7,9 @@ rule merge_recipes:
         lang=layout.selection("{lang}"),
         task=layout.selection("math"),
     output:
-        expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.pairs),
+        expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.merges.pairs),
     params:
-        merge=lambda w: as_json(spec.merge_configs[w.cfg]),
+        merge=lambda w: as_json(spec.merges.configs[w.cfg]),
         code=command_hash("recipes"),
     wildcard_constraints:
         cfg="(?!ax_)[A-Za-z0-9_]+",  # ax_*: expert-set ablations (ablation_merge_recipes)
@@ -47,9 +47,9 @@ rule soup_then_swap_recipes:
     input:
         lang=layout.selection("{lang}"),
         task=layout.selection("math"),
-        all_langs=expand(layout.selection("{l}"), l=spec.langs),
+        all_langs=expand(layout.selection("{l}"), l=spec.merges.langs),
     output:
-        expand(layout.recipe("soupswap", "{{lang}}", "{m}"), m=spec.soups),
+        expand(layout.recipe("soupswap", "{{lang}}", "{m}"), m=spec.merges.soups),
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
         code=command_hash("recipes"),

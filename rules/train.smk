@@ -29,16 +29,16 @@ rule toy_base:
 rule sft:
     input:
         base=layout.base_config(),
-        data=lambda w: layout.sft_mix(spec.run_spec(w.run)["expert"]),
+        data=lambda w: layout.sft_mix(spec.runs.spec(w.run)["expert"]),
     output:
         layout.checkpoints_record("{run}"),
     params:
-        run=lambda w: spec.sft_params(w.run),
+        run=lambda w: spec.runs.sft_params(w.run),
         launch=sft_launch,
         code=command_hash("sft"),
-    threads: lambda w: spec.run_spec(w.run).get("threads", 1)
+    threads: lambda w: spec.runs.spec(w.run).get("threads", 1)
     resources:
-        gpu=lambda w: spec.sft_gpus(w.run),
+        gpu=lambda w: spec.runs.sft_gpus(w.run),
         **requests.of("sft"),
     log:
         layout.log("sft", "{run}"),
