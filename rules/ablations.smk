@@ -73,6 +73,10 @@ if spec.runs.other_base:
 
     ruleorder: ablation_sft > sft
 
+    # Not `use rule sft as ablation_sft`: a rule made by `use rule` runs its parent's shell command, whose base is
+    # spelled there (`--base results/base`). Taking it from a param instead would change the shell command of `sft`,
+    # which Snakemake's code trigger compares: every finished SFT run would rerun. The same holds for toy_base's
+    # `--out` below (ablation_toy_base).
     rule ablation_sft:
         """SFT of an ablation run from another base than the main one (same command as sft)."""
         input:
