@@ -40,9 +40,9 @@ include: "rules/ablations.smk"
 rule all:
     default_target: True
     input:
-        tables=spec.tables,
-        heatmap=f"{R}/figures/param_change.svg",
-        report=spec.report_files,
-        manifest=f"{R}/manifest.json",
-        merged=spec.merged_models,
+        tables=spec.report.tables,
+        heatmap=layout.figure("param_change", "svg"),
+        report=spec.report.report_files,
+        manifest=layout.manifest(),
+        merged=spec.merges.merged_models,
         results=spec.results(),  # every intermediate too: a deleted one is rebuilt (Spec.results)

@@ -1,98 +1,102 @@
 # Ablations (<ablations_dir>/<name>.yaml, planned in rules/common.smk): the merge configs they add (layer swaps, or
 # any registered merge method's: variant kind `method`)
-# (ABLATION_MERGE_CONFIGS, in spec.merge_configs beside merges.configs) are built and evaluated by the generic
+# (ABLATION_MERGE_CONFIGS, in spec.merges.configs beside merges.configs) are built and evaluated by the generic
 # merge_recipes / evaluate_merges rules; `ablation_<name>` builds results/ablations/<name>/table.{csv,md} +
 # figure.{svg,png}; `ablations` builds the ones the `ablations` config key selects (all when absent). Not part of
 # `all`; the main tables and figures read merges.configs only, so the ablations change none of the main jobs.
 
 
 # Expert-set ablations (layerswap/workflow/expert_sets.py docstring): their extra runs, bases, selections and merge
-# configs are spec.expert_ablations, spec.ablation_runs, spec.ablation_bases, spec.ablation_merges
-# (layerswap/workflow/ablation_jobs.py).
+# configs are spec.ablations.expert_sets, spec.runs.extra, spec.ablations.bases, spec.ablations.expert_merges
+# (layerswap/workflow/ablation_jobs.py, layerswap/workflow/runs.py).
 
 
-if spec.expert_ablations:
+if spec.ablations.expert_sets:
 
     # Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type).
     use rule select as ablation_select with:
         input:
-            indexes=lambda w: spec.ablation_selection_indexes(w.ablation, w.set, w.expert),
-            base=lambda w: spec.ablation_base_evals(w.ablation, w.set, w.expert),
+            indexes=lambda w: spec.ablations.selection_indexes(w.ablation, w.set, w.expert),
+            base=lambda w: spec.ablations.base_evals(w.ablation, w.set, w.expert),
         output:
-            f"{R}/ablations/{{ablation}}/selection/{{set}}/{{expert}}.json",
+            layout.ablation_selection("{ablation}", "{set}", "{expert}"),
         wildcard_constraints:
-            ablation="|".join(spec.expert_ablations),
+            ablation="|".join(spec.ablations.expert_sets),
             set="[A-Za-z0-9]+",
         log:
-            f"{R}/logs/ablations/select_{{ablation}}_{{set}}_{{expert}}.log",
+            layout.log("ablations", "select_{ablation}_{set}_{expert}"),
 
     rule evaluate_ablation_base:
         """A second base of an expert-set ablation on one benchmark that its selection constraints compare with."""
         input:
-            base=f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
-            data=lambda w: spec.task_data_files([w.benchmark]),
+            base=layout.base_config(layout.ablation_base("{ablation}", "{base}")),
+            data=lambda w: spec.evals.task_data_files([w.benchmark]),
         output:
-            f"{R}/evals/ablations/{{ablation}}/bases/{{base}}/{{benchmark}}.json",
+            layout.ablation_base_eval("{ablation}", "{base}", "{benchmark}"),
         params:
-            benchmarks=lambda w: spec.benchmark_params([w.benchmark]),
-            **spec.evaluation_params("evaluate"),
+            benchmarks=lambda w: spec.evals.benchmark_params([w.benchmark]),
+            **spec.evals.evaluation_params("evaluate"),
         wildcard_constraints:
-            ablation="|".join(spec.expert_ablations),
+            ablation="|".join(spec.ablations.expert_sets),
             base="[A-Za-z0-9]+",
-            benchmark="|".join(spec.benchmarks),
-        threads: spec.eval["threads"]
+            benchmark="|".join(spec.evals.benchmarks),
+        threads: spec.evals.threads
         resources:
-            gpu=spec.gpus,
+            gpu=spec.evals.gpus,
             **requests.of("evaluate_ablation_base"),
         log:
-            f"{R}/logs/evaluate/ablation_base_{{ablation}}_{{base}}_{{benchmark}}.log",
+            layout.log("evaluate", "ablation_base_{ablation}_{base}_{benchmark}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             evaluate_shell("evaluate", f"--model ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}="
-                           f"{R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}")
+                           f"{layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')}")
 
 
-if spec.ablation_merges:
+if spec.ablations.expert_merges:
 
     ruleorder: ablation_merge_recipes > merge_recipes
 
     # Recipes of an expert-set ablation's merge config (ax_*): its own and/or the main selections.
     use rule merge_recipes as ablation_merge_recipes with:
         input:
-            lang=lambda w: spec.ablation_merge_selection(w.cfg, w.lang, "lang"),
-            task=lambda w: spec.ablation_merge_selection(w.cfg, w.lang, "task"),
+            lang=lambda w: spec.ablations.merge_selection(w.cfg, w.lang, "lang"),
+            task=lambda w: spec.ablations.merge_selection(w.cfg, w.lang, "task"),
         params:
-            merge=lambda w: as_json(spec.ablation_merges[w.cfg]["merge"]),
+            merge=lambda w: as_json(spec.ablations.expert_merges[w.cfg]["merge"]),
             code=command_hash("recipes"),
         wildcard_constraints:
-            cfg="|".join(spec.ablation_merges),
+            cfg="|".join(spec.ablations.expert_merges),
 
 
-if spec.other_base_runs:
+if spec.runs.other_base:
 
     ruleorder: ablation_sft > sft
 
+    # Not `use rule sft as ablation_sft`: a rule made by `use rule` runs its parent's shell command, whose base is
+    # spelled there (`--base results/base`). Taking it from a param instead would change the shell command of `sft`,
+    # which Snakemake's code trigger compares: every finished SFT run would rerun. The same holds for toy_base's
+    # `--out` below (ablation_toy_base).
     rule ablation_sft:
-        """SFT of an ablation run from another base than results/base (same command as sft)."""
+        """SFT of an ablation run from another base than the main one (same command as sft)."""
         input:
-            base=lambda w: f"{spec.ablation_run_base[w.run]}/config.json",
-            data=lambda w: f"{R}/data/sft/{spec.run_spec(w.run)['expert']}.jsonl",
+            base=lambda w: layout.base_config(spec.runs.base_dir[w.run]),
+            data=lambda w: layout.sft_mix(spec.runs.spec(w.run)["expert"]),
         output:
-            f"{spec.experts}/{{run}}/checkpoints.json",
+            layout.checkpoints_record("{run}"),
         params:
-            run=lambda w: spec.sft_params(w.run),
+            run=lambda w: spec.runs.sft_params(w.run),
             launch=sft_launch,
-            base=lambda w: spec.ablation_run_base[w.run],
+            base=lambda w: spec.runs.base_dir[w.run],
             code=command_hash("sft"),
         wildcard_constraints:
-            run="|".join(spec.other_base_runs),
-        threads: lambda w: spec.run_spec(w.run).get("threads", 1)
+            run="|".join(spec.runs.other_base),
+        threads: lambda w: spec.runs.spec(w.run).get("threads", 1)
         resources:
-            gpu=lambda w: spec.sft_gpus(w.run),
+            gpu=lambda w: spec.runs.sft_gpus(w.run),
             **requests.of("ablation_sft"),
         log:
-            f"{R}/logs/sft/{{run}}.log",
+            layout.log("sft", "{run}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -100,116 +104,117 @@ if spec.other_base_runs:
             "--params-json {params.run} > {log} 2>&1"
 
 
-if spec.ablation_bases and config["world"] == "toy":
+if spec.ablations.bases and config["world"] == "toy":
 
     rule ablation_toy_base:
         """A second toy base (same corpus and shape, another seed) for an expert-set ablation."""
         input:
-            corpus=f"{R}/data/raw/pretrain.jsonl",
-            vocab=f"{R}/data/raw/vocab.json",
+            corpus=layout.pretrain_corpus(),
+            vocab=layout.vocab(),
         output:
-            f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+            layout.base_config(layout.ablation_base("{ablation}", "{base}")),
         params:
-            model=lambda w: as_json(spec.ablation_base_spec(w.ablation, w.base)["model"]),
+            model=lambda w: as_json(spec.ablations.base_spec(w.ablation, w.base)["model"]),
             train=as_json(config["base"].get("toy_pretrain", {})),
             layers=config["base"]["num_layers"],
-            seed=lambda w: spec.ablation_base_spec(w.ablation, w.base)["seed"],
+            seed=lambda w: spec.ablations.base_spec(w.ablation, w.base)["seed"],
             code=command_hash("toy-base"),
         wildcard_constraints:
-            ablation="|".join(spec.expert_ablations),
+            ablation="|".join(spec.ablations.expert_sets),
             base="[A-Za-z0-9]+",
         threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
         resources:
             **requests.of("ablation_toy_base"),
         log:
-            f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+            layout.log("ablations", "base_{ablation}_{base}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} "
-            f"--out {R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}} "
+            f"--out {layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')} "
             "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
             "--seed {params.seed} > {log} 2>&1"
 
-elif spec.ablation_bases:
+elif spec.ablations.bases:
 
     rule ablation_prepare_base:
         """A second hub base (pre-staged, like prepare_base) for an expert-set ablation."""
         output:
-            f"{R}/ablations/{{ablation}}/bases/{{base}}/config.json",
+            layout.base_config(layout.ablation_base("{ablation}", "{base}")),
         params:
-            source=lambda w: shlex.quote(spec.ablation_base_spec(w.ablation, w.base)["source"]),
-            revision=lambda w: spec.revision_arg(spec.ablation_base_spec(w.ablation, w.base)),
+            source=lambda w: shlex.quote(spec.ablations.base_spec(w.ablation, w.base)["source"]),
+            revision=lambda w: revision_arg(spec.ablations.base_spec(w.ablation, w.base)),
             hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
         wildcard_constraints:
-            ablation="|".join(spec.expert_ablations),
+            ablation="|".join(spec.ablations.expert_sets),
             base="[A-Za-z0-9]+",
         resources:
             **requests.of("ablation_prepare_base"),
         log:
-            f"{R}/logs/ablations/base_{{ablation}}_{{base}}.log",
+            layout.log("ablations", "base_{ablation}_{base}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
             "layerswap prepare-base --source {params.source} {params.revision} "
-            f"--out {R}/ablations/{{wildcards.ablation}}/bases/{{wildcards.base}} {{params.hf_home}} > {{log}} 2>&1"
+            f"--out {layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')} "
+            "{params.hf_home} > {log} 2>&1"
 
 
-if spec.ablation_extra:
+if spec.ablations.extra_benchmarks:
 
     # Benchmarks an ablation reports that evaluation.merge_tasks does not include, one job per (config, language,
     # benchmark); evaluate_merges makes the merge tasks' files.
     use rule evaluate_merges as evaluate_ablation_merges with:
         input:
-            recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
-            data=lambda w: spec.task_data_files([w.benchmark], [w.lang]),
+            recipes=expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.merges.pairs),
+            data=lambda w: spec.evals.task_data_files([w.benchmark], [w.lang]),
         output:
-            spec.merge_eval_patterns("{cfg}", spec.pairs, ["{benchmark}"]),
+            spec.evals.merge_eval_patterns("{cfg}", spec.merges.pairs, ["{benchmark}"]),
         params:
-            models=lambda w, input: spec.merge_models(w.cfg, w.lang, spec.pairs, input.recipes),
-            benchmarks=lambda w: spec.benchmark_params([w.benchmark], [w.lang]),
-            **spec.evaluation_params("evaluate-merges"),
+            models=lambda w, input: spec.evals.merge_models(w.cfg, w.lang, spec.merges.pairs, input.recipes),
+            benchmarks=lambda w: spec.evals.benchmark_params([w.benchmark], [w.lang]),
+            **spec.evals.evaluation_params("evaluate-merges"),
         wildcard_constraints:
-            benchmark="|".join(spec.ablation_extra),
+            benchmark="|".join(spec.ablations.extra_benchmarks),
         log:
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
+            layout.log("evaluate", "merge_{cfg}_{lang}_{benchmark}"),
 
 
-for _name in spec.ablations:
+for _name in spec.ablations.planned:
 
     rule:
         name:
             f"ablation_table_{_name}"
         localrule: True
         input:
-            spec.ablation_inputs(_name),
+            spec.ablations.inputs(_name),
         output:
             csv=ablation_report(_name, "table.csv"),
             md=ablation_report(_name, "table.md"),
             svg=ablation_report(_name, "figure.svg"),
             png=ablation_report(_name, "figure.png"),
         params:
-            table=spec.ablation_params(_name),
+            table=spec.ablations.params(_name),
             name=_name,
             code=command_hash("ablation-table"),
         log:
-            f"{R}/logs/ablations/{_name}.log",
+            layout.log("ablations", _name),
         conda:
             "../envs/layerswap.yaml"
         shell:
-            f"layerswap ablation-table --evals-dir {R}/evals --params-json {{params.table}} "
-            f"--out-dir {R}/ablations/{{params.name}} > {{log}} 2>&1"
+            f"layerswap ablation-table --evals-dir {layout.evals()} --params-json {{params.table}} "
+            f"--out-dir {layout.ablation_dir('{params.name}')} > {{log}} 2>&1"
 
     rule:
         name:
             f"ablation_{_name}"
         input:
-            spec.ablation_results(_name),
+            spec.ablations.results(_name),
 
 
 rule ablations:
     """The ablations the `ablations` config key selects (all when it is absent)."""
     input:
-        list(dict.fromkeys(f for n in spec.selected_ablations for f in spec.ablation_results(n))),
+        list(dict.fromkeys(f for n in spec.ablations.selected for f in spec.ablations.results(n))),

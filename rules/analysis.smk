@@ -2,7 +2,8 @@
 # Snakemake 9's HTML report shows images, HTML and PDF inline; CSV/Markdown/YAML are download links. Each table is
 # therefore in the report twice: rendered (an HTML page made from its Markdown) and as CSV.
 
-# File lists, report entries (spec.table_pages, spec.figures) and params: layerswap/workflow/spec.py.
+# File lists, report entries (spec.report.table_pages, spec.report.figures) and params:
+# layerswap/workflow/report_jobs.py.
 
 
 # The tables' 95% intervals also read the per-item logs (<benchmark>.samples.jsonl) beside each evaluation file:
@@ -11,122 +12,122 @@
 rule tables:
     localrule: True
     input:
-        spec.table_inputs(),
+        spec.report.table_inputs(),
     output:
         [table_report(f"table{n}", "csv") for n in [1, 2, 5, 6]],
-        [f for f in spec.tables if not f.endswith(".csv")],
+        [f for f in spec.report.tables if not f.endswith(".csv")],
         best=[table_report(f"table{n}_best_configs", "csv") for n in [1, 2]]
-        + [f"{R}/tables/table{n}_best_configs.md" for n in [1, 2]],
+        + [layout.table(f"table{n}_best_configs", "md") for n in [1, 2]],
         paper=[table_report(f"table{n}_paper_vs_ours", "csv") for n in [1, 2, 5, 6]]
-        + [f"{R}/tables/table{n}_paper_vs_ours.md" for n in [1, 2, 5, 6]] if spec.paper_world else [],
-        summary=f"{R}/tables/summary.md",
+        + [layout.table(f"table{n}_paper_vs_ours", "md") for n in [1, 2, 5, 6]] if spec.report.paper_world else [],
+        summary=layout.table("summary", "md"),
     params:
-        tables=spec.table_params(),
+        tables=spec.report.table_params(),
         code=command_hash("tables"),
     log:
-        f"{R}/logs/tables.log",
+        layout.log("tables"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap tables --selection-dir {R}/selection --evals-dir {R}/evals --params-json {{params.tables}} "
-        f"--out-dir {R}/tables > {{log}} 2>&1"
+        f"layerswap tables --selection-dir {layout.selection_dir()} --evals-dir {layout.evals()} "
+        f"--params-json {{params.tables}} --out-dir {layout.table_dir()} > {{log}} 2>&1"
 
 
 rule heatmap:
     input:
-        base=f"{R}/base/config.json",
-        selections=expand(f"{R}/selection/{{e}}.json", e=spec.heatmap_experts()),
+        base=layout.base_config(),
+        selections=expand(layout.selection("{e}"), e=spec.report.heatmap_experts()),
     output:
         svg=figure_report("param_change", "svg"),
         png=figure_report("param_change", "png"),
         csv=figure_report("param_change", "csv"),
         mean=[figure_report("param_change_mean", ext) for ext in ("svg", "png", "csv")],
     params:
-        experts=spec.heatmap_expert_args(),
-        thresholds=spec.heatmap_thresholds(),
+        experts=spec.report.heatmap_expert_args(),
+        thresholds=spec.report.heatmap_thresholds(),
         code=command_hash("heatmap"),
     resources:
         **requests.of("heatmap"),
     log:
-        f"{R}/logs/heatmap.log",
+        layout.log("heatmap"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap heatmap --base {R}/base {{params.experts}} --threshold-json {{params.thresholds}} "
-        f"--out-prefix {R}/figures/param_change > {{log}} 2>&1"
+        f"layerswap heatmap --base {layout.base()} {{params.experts}} --threshold-json {{params.thresholds}} "
+        f"--out-prefix {layout.figure_prefix('param_change')} > {{log}} 2>&1"
 
 
 rule table_pages:
     localrule: True
     input:
-        [f"{R}/tables/{t}.md" for t in spec.table_pages],
+        [layout.table(t, "md") for t in spec.report.table_pages],
     output:
-        [table_report(t, "html") for t in spec.table_pages],
+        [table_report(t, "html") for t in spec.report.table_pages],
     params:
         code=command_hash("charts"),
     log:
-        f"{R}/logs/table_pages.log",
+        layout.log("table_pages"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap charts table-html --markdown {{input}} --out-dir {R}/tables > {{log}} 2>&1"
+        f"layerswap charts table-html --markdown {{input}} --out-dir {layout.table_dir()} > {{log}} 2>&1"
 
 
 rule swap_grid:
     localrule: True
     input:
-        spec.swap_grid_inputs(),
+        spec.report.swap_grid_inputs(),
     output:
         svg=figure_report("swap_grid", "svg"),
         png=figure_report("swap_grid", "png"),
         csv=figure_report("swap_grid", "csv"),
     params:
-        grid=spec.swap_grid_params(),
-        names=", ".join(spec.swap_configs),  # for the caption
+        grid=spec.report.swap_grid_params(),
+        names=", ".join(spec.report.swap_configs),  # for the caption
         code=command_hash("charts"),
     log:
-        f"{R}/logs/swap_grid.log",
+        layout.log("swap_grid"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap charts swap-grid --evals-dir {R}/evals --params-json {{params.grid}} "
-        f"--out-prefix {R}/figures/swap_grid > {{log}} 2>&1"
+        f"layerswap charts swap-grid --evals-dir {layout.evals()} --params-json {{params.grid}} "
+        f"--out-prefix {layout.figure_prefix('swap_grid')} > {{log}} 2>&1"
 
 
 rule table1_bars:
     localrule: True
     input:
-        spec.table1_bars_inputs(),
+        spec.report.table1_bars_inputs(),
     output:
         svg=figure_report("table1_bars", "svg"),
         png=figure_report("table1_bars", "png"),
         csv=figure_report("table1_bars", "csv"),
     params:
-        tables=spec.table_params(table2=False),
+        tables=spec.report.table_params(table2=False),
         code=command_hash("charts"),
     log:
-        f"{R}/logs/table1_bars.log",
+        layout.log("table1_bars"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap charts table1-bars --selection-dir {R}/selection --evals-dir {R}/evals "
-        f"--params-json {{params.tables}} --out-prefix {R}/figures/table1_bars > {{log}} 2>&1"
+        f"layerswap charts table1-bars --selection-dir {layout.selection_dir()} --evals-dir {layout.evals()} "
+        f"--params-json {{params.tables}} --out-prefix {layout.figure_prefix('table1_bars')} > {{log}} 2>&1"
 
 
 rule config_used:
     localrule: True
     output:
-        yaml=report(f"{R}/config_used.yaml", category="Config", subcategory="Config used",
+        yaml=report(layout.config_used("yaml"), category="Config", subcategory="Config used",
                     caption="../report/config.rst", labels={"file": "config_used", "format": "YAML"}),
-        html=report(f"{R}/config_used.html", category="Config", subcategory="Config used",
+        html=report(layout.config_used("html"), category="Config", subcategory="Config used",
                     caption="../report/config.rst", labels={"file": "config_used", "format": "rendered (HTML)"}),
     params:
         config=lambda w: spec.config_json(),  # a function: the config holds "{lang}", no wildcard
         code=command_hash("charts"),
     log:
-        f"{R}/logs/config_used.log",
+        layout.log("config_used"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap charts config-html --config-json {{params.config}} --out-prefix {R}/config_used "
+        f"layerswap charts config-html --config-json {{params.config}} --out-prefix {layout.config_used_prefix()} "
         "> {log} 2>&1"

@@ -10,16 +10,16 @@ rule manifest:
     input:
         spec.results(),
     output:
-        f"{R}/manifest.json",
+        layout.manifest(),
     params:
         config=lambda w: spec.config_json(),  # secrets: dropped by the command
         code=command_hash("manifest"),
     resources:
         **requests.of("manifest"),
     log:
-        f"{R}/logs/manifest.log",
+        layout.log("manifest"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap manifest --root results --out {output} --metadata-dir .snakemake/metadata "
+        f"layerswap manifest --root {layout.root} --out {{output}} --metadata-dir .snakemake/metadata "
         "--config-json {params.config} > {log} 2>&1"

@@ -1,12 +1,13 @@
 # Config validation and ablation planning, once, at parse time; then `spec` (layerswap/workflow/spec.py), the rules'
-# view of the config: runs, pairs, languages, file lists and params. Here only what needs Snakemake's own objects
-# (wildcards, resources, report(), workflow). Nothing reads files written by jobs: the whole DAG is known at
-# dry-run time.
+# view of the config, whose parts the rules call (spec.runs, spec.merges, spec.evals, spec.data, spec.report,
+# spec.ablations: runs, pairs, languages, file lists and params) and `layout`, every results path. Here only what
+# needs Snakemake's own objects (wildcards, resources, report(), workflow). Nothing reads files written by jobs: the
+# whole DAG is known at dry-run time.
 import shlex
 from pathlib import Path
 import sys
 
-from layerswap.config import check, validate_config
+from layerswap.config import check, expert_type, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
@@ -14,10 +15,10 @@ from layerswap.workflow.ablations import enabled as enabled_ablations, plan as p
 from layerswap.workflow.resources import Requests
 from layerswap.workflow.site import Site, check_storage
 from layerswap.workflow.spec import Spec
-from layerswap.workflow.words import R, as_json, evaluate_shell  # results/ in one place; params words; shell
+from layerswap.workflow.words import as_json, evaluate_shell, revision_arg  # params words; shell words
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
-# config. Ablation files add merge configs to a view of their own (spec.merge_configs), checked with the rest.
+# config. Ablation files add merge configs to a view of their own (spec.merges.configs), checked with the rest.
 try:
     SCHEMA = workflow.source_path("../config/schema.yaml")
     validate_config(config, SCHEMA)
@@ -33,6 +34,7 @@ try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs 
 except UserError as err:
     sys.exit(f"site settings: {err}")
 spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
+layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
 try:  # with a site file: the storage paths the jobs use, checked; what each job asks of SLURM (`resources:`)
     if SITE is not None:
         check_storage(spec.storage, config["storage"], SITE)
@@ -71,24 +73,25 @@ wildcard_constraints:
 
 
 def sft_launch(wildcards, resources):
-    """`layerswap sft` or `accelerate launch ...` for the job's run and GPUs (Spec.sft_launch)."""
-    return spec.sft_launch(wildcards.run, resources.gpu, workflow.basedir)
+    """`layerswap sft` or `accelerate launch ...` for the job's run and GPUs (Runs.sft_launch)."""
+    return spec.runs.sft_launch(wildcards.run, resources.gpu, workflow.basedir)
 
 
 def table_report(stem, ext):
-    sub, caption = spec.table_pages[stem]
+    sub, caption = spec.report.table_pages[stem]
     fmt = "rendered (HTML)" if ext == "html" else ext.upper()
-    return report(f"{R}/tables/{stem}.{ext}", category="Tables", subcategory=sub, caption=caption,
+    return report(layout.table(stem, ext), category="Tables", subcategory=sub, caption=caption,
                   labels={"table": stem, "format": fmt})
 
 
 def figure_report(name, ext):
-    sub, caption = spec.figures[name]
+    sub, caption = spec.report.figures[name]
     fmt = "numbers (CSV)" if ext == "csv" else ext.upper()
-    return report(f"{R}/figures/{name}.{ext}", category="Figures", subcategory=sub, caption=caption,
+    return report(layout.figure(name, ext), category="Figures", subcategory=sub, caption=caption,
                   labels={"figure": name, "format": fmt})
 
 
 def ablation_report(name, file):
-    return report(f"{R}/ablations/{name}/{file}", category="Ablations", subcategory=spec.ablations[name]["title"],
-                  caption="../report/ablation.rst", labels={"ablation": name, "file": file})
+    return report(layout.ablation_file(name, file), category="Ablations",
+                  subcategory=spec.ablations.planned[name]["title"], caption="../report/ablation.rst",
+                  labels={"ablation": name, "file": file})

@@ -12,15 +12,15 @@ if config["world"] == "toy":
     rule toy_corpus:
         """The toy world's pretraining corpus and vocabulary."""
         output:
-            corpus=f"{R}/data/raw/pretrain.jsonl",
-            vocab=f"{R}/data/raw/vocab.json",
+            corpus=layout.pretrain_corpus(),
+            vocab=layout.vocab(),
         params:
-            world=spec.toy_dataset_params("pretrain"),
+            world=spec.data.toy_dataset_params("pretrain"),
             code=command_hash("toy-data"),
         resources:
             **requests.of("toy_corpus"),
         log:
-            f"{R}/logs/toy_data/pretrain.log",
+            layout.log("toy_data", "pretrain"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -30,14 +30,14 @@ if config["world"] == "toy":
         """One toy SFT source file (Orca-Math, or Aya / NLLB of one language)."""
         localrule: True
         output:
-            f"{R}/data/raw/{{dataset}}.jsonl",
+            layout.raw("{dataset}.jsonl"),
         wildcard_constraints:
             dataset="|".join(TOY_RAW),
         params:
-            world=lambda w: spec.toy_dataset_params(w.dataset),
+            world=lambda w: spec.data.toy_dataset_params(w.dataset),
             code=command_hash("toy-data"),
         log:
-            f"{R}/logs/toy_data/{{dataset}}.log",
+            layout.log("toy_data", "{dataset}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -46,27 +46,27 @@ if config["world"] == "toy":
     use rule toy_source as toy_eval with:
         localrule: True
         output:
-            f"{R}/data/eval/{{dataset}}.jsonl",
+            layout.eval_set("{dataset}"),
         wildcard_constraints:
             dataset="|".join(TOY_EVAL),
         log:
-            f"{R}/logs/toy_data/eval_{{dataset}}.log",
+            layout.log("toy_data", "eval_{dataset}"),
 
 
 rule sft_mix:
     input:
-        lambda w: [s["path"] for s in spec.mix_sources(w.expert)],
+        lambda w: [s["path"] for s in spec.data.mix_sources(w.expert)],
     output:
-        mix=f"{R}/data/sft/{{expert}}.jsonl",
-        manifest=f"{R}/data/sft/{{expert}}.manifest.json",
+        mix=layout.sft_mix("{expert}"),
+        manifest=layout.sft_mix("{expert}", "manifest.json"),
     params:
-        sources=lambda w: as_json(spec.mix_sources(w.expert)),
+        sources=lambda w: as_json(spec.data.mix_sources(w.expert)),
         seed=config["seed"],
         code=command_hash("mix"),
     resources:
         **requests.of("sft_mix"),
     log:
-        f"{R}/logs/sft_mix/{{expert}}.log",
+        layout.log("sft_mix", "{expert}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
@@ -84,8 +84,8 @@ if config["world"] == "hf":
 
     rule hub_data:
         output:
-            rows=f"{R}/data/raw/{{source}}_{{lang}}.jsonl",
-            manifest=f"{R}/data/raw/{{source}}_{{lang}}.manifest.json",
+            rows=layout.raw("{source}_{lang}.jsonl"),
+            manifest=layout.hub_manifest("{source}_{lang}.jsonl"),
         wildcard_constraints:
             source="|".join(sorted({s for s, _ in HUB_NEEDED}, key=len, reverse=True)),
             lang="|".join(sorted({l for _, l in HUB_NEEDED}, key=len, reverse=True)),
@@ -97,7 +97,7 @@ if config["world"] == "hf":
         resources:
             **requests.of("hub_data"),
         log:
-            f"{R}/logs/hub_data/{{source}}_{{lang}}.log",
+            layout.log("hub_data", "{source}_{lang}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -107,21 +107,21 @@ if config["world"] == "hf":
 
     rule prepare_base:
         output:
-            f"{R}/base/config.json",
+            layout.base_config(),
         params:
             source=shlex.quote(config["base"]["source"]),
-            revision=spec.revision_arg(config["base"]),
+            revision=revision_arg(config["base"]),
             hf_home=spec.hf_home_arg,
             code=command_hash("prepare-base"),
         resources:
             **requests.of("prepare_base"),
         log:
-            f"{R}/logs/prepare_base.log",
+            layout.log("prepare_base"),
         conda:
             "../envs/layerswap.yaml"
         shell:
             "HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
-            f"layerswap prepare-base --source {{params.source}} {{params.revision}} --out {R}/base "
+            f"layerswap prepare-base --source {{params.source}} {{params.revision}} --out {layout.base()} "
             "{params.hf_home} > {log} 2>&1"
 
     ruleorder: prepare_base > toy_base
@@ -133,7 +133,7 @@ if is_gguf_source(config["base"]["source"]):
         """The base model from a GGUF file (a path, or pkg:<package>/<file> inside an installed package), dequantised
         into a safetensors HF directory with its tokenizer and chat template (either world)."""
         output:
-            f"{R}/base/config.json",
+            layout.base_config(),
         params:
             source=shlex.quote(config["base"]["source"]),
             layers=config["base"]["num_layers"],
@@ -141,11 +141,11 @@ if is_gguf_source(config["base"]["source"]):
         resources:
             **requests.of("gguf_base"),
         log:
-            f"{R}/logs/gguf_base.log",
+            layout.log("gguf_base"),
         conda:
             "../envs/layerswap.yaml"
         shell:
-            f"layerswap gguf-base --source {{params.source}} --num-layers {{params.layers}} --out {R}/base "
+            f"layerswap gguf-base --source {{params.source}} --num-layers {{params.layers}} --out {layout.base()} "
             "> {log} 2>&1"
 
     ruleorder: gguf_base > toy_base

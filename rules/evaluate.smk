@@ -4,66 +4,72 @@
 # Merge evaluations keep their results by content in EVAL_STORE (layerswap.evaluation.store, no rule's output): a job
 # that reruns evaluates only the models whose result for the same evaluation is not there (docs/RERUNS.md).
 
-EVAL_STORE = f"{R}/store/evals"
+EVAL_STORE = layout.store()
 
 rule evaluate_base:
     input:
-        base=f"{R}/base/config.json",
-        data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.base_rest)),
+        base=layout.base_config(),
+        data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.base_rest)),
     output:
-        spec.per_layout(spec.eval_files("base", spec.base_rest), f"{R}/evals/base/{{benchmark}}.json"),
+        spec.evals.per_layout(
+            spec.evals.eval_files("base", spec.evals.base_rest), layout.eval_file("base", "{benchmark}")
+        ),
     params:
-        benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.base_rest)),
-        **spec.evaluation_params("evaluate"),
+        benchmarks=lambda w: spec.evals.benchmark_params(spec.evals.job_benchmarks(w, spec.evals.base_rest)),
+        **spec.evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(spec.benchmarks),
-    threads: spec.eval["threads"]
+        benchmark="|".join(spec.evals.benchmarks),
+    threads: spec.evals.threads
     resources:
-        gpu=spec.gpus,
+        gpu=spec.evals.gpus,
         **requests.of("evaluate_base"),
     log:
-        spec.per_layout(f"{R}/logs/evaluate/base.log", f"{R}/logs/evaluate/base_{{benchmark}}.log"),
+        spec.evals.per_layout(layout.log("evaluate", "base"), layout.log("evaluate", "base_{benchmark}")),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate", f"--model base={R}/base")
+        evaluate_shell("evaluate", f"--model base={layout.base()}")
 
 
-if spec.base_constrained:
+if spec.evals.base_constrained:
 
     use rule evaluate_base as evaluate_base_select with:
         input:
-            base=f"{R}/base/config.json",
-            data=spec.task_data_files(spec.base_constrained),
+            base=layout.base_config(),
+            data=spec.evals.task_data_files(spec.evals.base_constrained),
         output:
-            spec.eval_files("base", spec.base_constrained),
+            spec.evals.eval_files("base", spec.evals.base_constrained),
         params:
-            benchmarks=spec.benchmark_params(spec.base_constrained),
-            **spec.evaluation_params("evaluate"),
+            benchmarks=spec.evals.benchmark_params(spec.evals.base_constrained),
+            **spec.evals.evaluation_params("evaluate"),
         log:
-            f"{R}/logs/evaluate/base_select.log",
+            layout.log("evaluate", "base_select"),
 
 
 rule evaluate_merges:
     input:
-        recipes=expand(f"{R}/merges/{{{{cfg}}}}/{{{{lang}}}}/{{pair}}.json", pair=spec.pairs),
-        data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
+        recipes=expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.merges.pairs),
+        data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]),
     output:
-        spec.merge_eval_patterns("{cfg}", spec.pairs, spec.per_layout(spec.merge_benchmarks, ["{benchmark}"])),
+        spec.evals.merge_eval_patterns(
+            "{cfg}", spec.merges.pairs, spec.evals.per_layout(spec.evals.merge_benchmarks, ["{benchmark}"])
+        ),
     params:
-        models=lambda w, input: spec.merge_models(w.cfg, w.lang, spec.pairs, input.recipes),
-        benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
-        **spec.evaluation_params("evaluate-merges"),
+        models=lambda w, input: spec.evals.merge_models(w.cfg, w.lang, spec.merges.pairs, input.recipes),
+        benchmarks=lambda w: spec.evals.benchmark_params(
+            spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]
+        ),
+        **spec.evals.evaluation_params("evaluate-merges"),
     wildcard_constraints:
-        benchmark="|".join(spec.merge_benchmarks),
-    threads: spec.eval["threads"]
+        benchmark="|".join(spec.evals.merge_benchmarks),
+    threads: spec.evals.threads
     resources:
-        gpu=spec.gpus,
+        gpu=spec.evals.gpus,
         **requests.of("evaluate_merges"),
     log:
-        spec.per_layout(
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}.log",
-            f"{R}/logs/evaluate/merge_{{cfg}}_{{lang}}_{{benchmark}}.log",
+        spec.evals.per_layout(
+            layout.log("evaluate", "merge_{cfg}_{lang}"),
+            layout.log("evaluate", "merge_{cfg}_{lang}_{benchmark}"),
         ),
     conda:
         "../envs/layerswap.yaml"
@@ -73,18 +79,22 @@ rule evaluate_merges:
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
     input:
-        recipes=expand(f"{R}/merges/soupswap/{{{{lang}}}}/{{m}}.json", m=spec.soups),
-        data=lambda w: spec.task_data_files(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
+        recipes=expand(layout.recipe("soupswap", "{{lang}}", "{m}"), m=spec.merges.soups),
+        data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]),
     output:
-        spec.merge_eval_patterns("soupswap", spec.soups, spec.per_layout(spec.merge_benchmarks, ["{benchmark}"])),
+        spec.evals.merge_eval_patterns(
+            "soupswap", spec.merges.soups, spec.evals.per_layout(spec.evals.merge_benchmarks, ["{benchmark}"])
+        ),
     params:
-        models=lambda w, input: spec.merge_models("soupswap", w.lang, spec.soups, input.recipes),
-        benchmarks=lambda w: spec.benchmark_params(spec.job_benchmarks(w, spec.merge_benchmarks), [w.lang]),
-        **spec.evaluation_params("evaluate-merges"),
+        models=lambda w, input: spec.evals.merge_models("soupswap", w.lang, spec.merges.soups, input.recipes),
+        benchmarks=lambda w: spec.evals.benchmark_params(
+            spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]
+        ),
+        **spec.evals.evaluation_params("evaluate-merges"),
     log:
-        spec.per_layout(
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}.log",
-            f"{R}/logs/evaluate/merge_soupswap_{{lang}}_{{benchmark}}.log",
+        spec.evals.per_layout(
+            layout.log("evaluate", "merge_soupswap_{lang}"),
+            layout.log("evaluate", "merge_soupswap_{lang}_{benchmark}"),
         ),
 
 
@@ -98,22 +108,22 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
 rule evaluate_table2:
     """MGSM in one extra language on the Table 2 models that lack it; the index names the files."""
     input:
-        models=lambda w: spec.table2_inputs(w.lang),
-        data=lambda w: spec.task_data_files(["mgsm"], [w.lang]),
+        models=lambda w: spec.evals.table2_inputs(w.lang),
+        data=lambda w: spec.evals.task_data_files(["mgsm"], [w.lang]),
     output:
-        spec.table2_index("{lang}"),
+        spec.evals.table2_index("{lang}"),
     params:
-        models=lambda w: spec.table2_model_args(w.lang),
-        benchmarks=lambda w: spec.benchmark_params(["mgsm"], [w.lang]),
-        **spec.evaluation_params("evaluate-merges"),
-    threads: spec.eval["threads"]
+        models=lambda w: spec.evals.table2_model_args(w.lang),
+        benchmarks=lambda w: spec.evals.benchmark_params(["mgsm"], [w.lang]),
+        **spec.evals.evaluation_params("evaluate-merges"),
+    threads: spec.evals.threads
     resources:
-        gpu=spec.gpus,
+        gpu=spec.evals.gpus,
         **requests.of("evaluate_table2"),
     log:
-        f"{R}/logs/evaluate/table2_{{lang}}.log",
+        layout.log("evaluate", "table2_{lang}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate-merges", "{params.models}", f"{R}/evals/by_language/{{wildcards.lang}}",
+        evaluate_shell("evaluate-merges", "{params.models}", layout.language_evals("{wildcards.lang}"),
                        f" --index {{output}} --store {EVAL_STORE}")

@@ -7,44 +7,48 @@
 rule evaluate_checkpoints:
     """Selection benchmarks of every checkpoint of a run (single layout: one benchmark); the index names their files."""
     input:
-        manifest=f"{spec.experts}/{{run}}/checkpoints.json",
-        data=lambda w: spec.checkpoint_eval_data(w.run, spec.job_benchmarks(w, spec.selection_benchmarks(w.run))),
-    output:
-        spec.per_layout(f"{R}/evals/ckpt/{{run}}/index.json", f"{R}/evals/ckpt/{{run}}/index.{{benchmark}}.json"),
-    params:
-        models=lambda w: spec.checkpoint_model_args(w.run),
-        benchmarks=lambda w: spec.checkpoint_eval_rule_params(
-            w.run, spec.job_benchmarks(w, spec.selection_benchmarks(w.run))
+        manifest=layout.checkpoints_record("{run}"),
+        data=lambda w: spec.evals.checkpoint_eval_data(
+            w.run, spec.evals.job_benchmarks(w, spec.evals.selection_benchmarks(w.run))
         ),
-        **spec.evaluation_params("evaluate"),
+    output:
+        spec.evals.per_layout(layout.checkpoint_index("{run}"), layout.checkpoint_index("{run}", "{benchmark}")),
+    params:
+        models=lambda w: spec.evals.checkpoint_model_args(w.run),
+        benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
+            w.run, spec.evals.job_benchmarks(w, spec.evals.selection_benchmarks(w.run))
+        ),
+        **spec.evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(spec.eval["tasks"]),
-    threads: spec.eval["threads"]
+        benchmark="|".join(spec.evals.tasks),
+    threads: spec.evals.threads
     resources:
-        gpu=spec.gpus,
+        gpu=spec.evals.gpus,
         **requests.of("evaluate_checkpoints"),
     log:
-        spec.per_layout(f"{R}/logs/evaluate/ckpt_{{run}}.log", f"{R}/logs/evaluate/ckpt_{{run}}_{{benchmark}}.log"),
+        spec.evals.per_layout(layout.log("evaluate", "ckpt_{run}"), layout.log("evaluate", "ckpt_{run}_{benchmark}")),
     conda:
         "../envs/layerswap.yaml"
     shell:
         evaluate_shell("evaluate", "{params.models}", tail=" --run {wildcards.run} --index {output}")
 
 
-if not spec.single_task_jobs:
+if not spec.evals.single_task_jobs:
 
     use rule evaluate_checkpoints as evaluate_checkpoints_other with:
         input:
-            manifest=f"{spec.experts}/{{run}}/checkpoints.json",
-            data=lambda w: spec.checkpoint_eval_data(w.run, spec.other_checkpoint_benchmarks(w.run)),
+            manifest=layout.checkpoints_record("{run}"),
+            data=lambda w: spec.evals.checkpoint_eval_data(w.run, spec.evals.other_checkpoint_benchmarks(w.run)),
         output:
-            f"{R}/evals/ckpt/{{run}}/index.other.json",
+            layout.checkpoint_index("{run}", "other"),
         params:
-            models=lambda w: spec.checkpoint_model_args(w.run),
-            benchmarks=lambda w: spec.checkpoint_eval_rule_params(w.run, spec.other_checkpoint_benchmarks(w.run)),
-            **spec.evaluation_params("evaluate"),
+            models=lambda w: spec.evals.checkpoint_model_args(w.run),
+            benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
+                w.run, spec.evals.other_checkpoint_benchmarks(w.run)
+            ),
+            **spec.evals.evaluation_params("evaluate"),
         log:
-            f"{R}/logs/evaluate/ckpt_{{run}}_other.log",
+            layout.log("evaluate", "ckpt_{run}_other"),
 
 else:
 
@@ -52,13 +56,13 @@ else:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
         localrule: True
         input:
-            lambda w: [f"{R}/evals/ckpt/{w.run}/index.{b}.json" for b in spec.selection_benchmarks(w.run)],
+            lambda w: [layout.checkpoint_index(w.run, b) for b in spec.evals.selection_benchmarks(w.run)],
         output:
-            f"{R}/evals/ckpt/{{run}}/index.json",
+            layout.checkpoint_index("{run}"),
         params:
             code=command_hash("checkpoint-index"),
         log:
-            f"{R}/logs/checkpoint_index/{{run}}.log",
+            layout.log("checkpoint_index", "{run}"),
         conda:
             "../envs/layerswap.yaml"
         shell:
@@ -68,15 +72,15 @@ else:
 rule select:
     localrule: True
     input:
-        indexes=lambda w: spec.selection_indexes(w.expert),
-        base=lambda w: spec.eval_files("base", spec.constraint_benchmarks(spec.expert_kind(w.expert))),
+        indexes=lambda w: spec.evals.selection_indexes(w.expert),
+        base=lambda w: spec.evals.eval_files("base", spec.evals.constraint_benchmarks(expert_type(w.expert))),
     output:
-        f"{R}/selection/{{expert}}.json",
+        layout.selection("{expert}"),
     params:
-        select=lambda w: spec.selection_params(w.expert),
+        select=lambda w: spec.evals.selection_params(w.expert),
         code=command_hash("select"),
     log:
-        f"{R}/logs/select/{{expert}}.log",
+        layout.log("select", "{expert}"),
     conda:
         "../envs/layerswap.yaml"
     shell:

@@ -3,10 +3,10 @@
 
 rule toy_base:
     input:
-        corpus=f"{R}/data/raw/pretrain.jsonl",
-        vocab=f"{R}/data/raw/vocab.json",
+        corpus=layout.pretrain_corpus(),
+        vocab=layout.vocab(),
     output:
-        f"{R}/base/config.json",
+        layout.base_config(),
     params:
         model=as_json(config["base"].get("toy_model", {})),
         train=as_json(config["base"].get("toy_pretrain", {})),
@@ -17,35 +17,35 @@ rule toy_base:
     resources:
         **requests.of("toy_base"),
     log:
-        f"{R}/logs/toy_base.log",
+        layout.log("toy_base"),
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap toy-base --corpus {{input.corpus}} --vocab {{input.vocab}} --out {R}/base "
+        f"layerswap toy-base --corpus {{input.corpus}} --vocab {{input.vocab}} --out {layout.base()} "
         "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
         "--seed {params.seed} > {log} 2>&1"
 
 
 rule sft:
     input:
-        base=f"{R}/base/config.json",
-        data=lambda w: f"{R}/data/sft/{spec.run_spec(w.run)['expert']}.jsonl",
+        base=layout.base_config(),
+        data=lambda w: layout.sft_mix(spec.runs.spec(w.run)["expert"]),
     output:
-        f"{spec.experts}/{{run}}/checkpoints.json",
+        layout.checkpoints_record("{run}"),
     params:
-        run=lambda w: spec.sft_params(w.run),
+        run=lambda w: spec.runs.sft_params(w.run),
         launch=sft_launch,
         code=command_hash("sft"),
-    threads: lambda w: spec.run_spec(w.run).get("threads", 1)
+    threads: lambda w: spec.runs.spec(w.run).get("threads", 1)
     resources:
-        gpu=lambda w: spec.sft_gpus(w.run),
+        gpu=lambda w: spec.runs.sft_gpus(w.run),
         **requests.of("sft"),
     log:
-        f"{R}/logs/sft/{{run}}.log",
+        layout.log("sft", "{run}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
         # progress (the Trainer's tqdm bar and loss lines, on stderr) goes to the log; loss and tokens/s also to
         # {EXPERTS}/{run}/log.jsonl
-        f"{{params.launch}} --base {R}/base --data {{input.data}} --out-dir \"$(dirname {{output}})\" "
+        f"{{params.launch}} --base {layout.base()} --data {{input.data}} --out-dir \"$(dirname {{output}})\" "
         "--params-json {params.run} > {log} 2>&1"

@@ -11,7 +11,9 @@ it exists); a kind is a path with its `{...}` parts blanked, and `kinds spelled 
 spelled in more than one place outside it.
 
 Spec: the members of `layerswap.workflow.spec.Spec` that the package defines: methods and class attributes of Spec
-and of every base class from the package, plus the `self.<name> =` attributes their methods set.
+and of every base class from the package, plus the `self.<name> =` attributes their methods set. The parts Spec holds
+(`self.<name> = <package class>(...)` in its methods) are listed with their own members, counted the same way (a
+part's private `_name` attributes included), so a count does not shrink by moving members into a part.
 
 Imports: the graph of `layerswap.fingerprint.imports_of` (imports inside functions included; a package's
 `__init__` aside). A cycle is a strongly connected set of two modules or more. Layers, bottom to top: the top-level
@@ -78,23 +80,37 @@ def results_paths() -> dict:
             "most spelled": sorted(((len(v), k) for k, v in twice.items()), reverse=True)[:5]}
 
 
+def _class_node(cls) -> ast.ClassDef:
+    source = Path(sys.modules[cls.__module__].__file__).read_text(encoding="utf-8")
+    return next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
+
+
 def spec_members() -> dict:
     from layerswap.workflow import spec as spec_module
 
+    counts = _members(spec_module.Spec)
+    parts = {}
+    for sub in ast.walk(_class_node(spec_module.Spec)):
+        if (isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and isinstance(sub.value.func, ast.Name)
+                and isinstance(getattr(spec_module, sub.value.func.id, None), type)):
+            cls = getattr(spec_module, sub.value.func.id)
+            if cls.__module__.startswith("layerswap."):
+                parts[ast.unparse(sub.targets[0]).removeprefix("self.")] = {"class": cls.__name__, **_members(cls)}
+    return {**counts, "parts": parts}
+
+
+def _members(top) -> dict:
     members: set[str] = set()
-    own = [c for c in spec_module.Spec.__mro__ if c.__module__.startswith("layerswap.")]
+    own = [c for c in top.__mro__ if c.__module__.startswith("layerswap.")]
     for cls in own:
         members.update(n for n in vars(cls) if not (n.startswith("__") and n.endswith("__")))
-        source = Path(sys.modules[cls.__module__].__file__).read_text(encoding="utf-8")
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.ClassDef) and node.name == cls.__name__:
-                for sub in ast.walk(node):
-                    targets = sub.targets if isinstance(sub, ast.Assign) else (
-                        [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else [])
-                    for t in targets:
-                        for e in ast.walk(t):
-                            if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
-                                members.add(e.attr)
+        for sub in ast.walk(_class_node(cls)):
+            targets = sub.targets if isinstance(sub, ast.Assign) else (
+                [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else [])
+            for t in targets:
+                for e in ast.walk(t):
+                    if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                        members.add(e.attr)
     methods = [n for c in own for n, v in vars(c).items() if callable(v) or isinstance(v, (staticmethod, property))]
     return {"members": len(members), "methods": len(set(methods)), "classes in its MRO": [c.__name__ for c in own]}
 
@@ -142,6 +158,9 @@ def main() -> None:
     print(f"  kinds spelled twice or more: {paths['kinds spelled twice or more']}; most spelled: "
           + ", ".join(f"{k} ({n})" for n, k in paths["most spelled"]))
     print(f"Spec: {spec['members']} members ({spec['methods']} methods) over {', '.join(spec['classes in its MRO'])}")
+    if spec["parts"]:
+        parts = spec["parts"].items()
+        print("  its parts: " + ", ".join(f"{name} ({p['class']}: {p['members']})" for name, p in parts))
     print(f"import cycles: {len(imp['cycles'])}")
     for c in imp["cycles"]:
         print(f"  {' <-> '.join(c)}")

@@ -14,7 +14,7 @@ import yaml
 
 from layerswap import select
 from layerswap.command_params import AtLeast, parse
-from layerswap.config import check, validate_config
+from layerswap.config import check, expert_type, validate_config
 from layerswap.errors import UserError
 from layerswap.evaluation.tasks import TaskSettings, parse_benchmarks
 from layerswap.report import ablation_table, charts, tables
@@ -82,17 +82,18 @@ def _word(value: str) -> str:
 @pytest.mark.parametrize("name", ["config.yaml", "paper.yaml", "micro.yaml"])
 def test_every_params_word_of_the_rules_parses_into_its_command_s_type(name):
     spec = _spec(name)
-    assert tables.Params.from_json(_word(spec.table_params())).table2_language == spec.t2
-    assert tables.Params.from_json(_word(spec.table_params(table2=False)), table2=False).table2_language is None
-    assert parse(charts.SwapGridParams, _word(spec.swap_grid_params())).top_k == spec.config["selection"]["top_k"]
-    for ablation in spec.ablations:
-        params = parse(ablation_table.Params, _word(spec.ablation_params(ablation)))
+    assert tables.Params.from_json(_word(spec.report.table_params())).table2_language == spec.evals.t2
+    assert tables.Params.from_json(_word(spec.report.table_params(table2=False)), table2=False).table2_language is None
+    grid = parse(charts.SwapGridParams, _word(spec.report.swap_grid_params()))
+    assert grid.top_k == spec.config["selection"]["top_k"]
+    for ablation in spec.ablations.planned:
+        params = parse(ablation_table.Params, _word(spec.ablations.params(ablation)))
         assert params.name == ablation and params.variants
-    for expert in spec.expert_types():
-        assert parse(select.Params, _word(spec.selection_params(expert))).kind == spec.expert_kind(expert)
-    for run in [*spec.runs, *spec.ablation_runs]:
-        settings = parse_benchmarks(_word(spec.benchmark_params(spec.selection_benchmarks(run),
-                                                                spec.checkpoint_languages(run))))
+    for expert in spec.runs.expert_types():
+        assert parse(select.Params, _word(spec.evals.selection_params(expert))).kind == expert_type(expert)
+    for run in [*spec.runs.main, *spec.runs.extra]:
+        settings = parse_benchmarks(_word(spec.evals.benchmark_params(spec.evals.selection_benchmarks(run),
+                                                                      spec.evals.checkpoint_languages(run))))
         assert all(isinstance(s, TaskSettings) for s in settings.values())
 
 

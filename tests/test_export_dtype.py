@@ -86,7 +86,7 @@ def test_the_paper_config_exports_fp32_into_the_sft_params():
 
     config = load_config(REPO / "config" / "paper.yaml")
     assert config["sft"]["defaults"]["export_dtype"] == "fp32"
-    (word,) = shlex.split(Spec(config).sft_params("swh_1"))
+    (word,) = shlex.split(Spec(config).runs.sft_params("swh_1"))
     assert json.loads(word)["export_dtype"] == "fp32"
 
 

@@ -119,11 +119,11 @@ def test_a_dare_config_is_a_rival_the_workflow_evaluates_for_tables_1_and_2(tmp_
     assert config["merges"]["configs"]["dare_d03"] == {"method": "dare", "density": 0.3, "lam": 1.0, "seed": 0,
                                                        "allow_different_base": False}
     spec = Spec(config)
-    assert "dare_d03" in spec.pair_configs and "dare_ties_d05" in spec.pair_configs
-    assert "dare_d03" in spec.t2_configs  # Table 2's column
+    assert "dare_d03" in spec.merges.pair_configs and "dare_ties_d05" in spec.merges.pair_configs
+    assert "dare_d03" in spec.evals.t2_configs  # Table 2's column
     lang = config["languages"][0]
-    assert f"results/evals/merge/dare_d03/{lang}/l1m1/mgsm.json" in spec.table1_bars_inputs()  # Table 1's column
-    assert json.loads(shlex.split(spec.table_params())[0])["best_of"]["dare"] == ["dare_d03"]
+    assert f"results/evals/merge/dare_d03/{lang}/l1m1/mgsm.json" in spec.report.table1_bars_inputs()  # Table 1's column
+    assert json.loads(shlex.split(spec.report.table_params())[0])["best_of"]["dare"] == ["dare_d03"]
     bad = dare_config()
     bad["merges"]["best_of"]["dare"] = ["dare_ties_d05"]
     with pytest.raises(UserError, match=r"merges.best_of.dare\[0\]'.*has method dare_ties"):

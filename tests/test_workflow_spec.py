@@ -15,7 +15,8 @@ import yaml
 
 from layerswap.workflow.ablations import plan, with_merge_configs
 from layerswap.config import check, validate_config
-from layerswap.workflow.spec import Spec, as_json, canonical_languages
+from layerswap.workflow.spec import Spec
+from layerswap.workflow.words import as_json, canonical_languages, revision_arg
 
 REPO = Path(__file__).resolve().parents[1]
 ABL_DIR = REPO / "config" / "ablations"
@@ -57,103 +58,105 @@ def test_building_a_spec_and_calling_its_helpers_leaves_the_config_unchanged(nam
     ablations, added = plan(config, ABL_DIR)
     before, abl_before, added_before = copy.deepcopy(config), copy.deepcopy(ablations), copy.deepcopy(added)
     spec = Spec(config, ablations, added)
-    for run in [*spec.runs, *spec.ablation_runs]:
-        spec.benchmark_params(spec.selection_benchmarks(run), spec.checkpoint_languages(run))
-        spec.sft_params(run)
-        spec.checkpoint_eval_indexes(run)
-    for expert in spec.expert_types():
-        spec.selection_params(expert)
-        spec.mix_sources(expert)
-    for n in spec.ablations:
-        spec.ablation_params(n)
-        spec.ablation_inputs(n)
-    spec.results(), spec.table_params(), spec.swap_grid_params(), spec.heatmap_thresholds()
+    for run in [*spec.runs.main, *spec.runs.extra]:
+        spec.evals.benchmark_params(spec.evals.selection_benchmarks(run), spec.evals.checkpoint_languages(run))
+        spec.runs.sft_params(run)
+        spec.evals.checkpoint_eval_indexes(run)
+    for expert in spec.runs.expert_types():
+        spec.evals.selection_params(expert)
+        spec.data.mix_sources(expert)
+    for n in spec.ablations.planned:
+        spec.ablations.params(n)
+        spec.ablations.inputs(n)
+    spec.results(), spec.report.table_params(), spec.report.swap_grid_params(), spec.report.heatmap_thresholds()
     assert config == before
     assert ablations == abl_before and added == added_before
-    assert spec.merge_configs is not config["merges"]["configs"]
+    assert spec.merges.configs is not config["merges"]["configs"]
 
 
 def test_default_config_runs_pairs_and_paths(default):
-    assert list(default.runs) == ["math_1", "math_2", "toy_swh_1", "toy_swh_2", "toy_tel_1", "toy_tel_2",
+    assert list(default.runs.main) == ["math_1", "math_2", "toy_swh_1", "toy_swh_2", "toy_tel_1", "toy_tel_2",
                                   "toy_ben_1", "toy_ben_2", "toy_jpn_1", "toy_jpn_2", "joint_toy_swh_1",
                                   "joint_toy_swh_2"]
-    assert default.runs["math_2"]["lr"] == 0.002 and default.runs["math_2"]["batch_size"] == 16  # defaults merged
-    assert default.pairs == ["l1m1", "l1m2", "l1m3", "l2m1", "l2m2", "l2m3", "l3m1", "l3m2", "l3m3"]
-    assert default.expert_types() == ["joint_toy_swh", "math", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
-    assert default.runs_of("toy_swh") == ["toy_swh_1", "toy_swh_2"]
-    assert default.experts == "results/experts" and default.merged_models == []
-    assert default.all_langs == ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
+    assert default.runs.main["math_2"]["lr"] == 0.002 and default.runs.main["math_2"]["batch_size"] == 16  # defaults
+    assert default.merges.pairs == ["l1m1", "l1m2", "l1m3", "l2m1", "l2m2", "l2m3", "l3m1", "l3m2", "l3m3"]
+    assert default.runs.expert_types() == ["joint_toy_swh", "math", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
+    assert default.runs.of("toy_swh") == ["toy_swh_1", "toy_swh_2"]
+    assert default.layout.experts() == "results/experts" and default.merges.merged_models == []
+    assert default.evals.all_langs == ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
     # grouped layout: the selection benchmarks in one job, the others (Table 5 only) in a second
-    assert default.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
-    assert default.checkpoint_eval_indexes("toy_swh_1") == ["results/evals/ckpt/toy_swh_1/index.json",
+    assert default.evals.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
+    assert default.evals.checkpoint_eval_indexes("toy_swh_1") == ["results/evals/ckpt/toy_swh_1/index.json",
                                                             "results/evals/ckpt/toy_swh_1/index.other.json"]
-    assert default.checkpoint_indexes("math", ["mgsm"]) == ["results/evals/ckpt/math_1/index.json",
+    assert default.evals.checkpoint_indexes("math", ["mgsm"]) == ["results/evals/ckpt/math_1/index.json",
                                                             "results/evals/ckpt/math_2/index.json"]
-    assert default.selection_indexes("toy_swh") == ["results/evals/ckpt/toy_swh_1/index.json",
+    assert default.evals.selection_indexes("toy_swh") == ["results/evals/ckpt/toy_swh_1/index.json",
                                                     "results/evals/ckpt/toy_swh_2/index.json"]
-    assert default.checkpoint_models("toy_swh_1") == {
+    assert default.evals.checkpoint_models("toy_swh_1") == {
         "ckpt/toy_swh_1/s0000800": "results/experts/toy_swh_1/s0000800",
         "ckpt/toy_swh_1/s0001600": "results/experts/toy_swh_1/s0001600",
         "ckpt/toy_swh_1/s0002400": "results/experts/toy_swh_1/s0002400"}
     # no selection constraint in the default config: the base is evaluated in one job
-    assert default.base_rest == default.benchmarks and default.base_constrained == []
-    assert default.t2 == "toy_swh" and default.t2_langs == ["en", "toy_ben", "toy_jpn", "toy_tel"]
-    assert default.table2_index("en") == "results/evals/by_language/en/table2_toy_swh.json"
+    assert default.evals.base_rest == default.evals.benchmarks and default.evals.base_constrained == []
+    assert default.evals.t2 == "toy_swh" and default.evals.t2_langs == ["en", "toy_ben", "toy_jpn", "toy_tel"]
+    assert default.evals.table2_index("en") == "results/evals/by_language/en/table2_toy_swh.json"
 
 
 def test_default_config_params_are_the_rules_former_values(default):
-    assert default.selection_params("toy_swh") == as_json({
+    assert default.evals.selection_params("toy_swh") == as_json({
         "constraints": {}, "kind": "language", "lang": "toy_swh", "max_per_run": 2,
         "mgsm_languages": ["en", "toy_swh", "toy_tel", "toy_ben", "toy_jpn"], "top_k": 3,
         "weights": {"belebele": 1.0, "flores_from_en": 0.005, "flores_to_en": 0.005}})
-    assert _word(default.benchmark_params(["flores", "mgsm"])) == {
+    assert _word(default.evals.benchmark_params(["flores", "mgsm"])) == {
         "flores": {"languages": ["toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
         "mgsm": {"languages": ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0}}
-    assert default.task_data_files(["flores"], ["en", "toy_swh"]) == ["results/data/eval/flores_toy_swh.jsonl"]
-    mix = default.mix_sources("joint_toy_swh")
+    assert default.evals.task_data_files(["flores"], ["en", "toy_swh"]) == ["results/data/eval/flores_toy_swh.jsonl"]
+    mix = default.data.mix_sources("joint_toy_swh")
     assert [(m["name"], m["lang"], m["path"]) for m in mix] == [
         ("toy_aya", "toy_swh", "results/data/raw/aya_toy_swh.jsonl"),
         ("toy_nllb", "toy_swh", "results/data/raw/nllb_toy_swh.jsonl"),
         ("toy_orca_math", "en", "results/data/raw/orca_math.jsonl")]
-    assert default.sft_launch("toy_swh_1", 8, REPO) == "layerswap sft"
+    assert default.runs.sft_launch("toy_swh_1", 8, REPO) == "layerswap sft"
 
 
 def test_paper_checkpoint_evaluation_params(paper):
-    assert paper.single_task_jobs and paper.task_set == "paper" and paper.gpus == 1
+    assert paper.evals.single_task_jobs and paper.evals.task_set == "paper" and paper.evals.gpus == 1
     # a language run: English + its own language; FLORES pairs English with it (no English file of its own)
-    assert paper.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
+    assert paper.evals.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
         {"belebele": {"batch_size": 16, "languages": ["en", "swh"], "limit": None, "shots": 5}})
-    assert paper.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
+    assert paper.evals.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
         {"flores": {"languages": ["swh"], "limit": None, "shots": 0}})
     # a math run: the task's own languages (Table 5), canonical order
-    assert paper.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json({"mgsm": {
+    assert paper.evals.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json({"mgsm": {
         "languages": ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"], "limit": None,
         "max_new_tokens": 512, "shots": 8}})
     # single layout: one index per benchmark; the hf world reads no data files of ours
-    assert paper.checkpoint_eval_indexes("swh_1", ["mgsm"]) == ["results/evals/ckpt/swh_1/index.mgsm.json"]
-    assert paper.task_data_files(["mgsm"]) == []
+    assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == ["results/evals/ckpt/swh_1/index.mgsm.json"]
+    assert paper.evals.task_data_files(["mgsm"]) == []
 
     class Wildcards:
         benchmark = "mmlu"
 
-    assert paper.job_benchmarks(Wildcards, ["mgsm", "belebele"]) == ["mmlu"]
-    assert paper.per_layout("grouped.json", "single.json") == "single.json"
+    assert paper.evals.job_benchmarks(Wildcards, ["mgsm", "belebele"]) == ["mmlu"]
+    assert paper.evals.per_layout("grouped.json", "single.json") == "single.json"
 
 
 def test_storage_scratch_and_keep_merged_place_the_big_files():
     spec = _spec("config.yaml", storage={"scratch": "/scratch/me/", "keep_merged": ["swap_default"],
                                          "hf_home": None})
-    assert spec.experts == "/scratch/me/experts"
-    assert spec.run_manifests("math") == ["/scratch/me/experts/math_1/checkpoints.json",
-                                          "/scratch/me/experts/math_2/checkpoints.json"]
-    assert len(spec.merged_models) == 4 * 9 and spec.merged_models[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
-    assert set(spec.merged_models) <= set(spec.results())
+    assert spec.layout.experts() == "/scratch/me/experts"
+    assert spec.layout.selection("math") == "results/selection/math.json"  # the small files stay in results/
+    assert {"/scratch/me/experts/math_1/checkpoints.json", "/scratch/me/experts/math_2/checkpoints.json"} <= set(
+        spec.results())
+    merged = spec.merges.merged_models
+    assert len(merged) == 4 * 9 and merged[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
+    assert set(spec.merges.merged_models) <= set(spec.results())
 
 
 def test_accelerate_launch_uses_the_most_gpus_that_split_the_batch(tmp_path):
     spec = _spec("config.yaml", sft={**_config("config.yaml")["sft"], "launcher": "accelerate",
                                      "accelerate_config": "cluster/accelerate_fsdp.yaml"})
-    launch = spec.sft_launch("toy_swh_1", 6, tmp_path)  # batch 16 on 6 GPUs: 4 processes
+    launch = spec.runs.sft_launch("toy_swh_1", 6, tmp_path)  # batch 16 on 6 GPUs: 4 processes
     assert launch.startswith("accelerate launch --config_file ") and "--num_processes 4 " in launch
     assert launch.endswith(" -m layerswap.train.sft")
 
@@ -176,32 +179,32 @@ def test_two_sft_jobs_on_one_node_get_different_rendezvous_ports(paper):
     planning of the workflow, so the param never differs between identical runs."""
     import socket
 
-    first, second = (paper.sft_launch(run, 1, REPO) for run in ("math_1", "swh_1"))
+    first, second = (paper.runs.sft_launch(run, 1, REPO) for run in ("math_1", "swh_1"))
     port = _rendezvous_port(first)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:  # the first job's rendezvous store
         held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         held.bind(("127.0.0.1", port))
         held.listen()
         assert _rendezvous_port(second) != port
-    assert first == second == _spec("paper.yaml").sft_launch("math_1", 1, REPO)
+    assert first == second == _spec("paper.yaml").runs.sft_launch("math_1", 1, REPO)
 
 
 def test_ablations_have_their_merge_configs_runs_and_files(default):
-    assert set(default.merge_configs) > set(default.config["merges"]["configs"])
-    assert not set(default.merge_configs) - set(with_merge_configs(default.config, {
-        k: v for k, v in default.merge_configs.items() if k not in default.config["merges"]["configs"]
+    assert set(default.merges.configs) > set(default.config["merges"]["configs"])
+    assert not set(default.merges.configs) - set(with_merge_configs(default.config, {
+        k: v for k, v in default.merges.configs.items() if k not in default.config["merges"]["configs"]
     })["merges"]["configs"])
-    assert default.selected_ablations == list(default.ablations)
-    assert default.ablation_outputs("layer_count") == [
+    assert default.ablations.selected == list(default.ablations.planned)
+    assert default.ablations.outputs("layer_count") == [
         f"results/ablations/layer_count/{f}" for f in ("table.csv", "table.md", "figure.svg", "figure.png")]
     # expert-set ablations: extra runs (never in `runs`), bases of their own where the ablation says so
-    assert default.expert_ablations and not set(default.ablation_runs) & set(default.runs)
-    run = next(iter(default.ablation_runs))
-    assert default.run_spec(run) == default.ablation_runs[run]
-    for r in default.other_base_runs:
-        assert default.ablation_run_base[r].startswith("results/ablations/")
-    params = _word(default.ablation_params("layer_count"))
-    assert params["name"] == "layer_count" and params["languages"] == default.langs
+    assert default.ablations.expert_sets and not set(default.runs.extra) & set(default.runs.main)
+    run = next(iter(default.runs.extra))
+    assert default.runs.spec(run) == default.runs.extra[run]
+    for r in default.runs.other_base:
+        assert default.runs.base_dir[r].startswith("results/ablations/")
+    params = _word(default.ablations.params("layer_count"))
+    assert params["name"] == "layer_count" and params["languages"] == default.merges.langs
 
 
 def test_canonical_languages_put_english_first_and_drop_repeats():
@@ -209,12 +212,12 @@ def test_canonical_languages_put_english_first_and_drop_repeats():
 
 
 def test_hub_arguments_are_shell_words_or_nothing(paper):
-    assert paper.hf_home_arg == "" and paper.revision_arg({"revision": None}) == ""
+    assert paper.hf_home_arg == "" and revision_arg({"revision": None}) == ""
     config = _config("paper.yaml", storage={"hf_home": "/data/hf home", "scratch": None, "keep_merged": False})
     spec = Spec(config)
     assert spec.hf_home_arg == "--hf-home '/data/hf home'"
-    assert spec.revision_arg({"source": "x", "revision": "abc 1"}) == "--revision 'abc 1'"
-    assert spec.ablations == {} and spec.merge_configs == config["merges"]["configs"]
+    assert revision_arg({"source": "x", "revision": "abc 1"}) == "--revision 'abc 1'"
+    assert spec.ablations.planned == {} and spec.merges.configs == config["merges"]["configs"]
 
 
 def test_table5_shows_what_the_checkpoints_were_evaluated_on():
@@ -222,8 +225,29 @@ def test_table5_shows_what_the_checkpoints_were_evaluated_on():
     after the whole DAG had run); the same tasks in another order give the same params."""
     trimmed = _spec("config.yaml", evaluation={**_config("config.yaml")["evaluation"],
                                                "checkpoint_tasks": ["mgsm", "flores", "belebele"]})
-    assert _word(trimmed.table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
+    assert _word(trimmed.report.table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
     default = _spec("config.yaml")
-    assert _word(default.table_params())["benchmarks"] == ["belebele", "flores", "mbpp", "mgsm", "mmlu"]
-    assert "benchmarks" not in _word(trimmed.table_params(table2=False))  # the Table 1 figure: no rerun
-    assert _word(_spec("toy_transfer.yaml").table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
+    assert _word(default.report.table_params())["benchmarks"] == ["belebele", "flores", "mbpp", "mgsm", "mmlu"]
+    assert "benchmarks" not in _word(trimmed.report.table_params(table2=False))  # the Table 1 figure: no rerun
+    assert _word(_spec("toy_transfer.yaml").report.table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
+
+
+PARTS = ["runs", "merge_jobs", "evaluation_jobs", "data_jobs", "report_jobs", "ablation_jobs"]
+
+
+def test_spec_holds_its_parts_and_no_part_reads_another_s_private_attributes(default):
+    """`Spec` is built by composition (no mixin reading the attributes another class sets): each part is a plain
+    class with explicit constructor arguments, and what one part reads of another is public (`x._name` only on
+    `self`)."""
+    import ast
+
+    assert Spec.__mro__ == (Spec, object)
+    for name in PARTS:
+        path = REPO / "layerswap" / "workflow" / f"{name}.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                assert [ast.unparse(b) for b in node.bases] == [], f"{path.name}: {node.name} has base classes"
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                assert ast.unparse(node.value) == "self", f"{path.name}:{node.lineno}: {ast.unparse(node)}"
+    held = {type(v).__module__ for v in vars(default).values()}
+    assert {f"layerswap.workflow.{n}" for n in PARTS} <= held

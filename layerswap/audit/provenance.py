@@ -87,8 +87,8 @@ def _compared(record: dict) -> dict:
 def declared(spec) -> list[str]:
     """Every file a job of the config declares: the default DAG's, the manifest, and every ablation's."""
     files = [*spec.results(), f"results/{MANIFEST_NAME}"]
-    for name in spec.ablations:
-        files += spec.ablation_results(name)
+    for name in spec.ablations.planned:
+        files += spec.ablations.results(name)
     return list(dict.fromkeys(files))
 
 

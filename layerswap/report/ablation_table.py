@@ -43,7 +43,7 @@ class Variant:
 
 @dataclass
 class Params:
-    """--params-json of `layerswap ablation-table` (layerswap/workflow/spec.py: ablation_params)."""
+    """--params-json of `layerswap ablation-table` (layerswap/workflow/ablation_jobs.py: AblationJobs.params)."""
 
     name: str
     variants: Annotated[list[Variant], AtLeast(1)]

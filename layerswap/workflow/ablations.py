@@ -3,7 +3,7 @@
 An ablation file lists *variants* of the layer swap, or of any registered merge method (kind ``method``,
 layerswap/workflow/sweeps.py); each resolves, for the workflow's base model depth L, to one merge config. At parse
 time (rules/common.smk) ``plan`` returns those configs beside the config, which it leaves unchanged, and the rules
-look merge configs up in ``merges.configs`` plus these (``spec.merge_configs``,
+look merge configs up in ``merges.configs`` plus these (``spec.merges.configs``,
 layerswap/workflow/spec.py), so the generic ``merge_recipes`` / ``evaluate_merges`` rules build and evaluate them
 for every language and expert pair; ``layerswap ablation-table`` then turns their evaluation files into
 ``results/ablations/<name>/table.{csv,md}`` and ``figure.{svg,png}``.

@@ -1,6 +1,6 @@
 """The evaluation jobs of a config: which benchmarks each job runs in which languages, the files it reads and writes,
-its params. A part of `Spec` (layerswap/workflow/spec.py; it reads the attributes `Spec.__init__` sets), for
-rules/select.smk (checkpoint evaluations) and rules/evaluate.smk (the base, merges, Table 2's extra languages).
+its params; and the selections they feed. A part of `Spec` (layerswap/workflow/spec.py), for rules/select.smk
+(checkpoint evaluations, selection) and rules/evaluate.smk (the base, merges, Table 2's extra languages).
 """
 
 from __future__ import annotations
@@ -10,7 +10,10 @@ from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.train.sft import checkpoint_name
-from layerswap.workflow.words import R, as_json, canonical_languages
+from layerswap.workflow.layout import Layout
+from layerswap.workflow.merge_jobs import MergeJobs
+from layerswap.workflow.runs import Runs
+from layerswap.workflow.words import as_json, canonical_languages
 
 # Benchmarks `layerswap select` reads for each expert kind (layerswap/select.py: metrics_of), plus those its
 # configured weights name; checkpoint evaluations of these benchmarks are the only ones selection depends on.
@@ -18,25 +21,50 @@ SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "f
 
 
 class EvaluationJobs:
+    def __init__(self, config: dict, layout: Layout, runs: Runs, merges: MergeJobs, hf_home_arg: str):
+        """`hf_home_arg`: the `--hf-home` words of the jobs (empty: the job's environment's HF_HOME)."""
+        self._config, self._layout, self._runs, self._merges = config, layout, runs, merges
+        self._eval = config["evaluation"]
+        self.tasks = list(self._eval["tasks"])
+        self.threads = self._eval["threads"]
+        self.task_set = "toy" if config["world"] == "toy" else "paper"  # the lm-eval task set `evaluate` builds
+        self.backend = self._eval.get("backend", "hf")
+        self.gpus = 0 if config["world"] == "toy" else 1  # GPUs per evaluation job
+        self.hf_home_arg = hf_home_arg
+        # grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so
+        # an edit to one task's settings reruns only that task's evaluations (paper config: GPU start-up is cheap).
+        self.single_task_jobs = self._eval["tasks_per_job"] == "single"
+        self.benchmarks = list(self._eval["checkpoint_tasks"])
+        self.merge_benchmarks = list(self._eval["merge_tasks"])
+        world_langs = config["toy_world"]["languages"] if config["world"] == "toy" else merges.langs
+        self.all_langs = canonical_languages(["en", *world_langs])
+        # rules/evaluate.smk: the base's evaluation jobs; Table 2's language, configs, column groups and the extra
+        # languages whose MGSM gets jobs of its own (evaluate_table2).
+        self.base_rest, self.base_constrained = self.base_eval_groups()
+        self.t2 = config["analysis"]["table2_language"]
+        self.t2_configs = sorted({config["merges"]["default_swap"]}.union(*merges.best_of_configs(2)))
+        self.t2_groups = self.table2_groups()
+        self.t2_langs = [l for l in canonical_languages(["en", *config["mgsm_languages"]]) if self.table2_models(l)]
+
     def evaluation_params(self, command: str) -> dict:
         """The params every evaluation rule passes besides its benchmarks (and models): batch size, seed, task set,
         backend, HF cache and the code of its command (`evaluate` or `evaluate-merges`)."""
-        return {"batch_size": self.eval["batch_size"], "seed": self.config["seed"], "task_set": self.task_set,
+        return {"batch_size": self._eval["batch_size"], "seed": self._config["seed"], "task_set": self.task_set,
                 "backend": self.backend, "hf_home": self.hf_home_arg, "code": command_hash(command)}
 
     # -----------------------------------------------------------------------------------------------------------
     # benchmarks and evaluation files
 
     def selection_benchmarks(self, run: str) -> list[str]:
-        kind = expert_type(self.run_spec(run)["expert"])
+        kind = expert_type(self._runs.spec(run)["expert"])
         used = set(SELECT_READS[kind]) | set(self.constraint_benchmarks(kind)) | {
-            METRIC_TASK[m] for m in self.config["selection"]["weights"].get(kind, {})}
-        return [b for b in self.eval["tasks"] if b in used]
+            METRIC_TASK[m] for m in self._config["selection"]["weights"].get(kind, {})}
+        return [b for b in self.tasks if b in used]
 
     def constraint_benchmarks(self, kind: str) -> list[str]:
         """Benchmarks of the selection constraints of an expert type: candidates and the base are compared on them."""
-        used = {METRIC_TASK[m] for m in self.config["selection"]["constraints"].get(kind, {})}
-        return [b for b in self.eval["tasks"] if b in used]
+        used = {METRIC_TASK[m] for m in self._config["selection"]["constraints"].get(kind, {})}
+        return [b for b in self.tasks if b in used]
 
     def other_checkpoint_benchmarks(self, run: str) -> list[str]:
         """Checkpoint tasks selection does not read (Table 5 only)."""
@@ -44,34 +72,35 @@ class EvaluationJobs:
 
     def selection_indexes(self, expert: str) -> list[str]:
         """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
-        return [f"{R}/evals/ckpt/{run}/index.json" for run in self.runs_of(expert)]
+        return [self._layout.checkpoint_index(run) for run in self._runs.of(expert)]
 
     def checkpoint_eval_indexes(self, run: str, benchmarks=None) -> list[str]:
         """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
         one of `benchmarks` if given: what reads those evaluations depends on these files."""
-        wanted = set(self.eval["tasks"] if benchmarks is None else benchmarks)
+        wanted = set(self.tasks if benchmarks is None else benchmarks)
         selected, other = self.selection_benchmarks(run), self.other_checkpoint_benchmarks(run)
         if self.single_task_jobs:
-            jobs = {f"index.{b}.json": [b] for b in selected + other}
+            jobs = {b: [b] for b in selected + other}
         else:
-            jobs = {"index.json": selected, "index.other.json": other}
-        return [f"{R}/evals/ckpt/{run}/{name}" for name, bs in jobs.items() if wanted & set(bs)]
+            jobs = {None: selected, "other": other}
+        return [self._layout.checkpoint_index(run, part) for part, bs in jobs.items() if wanted & set(bs)]
 
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
-        return [f for run in self.runs_of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
+        return [f for run in self._runs.of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
 
     def task_languages(self, benchmark: str, languages=None) -> list[str]:
         """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
         all."""
-        langs = languages if languages is not None else self.eval["tasks"][benchmark].get("languages") or self.all_langs
+        own = self._eval["tasks"][benchmark].get("languages") or self.all_langs
+        langs = languages if languages is not None else own
         return [l for l in canonical_languages(langs) if BENCHMARKS[benchmark].keys(l)]  # FLORES: no English alone
 
     def task_data_files(self, benchmarks, languages=None) -> list[str]:
         """Exactly the data files an evaluation job of these benchmarks reads (none in the hf world: lm-eval's own
         tasks read the pre-staged hub datasets)."""
-        if self.config["world"] != "toy":
+        if self._config["world"] != "toy":
             return []
-        return [f"{R}/data/eval/{b}_{l}.jsonl" for b in benchmarks for l in self.task_languages(b, languages)]
+        return [self._layout.eval_data(b, l) for b in benchmarks for l in self.task_languages(b, languages)]
 
     def benchmark_params(self, benchmarks, languages=None) -> str:
         """The benchmarks' settings as JSON, with explicit languages (see task_languages) and limit: all that an
@@ -79,31 +108,30 @@ class EvaluationJobs:
         nothing)."""
         spec = {}
         for b in benchmarks:
-            task = dict(self.eval["tasks"][b])
+            task = dict(self._eval["tasks"][b])
             task["languages"] = self.task_languages(b, languages)
-            task.setdefault("limit", self.eval.get("limit"))
+            task.setdefault("limit", self._eval.get("limit"))
             spec[b] = task
         return as_json(spec)
 
     def checkpoint_languages(self, run: str) -> list[str] | None:
         """Languages a run's checkpoints are evaluated in: all for math runs (Table 5), else English + the run's own
         language. Table 2's extra languages are files of their own (rules/evaluate.smk: evaluate_table2)."""
-        expert = self.run_spec(run)["expert"]
+        expert = self._runs.spec(run)["expert"]
         if expert == "math":
             return None
         return ["en", expert.removeprefix("joint_")]
 
-    @staticmethod
-    def eval_files(model_dir: str, benchmarks) -> list[str]:
-        return [f"{R}/evals/{model_dir}/{b}.json" for b in benchmarks]
+    def eval_files(self, model_id: str, benchmarks) -> list[str]:
+        return [self._layout.eval_file(model_id, b) for b in benchmarks]
 
     # -----------------------------------------------------------------------------------------------------------
     # checkpoint evaluations (rules/select.smk)
 
     def checkpoint_models(self, run: str) -> dict[str, str]:
         return {
-            checkpoint_model_id(run, checkpoint_name(s)): f"{self.experts}/{run}/{checkpoint_name(s)}"
-            for s in checkpoints_of(self.run_spec(run))
+            checkpoint_model_id(run, checkpoint_name(s)): self._layout.checkpoint(run, checkpoint_name(s))
+            for s in checkpoints_of(self._runs.spec(run))
         }
 
     def checkpoint_model_args(self, run: str) -> str:
@@ -159,12 +187,13 @@ class EvaluationJobs:
         (computed once, t2_groups)."""
         mgsm = "mgsm" in self.benchmarks
         t2 = self.t2
-        groups = [({"base": f"{R}/base"}, [f"{R}/base/config.json"], self.task_languages("mgsm") if mgsm else [])]
-        for run in [r for e in ("math", t2, f"joint_{t2}") for r in self.runs_of(e)]:
+        layout, pairs = self._layout, self._merges.pairs
+        groups = [({"base": layout.base()}, [layout.base_config()], self.task_languages("mgsm") if mgsm else [])]
+        for run in [r for e in ("math", t2, f"joint_{t2}") for r in self._runs.of(e)]:
             langs = self.task_languages("mgsm", self.checkpoint_languages(run)) if mgsm else []
-            groups.append((self.checkpoint_models(run), [f"{self.experts}/{run}/checkpoints.json"], langs))
+            groups.append((self.checkpoint_models(run), [layout.checkpoints_record(run)], langs))
         for cfg in self.t2_configs:
-            recipes = {merge_model_id(cfg, t2, p): f"{R}/merges/{cfg}/{t2}/{p}.json" for p in self.pairs}
+            recipes = {merge_model_id(cfg, t2, p): layout.recipe(cfg, t2, p) for p in pairs}
             groups.append((recipes, list(recipes.values()), self.task_languages("mgsm", [t2])))
         return groups
 
@@ -179,4 +208,37 @@ class EvaluationJobs:
         return " ".join(f"--model {m}={src}" for m, src in self.table2_models(lang).items())
 
     def table2_index(self, lang: str) -> str:
-        return f"{R}/evals/by_language/{lang}/table2_{self.t2}.json"
+        return self._layout.table2_index(lang, self.t2)
+
+    # -----------------------------------------------------------------------------------------------------------
+    # selection (rules/select.smk)
+
+    def selection_params(self, expert: str) -> str:
+        kind = expert_type(expert)
+        lang = None if kind == "math" else expert.removeprefix("joint_")
+        sel = self._config["selection"]
+        return as_json({
+            "kind": kind, "lang": lang, "weights": sel["weights"][kind],
+            "constraints": sel["constraints"].get(kind, {}),
+            "top_k": sel["top_k"], "max_per_run": sel["max_per_run"],
+            "mgsm_languages": self._config["mgsm_languages"],
+        })
+
+    def selection_results(self) -> list[str]:
+        """The selections and the files they are built from, the data aside: base, SFT mixes, the experts' records,
+        the checkpoint evaluations `select` reads and the base's evaluations its constraints compare with (what the
+        ablations' merges read of the main DAG: AblationJobs.results), of the experts merges read."""
+        layout = self._layout
+        experts = [e for e in self._runs.expert_types() if e == "math" or e in self._merges.langs]  # no joint experts
+        files = [layout.base_config()]
+        files += [layout.sft_mix(e, x) for e in experts for x in ("jsonl", "manifest.json")]
+        for e in experts:
+            files += [f for run in self._runs.of(e) for f in self.run_selection_files(run)]
+            files += self.eval_files("base", self.constraint_benchmarks(expert_type(e))) + [layout.selection(e)]
+        return files
+
+    def run_selection_files(self, run: str) -> list[str]:
+        """A run's checkpoint record and the indexes of the checkpoint evaluations `select` reads (single layout:
+        one per benchmark, and the index.json made of them)."""
+        return [self._layout.checkpoints_record(run), self._layout.checkpoint_index(run),
+                *self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))]

@@ -146,3 +146,25 @@ class Layout:
     def log(self, *parts: str) -> str:
         """A job's log: `log("select", expert)` -> results/logs/select/<expert>.log."""
         return f"{self.root}/{LOGS}/{'/'.join(parts)}.log"
+
+    # -- added by spec --
+    def eval_set(self, dataset: str) -> str:
+        """A toy evaluation set by the toy generator's name for it (`<benchmark>_<lang>`, rules/data.smk toy_eval)."""
+        return f"{self.eval_data_dir()}/{dataset}.jsonl"
+
+    def table_dir(self) -> str:
+        """The tables' folder (`--out-dir` of the commands that write tables)."""
+        return f"{self.root}/tables"
+
+    def figure_prefix(self, name: str) -> str:
+        """A figure's files without their extension (`--out-prefix` of the commands that write `<prefix>.<ext>`)."""
+        return f"{self.root}/figures/{name}"
+
+    def config_used_prefix(self) -> str:
+        """`config_used.<ext>` without the extension (`charts config-html --out-prefix`)."""
+        return f"{self.root}/config_used"
+
+    def language_evals(self, lang: str) -> str:
+        """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):
+        `<folder>/<model id>/mgsm.json`, beside their index `table2_index(lang, ...)`."""
+        return f"{self.evals()}/by_language/{lang}"

@@ -120,7 +120,7 @@ class Requests:
                             "cannot be read before the run; give the base's parameter count (e.g. 8.03e9 for "
                             "Llama 3.1 8B) so that jobs ask for the memory it needs")
         dtypes = {"base": config["base"].get("dtype", "float32")}
-        exports = [r.get("export_dtype", "base") for r in spec.runs.values()] or ["base"]
+        exports = [r.get("export_dtype", "base") for r in spec.runs.main.values()] or ["base"]
         dtypes["export"] = max((dtypes["base"] if e == "base" else e for e in exports), key=BYTES.__getitem__)
         self.bytes = {"base": BYTES[dtypes["base"]], "export": BYTES[dtypes["export"]], "fp32": 4}
         self.estimates = config.get("estimates") or {}
@@ -147,7 +147,7 @@ class Requests:
         est = self.estimates.get(rule) or self.estimates.get(rule.replace("ablation_", "")) or {}
         hours = float(est.get("gpu_hours", 0.0)) / max(1, gpus) if gpus else float(est.get("cpu_hours", 0.0)) / devices
         if kind == "sft" and run is not None and self.params:
-            r = self.spec.run_spec(run)
+            r = self.spec.runs.spec(run)
             tokens = int(r["num_samples"]) * int(r["seq_len"])
             rate = TRAIN_RATE["gpu" if gpus else "cpu"] * devices
             hours = max(hours, self.params * tokens / rate / 3600)
@@ -178,9 +178,10 @@ class Requests:
         kind = KINDS.get(rule, rule)
         if kind == "sft":
             def pick(key):
-                return lambda w, threads: self.job(rule, self.spec.sft_gpus(w.run), threads, w.run).get(key, "")
-            keys = self.job(rule, self.spec.gpus, 1, next(iter(self.spec.runs), None)).keys() if self.spec.runs else ()
+                return lambda w, threads: self.job(rule, self.spec.runs.sft_gpus(w.run), threads, w.run).get(key, "")
+            runs = self.spec.runs.main
+            keys = self.job(rule, self.spec.evals.gpus, 1, next(iter(runs), None)).keys() if runs else ()
             return {key: pick(key) for key in keys}
-        gpus = self.spec.gpus if rule.startswith("evaluate") else 0  # merged_model: a merge written on a CPU
-        threads = self.spec.eval["threads"] if rule.startswith("evaluate") else 1
+        gpus = self.spec.evals.gpus if rule.startswith("evaluate") else 0  # merged_model: a merge written on a CPU
+        threads = self.spec.evals.threads if rule.startswith("evaluate") else 1
         return self.job(rule, gpus, threads)

@@ -10,7 +10,7 @@ checked against the cluster too, and `Site.limits` reads the partitions' limits,
 
 The profile also sets `$LAYERSWAP_SITE` to that file (for its own process and, through SLURM's environment, for the
 jobs), and the Snakefile reads the file `$LAYERSWAP_SITE` names (`Site.from_env`): an SFT run's GPU count follows its
-batch size and the site's GPUs per node (`Spec.sft_gpus`), and the site's cache and scratch paths fill
+batch size and the site's GPUs per node (`Runs.sft_gpus`), and the site's cache and scratch paths fill
 `storage.hf_home` / `storage.scratch` where the config leaves them null; `check_storage` checks the paths the jobs
 will use before anything is submitted. A run without the profile and without
 `$LAYERSWAP_SITE` reads no site file, whatever lies in cluster/.

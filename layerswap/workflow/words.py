@@ -1,8 +1,7 @@
-"""How the rules spell what they pass to jobs: the results root `R`, a config value as one params word (`as_json`),
-languages in canonical order, and the shell command of the evaluation rules.
-
-`R` is the one spelling of ``results``: the rules' inputs, outputs and logs and their shell commands are f-strings
-of it (a shell command reads only its rule's own values, snakemake --lint, so `R` is put in at parse time).
+"""How the rules spell what they pass to jobs: a config value as one params word (`as_json`), a hub base's revision
+argument, languages in canonical order, and the shell command of the evaluation rules. The paths the rules name are
+the results layout's (layerswap/workflow/layout.py), put into shell commands at parse time (a shell command reads
+only its rule's own values, snakemake --lint).
 """
 
 from __future__ import annotations
@@ -11,12 +10,17 @@ import json
 import shlex
 from typing import Any
 
-R = "results"
+from layerswap.workflow.layout import Layout
 
 
 def as_json(value: Any) -> str:
     """A config value as one shell-quoted JSON word (params compare it for reruns)."""
     return shlex.quote(json.dumps(value, sort_keys=True))
+
+
+def revision_arg(base: dict) -> str:
+    """`--revision <rev>` of a hub base (`base` or an ablation's second base), or nothing."""
+    return f"--revision {shlex.quote(base['revision'])}" if base.get("revision") else ""
 
 
 def canonical_languages(langs) -> list[str]:
@@ -25,11 +29,11 @@ def canonical_languages(langs) -> list[str]:
     return sorted(set(langs), key=lambda l: (l != "en", l))
 
 
-def evaluate_shell(command: str, models: str, out_dir: str = f"{R}/evals", tail: str = "") -> str:
+def evaluate_shell(command: str, models: str, out_dir: str = Layout().evals(), tail: str = "") -> str:
     """The shell command of an evaluation rule: `layerswap <command>` (evaluate, evaluate-merges) on `models` (its
-    --model words), writing under `out_dir`, with the evaluation params every such rule has (Spec.evaluation_params)
-    and `tail` (more arguments) last."""
-    return (f"layerswap {command} --data-dir {R}/data/eval --benchmarks-json {{params.benchmarks}} {models} "
-            f"--out-dir {out_dir} --batch-size {{params.batch_size}} --seed {{params.seed}} "
+    --model words), writing under `out_dir`, with the evaluation params every such rule has
+    (EvaluationJobs.evaluation_params) and `tail` (more arguments) last."""
+    return (f"layerswap {command} --data-dir {Layout().eval_data_dir()} --benchmarks-json {{params.benchmarks}} "
+            f"{models} --out-dir {out_dir} --batch-size {{params.batch_size}} --seed {{params.seed}} "
             f"--task-set {{params.task_set}} --backend {{params.backend}} --threads {{threads}} {{params.hf_home}}"
             f"{tail} > {{log}} 2>&1")

@@ -1,0 +1,119 @@
+"""The report jobs of a config: the paper's tables, the figures, their report pages and captions, the files each
+reads and their params. A part of `Spec` (layerswap/workflow/spec.py), for rules/analysis.smk.
+"""
+
+from __future__ import annotations
+
+from layerswap.config import expert_type
+from layerswap.contracts import merge_model_id
+from layerswap.merge.registry import SWAP
+from layerswap.workflow.evaluation_jobs import EvaluationJobs
+from layerswap.workflow.layout import Layout
+from layerswap.workflow.merge_jobs import SOUPS, MergeJobs
+from layerswap.workflow.runs import Runs
+from layerswap.workflow.words import as_json
+
+# report entries of the figures: name -> (subcategory, caption)
+FIGURES = {
+    "param_change": ("Parameter change", "../report/heatmap.rst"),
+    "param_change_mean": ("Parameter change", "../report/param_change_mean.rst"),
+    "swap_grid": ("Layer-swap grid", "../report/swap_grid.rst"),
+    "table1_bars": ("Table 1 bars", "../report/table1_bars.rst"),
+}
+TABLE_NUMBERS = [1, 2, 5, 6]
+
+
+class ReportJobs:
+    def __init__(self, config: dict, layout: Layout, runs: Runs, merges: MergeJobs, evals: EvaluationJobs):
+        self._config, self._layout, self._runs, self._merges, self._evals = config, layout, runs, merges, evals
+        self.tables = [layout.table(f"table{n}", ext) for n in TABLE_NUMBERS for ext in ("csv", "md", "tex")]
+        self.best_configs = [layout.table(f"table{n}_best_configs", ext) for n in (1, 2) for ext in ("csv", "md")]
+        self.paper_world = config["world"] != "toy"
+        # report entries: file stem -> (subcategory, caption)
+        pages = {f"table{n}": (f"Table {n}", f"../report/table{n}.rst") for n in TABLE_NUMBERS}
+        pages |= {f"table{n}_best_configs": (f"Table {n}", "../report/best_configs.rst") for n in (1, 2)}
+        if self.paper_world:
+            pages |= {f"table{n}_paper_vs_ours": (f"Table {n}", "../report/paper_vs_ours.rst") for n in TABLE_NUMBERS}
+        self.table_pages = pages
+        self.figures = FIGURES
+        self.report_files = self.tables + [layout.table(t, "html") for t in pages]
+        self.report_files += [layout.figure(f, e) for f in FIGURES for e in ("svg", "png", "csv")]
+        self.report_files += [layout.config_used("yaml"), layout.config_used("html")]
+        # the layer_swap configs of the swap-grid figure (lang_layers ones are listed in its CSV, not plotted)
+        self.swap_configs = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == SWAP}
+
+    def outputs(self) -> list[str]:
+        """Every file the report jobs write: tables, best-config tables, the summary, the paper-vs-ours tables (paper
+        world), report pages, figures, config_used."""
+        files = self.tables + self.best_configs + [self._layout.table("summary", "md")]
+        if self.paper_world:
+            files += [self._layout.table(f"table{n}_paper_vs_ours", e) for n in TABLE_NUMBERS for e in ("csv", "md")]
+        return files + self.report_files
+
+    def table_inputs(self) -> list[str]:
+        layout, evals, merges = self._layout, self._evals, self._merges
+        experts = self._runs.expert_types()
+        files = [layout.selection(e) for e in experts]
+        files += [i for e in experts for i in evals.checkpoint_indexes(e)]
+        files += evals.eval_files("base", evals.benchmarks)
+        for cfg in merges.pair_configs:
+            for lang in merges.langs:
+                files += evals.merge_eval_outputs(cfg, lang, merges.pairs)
+        for lang in merges.langs:
+            files += evals.merge_eval_outputs("soupswap", lang, SOUPS)
+        return files + [evals.table2_index(lang) for lang in evals.t2_langs]
+
+    def table_params(self, table2: bool = True) -> str:
+        """The tables' params; table2=False: without the Table 2 language and Table 5's benchmarks (the Table 1
+        figure shows neither)."""
+        config = self._config
+        m = config["merges"]
+        params = {
+            "languages": self._merges.langs, "mgsm_languages": config["mgsm_languages"],
+            "top_k": config["selection"]["top_k"], "best_of": m["best_of"], "default_swap": m["default_swap"],
+            "world": config["world"], "language_names": config.get("language_names", {}), "seed": config["seed"],
+            "bootstrap_draws": config["analysis"]["bootstrap_draws"],
+        }
+        if table2:  # Table 5 shows what the checkpoints were evaluated on
+            params |= {"table2_language": config["analysis"]["table2_language"],
+                       "benchmarks": sorted(self._evals.benchmarks)}
+        return as_json(params)
+
+    def heatmap_experts(self) -> list[str]:
+        return ["math"] + self._merges.langs
+
+    def heatmap_expert_args(self) -> str:
+        return " ".join(f"--expert-from-selection {e}={self._layout.selection(e)}" for e in self.heatmap_experts())
+
+    def heatmap_thresholds(self) -> str:
+        thresholds = self._config["analysis"]["heatmap_thresholds"]
+        return as_json({e: thresholds[expert_type(e)] for e in self.heatmap_experts()})
+
+    def swap_grid_params(self) -> str:
+        config = self._config
+        return as_json({
+            "configs": self.swap_configs, "languages": self._merges.langs, "top_k": config["selection"]["top_k"],
+            "default_swap": config["merges"]["default_swap"], "world": config["world"],
+            "language_names": config.get("language_names", {}),
+        })
+
+    def swap_grid_inputs(self) -> list[str]:
+        return self.merge_mgsm_files(self.swap_configs)
+
+    def table1_bars_inputs(self) -> list[str]:
+        """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
+        MGSM of every pair of the default swap and the best-of configs of the methods Table 1 shows."""
+        evals = self._evals
+        experts = ["math"] + self._merges.langs
+        files = [self._layout.selection(e) for e in experts]
+        files += [i for e in experts for i in evals.checkpoint_indexes(e, ["mgsm"])]
+        files += evals.eval_files("base", ["mgsm"])
+        configs = [c for names in self._merges.best_of_configs(1) for c in names]
+        configs = dict.fromkeys(configs + [self._config["merges"]["default_swap"]])
+        return files + self.merge_mgsm_files(configs)
+
+    def merge_mgsm_files(self, configs) -> list[str]:
+        """The MGSM evaluation files of every pair of these merge configs in every language."""
+        merges = self._merges
+        return [f for c in configs for l in merges.langs for p in merges.pairs
+                for f in self._evals.eval_files(merge_model_id(c, l, p), ["mgsm"])]
