@@ -28,12 +28,13 @@ class Param:
 
 
 class ParamError(Exception):
-    """A method's check failing: the param at fault (None: the params together), what is wrong, what is allowed.
-    Each caller words the place (a config key, a recipe's params, a tensor source)."""
+    """A method's check failing: the param at fault (None: the params together), what is wrong, what is allowed;
+    `misfit`: the params are valid but do not fit the model's depth (an ablation keeps such a variant as a skipped
+    row). Each caller words the place (a config key, a recipe's params, a tensor source)."""
 
-    def __init__(self, key: str | None, message: str, allowed: str | None = None):
+    def __init__(self, key: str | None, message: str, allowed: str | None = None, misfit: bool = False):
         super().__init__(message)
-        self.key, self.message, self.allowed = key, message, allowed
+        self.key, self.message, self.allowed, self.misfit = key, message, allowed, misfit
 
     def user_error(self, where: str) -> UserError:
         place = f"{where}.{self.key}" if self.key else where

@@ -56,7 +56,7 @@ def check(p: dict, given: dict, n_layers: int | None, depth: str) -> None:
         counts = overflow(p, n_layers) if n_layers is not None else None
         if counts is not None:
             raise ParamError(None, f"bottom+transition_bottom+transition_top+top = {'+'.join(map(str, counts))} = "
-                             f"{sum(counts)} exceeds {depth}", f"a sum <= {n_layers}")
+                             f"{sum(counts)} exceeds {depth}", f"a sum <= {n_layers}", misfit=True)
     else:
         for key in ("bottom", "top"):
             if p.get(key) is not None:
@@ -72,7 +72,8 @@ def check(p: dict, given: dict, n_layers: int | None, depth: str) -> None:
             for i, layer in enumerate(p.get(key) or []):
                 if layer < 0 or (n_layers is not None and layer >= n_layers):
                     raise ParamError(f"{key}[{i}]", f"layer {layer} is outside the model ({depth})",
-                                     f"0..{n_layers - 1}" if n_layers is not None else "layer indices >= 0")
+                                     f"0..{n_layers - 1}" if n_layers is not None else "layer indices >= 0",
+                                     misfit=True)
     if p.get("weighting") == "magnitude":
         for key in ("w_task", "w_lang"):
             if given.get(key) is not None:
