@@ -1,7 +1,7 @@
 """`python -m layerswap.schema_blocks`: rewrite the generated blocks of config/schema.yaml.
 
 The schema file stands alone (snakemake.utils.validate reads it), and the parts that list registered things are
-generated between markers from their owners: the merge methods (`layerswap.merge.params.schema_block`, from the method
+generated between markers from their owners: the merge methods (`layerswap.merge.schema.schema_block`, from the method
 registry) and the benchmarks (`layerswap.benchmarks.schema_block`); tests/test_config.py and tests/test_benchmarks.py
 check that the copies are current. Nothing imports this module, so no command's code fingerprint depends on it.
 """
@@ -24,10 +24,10 @@ def rewrite(path: str | Path, begin: str, end: str, block: str) -> None:
 
 def main(path: str | Path = SCHEMA) -> None:
     from layerswap import benchmarks
-    from layerswap.merge import params
+    from layerswap.merge import schema
 
     rewrite(path, benchmarks.BEGIN, benchmarks.END, benchmarks.schema_block())
-    rewrite(path, params.BEGIN, params.END, params.schema_block())
+    rewrite(path, schema.BEGIN, schema.END, schema.schema_block())
 
 
 if __name__ == "__main__":

@@ -407,19 +407,19 @@ def test_paper_top_k_with_run_cap(paper):
 
 
 def test_schema_merge_config_is_the_methods_own_declaration():
-    """Merge parameters have one owner (layerswap/merge/params.py): the schema's copy is generated from it, and a
-    config and a recipe fill the same defaults."""
-    from layerswap.merge import params
+    """Merge parameters have one owner (each method's declaration): the schema's copy is generated from it
+    (layerswap/merge/schema.py), and a config and a recipe fill the same defaults."""
+    from layerswap.merge import schema as merge_schema
     from layerswap.merge.recipes import validate_recipe
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    assert schema["$defs"]["merge_config"] == params.config_schema(), \
+    assert schema["$defs"]["merge_config"] == merge_schema.config_schema(), \
         "config/schema.yaml is stale: run `python -m layerswap.schema_blocks`"
     validator = config_schema._validator_class()({"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]})
     for method, given in [("layer_swap", {"bottom": 2, "top": 1}), ("soup", {}), ("ties", {"density": 0.2})]:
         doc = {"m": {"method": method, **given}}
         assert not list(validator.iter_errors(doc))
-        assert doc["m"] == {"method": method, **given, **params.config_defaults(method)}
+        assert doc["m"] == {"method": method, **given, **merge_schema.config_defaults(method)}
         inputs = {"task": "t", "lang": "l"} if method == "layer_swap" else {"models": ["a", "b"]}
         recipe = validate_recipe({"method": method, "base": "b", "inputs": inputs, "params": given})
         filled = {k: v for k, v in doc["m"].items() if k not in ("method", "allow_different_base")}

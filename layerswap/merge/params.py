@@ -1,11 +1,11 @@
-"""The declaration of a merge method, and what is generated from the declarations of the registered ones.
+"""The declaration of a merge method, and the checks of its params.
 
 Each method module (`layerswap/merge/methods/<name>.py`) declares a `Method`: its name, table label, parameters
 (`Param`), inputs, whether it needs the base, its checks and its per-tensor computation; `layerswap.merge.registry`
-lists them. From those declarations `recipes` validates a recipe's params and fills their defaults, `config`
-checks a workflow config's merge configs, the config schema's `merge_config` and `merge_best_of` are generated
-(config/schema.yaml holds a generated copy) and `ablations` builds the merge configs of its variants. Nothing here
-imports torch: a method's computation imports it when it runs.
+lists them (this module imports none of them). `filled_params` checks given params against a declaration (each value
+by its kind, `check_value`, then the method's own check) and fills the defaults: recipes, the swap-grid figure and
+the ablation variants call it or its parts; `layerswap.merge.schema` generates the config schema's merge block and a
+config's defaults from the declarations. Nothing here imports torch: a method's computation imports it when it runs.
 """
 
 from __future__ import annotations
@@ -28,12 +28,13 @@ class Param:
 
 
 class ParamError(Exception):
-    """A method's check failing: the param at fault (None: the params together), what is wrong, what is allowed.
-    Each caller words the place (a config key, a recipe's params, a tensor source)."""
+    """A method's check failing: the param at fault (None: the params together), what is wrong, what is allowed;
+    `misfit`: the params are valid but do not fit the model's depth (an ablation keeps such a variant as a skipped
+    row). Each caller words the place (a config key, a recipe's params, a tensor source)."""
 
-    def __init__(self, key: str | None, message: str, allowed: str | None = None):
+    def __init__(self, key: str | None, message: str, allowed: str | None = None, misfit: bool = False):
         super().__init__(message)
-        self.key, self.message, self.allowed = key, message, allowed
+        self.key, self.message, self.allowed, self.misfit = key, message, allowed, misfit
 
     def user_error(self, where: str) -> UserError:
         place = f"{where}.{self.key}" if self.key else where
@@ -129,76 +130,3 @@ def filled_params(method: Method, given: dict, where: str, n_layers: int | None 
     except ParamError as err:
         raise err.user_error(where) from None
     return filled
-
-
-def _has_default(p: Param) -> bool:
-    """A config gets the default filled in (None only for the explicit layer lists: a null int means 'give it')."""
-    return p.default is not REQUIRED and (p.default is not None or p.kind == "int_list")
-
-
-def config_defaults(method: str) -> dict[str, Any]:
-    """What validating a workflow config fills into a merge config of `method` (config_schema's defaults)."""
-    from layerswap.merge.registry import method as get
-
-    out = {k: p.default for k, p in get(method).params.items() if p.config and _has_default(p)}
-    return {**out, "allow_different_base": False}
-
-
-def _value_schema(p: Param) -> dict:
-    if isinstance(p.kind, tuple):
-        out: dict[str, Any] = {"enum": list(p.kind)}
-    elif p.kind == "int":
-        out = {"type": "integer", "minimum": 0}
-    elif p.kind == "number":
-        out = {"type": "number"}
-    else:
-        out = {"type": ["array", "null"], "items": {"type": "integer"}, "uniqueItems": True}  # range: the check
-    out.update(p.schema)
-    if p.description:
-        out["description"] = p.description
-    if _has_default(p):
-        out["default"] = p.default
-    return out
-
-
-def config_schema() -> dict:
-    """JSON schema of one merge config of a workflow config (`merges.configs.<name>`): method, its params, and
-    `allow_different_base`."""
-    from layerswap.merge.registry import METHODS
-
-    branches = []
-    for name, method in METHODS.items():
-        params = method.params
-        props: dict[str, Any] = {"method": {}}
-        props.update({k: _value_schema(p) for k, p in params.items() if p.config})
-        props["allow_different_base"] = {"type": "boolean", "default": False,
-                                         "description": "allow experts fine-tuned from different bases"}
-        then: dict[str, Any] = {"additionalProperties": False, "properties": props}
-        required = [k for k, p in params.items() if p.config and p.default is REQUIRED]
-        if required:
-            then["required"] = required
-        branches.append({"if": {"required": ["method"], "properties": {"method": {"const": name}}}, "then": then})
-    return {"type": "object", "required": ["method"], "properties": {"method": {"enum": list(METHODS)}},
-            "allOf": branches}
-
-
-def best_of_schema() -> dict:
-    """JSON schema of `merges.best_of`: per registered method, the configs whose best result a table reports."""
-    from layerswap.merge.registry import METHODS
-
-    return {"type": "object", "additionalProperties": False,
-            "properties": {name: {"$ref": "#/$defs/name_list"} for name in METHODS}}
-
-
-# config/schema.yaml keeps a copy of config_schema() and best_of_schema() between these markers; tests/test_config.py
-# checks the copy, `python -m layerswap.schema_blocks` rewrites it.
-BEGIN = "  # BEGIN merge_config: generated from layerswap/merge/params.py by `python -m layerswap.schema_blocks`"
-END = "  # END merge_config"
-
-
-def schema_block() -> str:
-    import yaml
-
-    body = yaml.safe_dump({"merge_config": config_schema(), "merge_best_of": best_of_schema()}, sort_keys=False,
-                          width=110, default_flow_style=None)
-    return "\n".join([BEGIN, *("  " + line for line in body.splitlines()), END])

@@ -13,6 +13,7 @@ from layerswap.contracts import pair_id, read_selection, read_text, write_json_a
 from layerswap.errors import UserError, yaml_problem
 from layerswap.jsonl import json_object
 from layerswap.merge.params import filled_params
+from layerswap.merge.registry import SWAP
 from layerswap.merge.registry import method as registered
 
 TOP_KEYS = ("method", "base", "inputs", "params", "allow_different_base", "name")
@@ -160,7 +161,7 @@ def run(args: argparse.Namespace) -> None:
         recipes = {f"{pair_id(i, j)}.json": _recipe(method, args.base, tp, lp, params, top)
                    for i, lp in langs for j, tp in tasks}
     else:
-        if method != "layer_swap":
+        if method != SWAP:
             raise UserError(f"--params-json: method {method!r}; soup-then-swap needs layer_swap")
         math_soup = _soup(args.base, [p for _, p in tasks])
         recipes = {"langsoup.json": _recipe(method, args.base, math_soup, _soup(args.base, [p for _, p in langs]), params, top)}

@@ -22,7 +22,7 @@ METHODS: dict[str, Method] = {m.name: m for module in MODULES for m in module.ME
 
 #: The method the paper studies: its default config (`merges.default_swap`) has a column of its own, its best config
 #: comes after the rivals' in Tables 1 and 2, and soup-then-swap and the swap grid are built from it.
-SWAP = "layer_swap"
+SWAP = layer_swap.METHOD.name
 
 
 def method(name: str, where: str = "method") -> Method:

@@ -38,14 +38,14 @@ from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import merge_model_id, merge_model_parts, pair_ids
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.merge.methods.layer_swap import SWAP_KEYS
 from layerswap.merge.params import filled_params
 from layerswap.merge.registry import METHODS, SWAP
 from layerswap.report.evals import Evals, mean, pct
 from layerswap.report.render import TOY_LABEL
 
-SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
-GRID_COLUMNS = ["language", "language_name", "config", "bottom", "top", "transition_bottom", "transition_top",
-                "lang_layers", "in_grid", "is_default", "n_pairs", "mgsm_mean", "mgsm_min", "mgsm_max", "note"]
+GRID_COLUMNS = ["language", "language_name", "config", *SWAP_KEYS, "lang_layers", "in_grid", "is_default", "n_pairs",
+                "mgsm_mean", "mgsm_min", "mgsm_max", "note"]
 BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", "member", "model_id", "config",
                "mgsm", "mgsm_lo", "mgsm_hi", "n_items"]
 
@@ -87,7 +87,7 @@ def swap_grid_records(evals_dir: str | Path, params: SwapGridParams) -> list[dic
             scores = [pct(evals.score(merge_model_id(cfg, lang, pair), "mgsm", lang)) for pair in pairs]
             rec = {
                 "language": lang, "language_name": names.get(lang, lang), "config": cfg,
-                "bottom": None, "top": None, "transition_bottom": None, "transition_top": None,
+                **dict.fromkeys(SWAP_KEYS),
                 "lang_layers": "", "in_grid": True, "is_default": cfg == params.default_swap,
                 "n_pairs": len(scores), "mgsm_mean": mean(scores), "mgsm_min": min(scores),
                 "mgsm_max": max(scores), "note": "",

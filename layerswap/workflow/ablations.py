@@ -60,14 +60,15 @@ from typing import Any
 from layerswap.benchmarks import NAMES
 from layerswap.contracts import read_text
 from layerswap.errors import UserError, yaml_problem
+from layerswap.merge.methods.layer_swap import SWAP_KEYS
 from layerswap.workflow import expert_sets, sweeps
-from layerswap.workflow.variants import SWAP_FIELDS, assign_names, check_mapping, describe, expand, fail, n_lang
+from layerswap.workflow.variants import assign_names, check_mapping, describe, expand, fail, n_lang
 
 KINDS = ("bottom_top", "grid", "middle", "alternating", "random", "layers", "method")
 METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 VARIANT_KEYS = {
-    "bottom_top": {"kind", "label", "scaled", *SWAP_FIELDS},
-    "grid": {"kind", "label", "scaled", *SWAP_FIELDS},
+    "bottom_top": {"kind", "label", "scaled", *SWAP_KEYS},
+    "grid": {"kind", "label", "scaled", *SWAP_KEYS},
     "middle": {"kind", "label"},
     "alternating": {"kind", "label", "offset"},
     "random": {"kind", "label", "seed", "draws"},

@@ -9,7 +9,8 @@
 Keys besides `kind`, `label` and `method` are the method's config params (layerswap/merge/methods/<method>.py); a
 list sweeps (the cartesian product in the method's own param order; a layer list param takes its list as one value),
 a param left out keeps its default. Each combination is checked as a workflow config's merge config would be (the
-generated schema, then the method's own check against the base's depth) and becomes one merge config, named
+generated schema, then the method's own check against the base's depth; params that do not fit the depth, the
+check's `misfit`, make a skipped row) and becomes one merge config, named
 ``abl_<method>_<param><value>...`` after the params that differ from the defaults (``.`` written ``p``, ``-`` ``m``),
 so the generic merge and evaluation jobs build it; a combination equal to a config of ``merges.configs`` reuses it.
 """
@@ -21,8 +22,10 @@ import re
 from typing import Any
 
 from layerswap.errors import UserError
-from layerswap.merge.params import ParamError, config_defaults, config_schema
-from layerswap.merge.registry import METHODS, SWAP
+from layerswap.merge.methods.layer_swap import SWAP_KEYS
+from layerswap.merge.params import ParamError
+from layerswap.merge.registry import METHODS
+from layerswap.merge.schema import config_defaults, config_schema
 
 BASE_KEYS = {"kind", "label", "method"}
 
@@ -48,7 +51,7 @@ def slug(cfg: dict, swap_slug: str | None = None) -> str:
     """A merge config's name from the params that differ from the method's defaults (after `swap_slug`, the layer
     swap's own naming of its layer params, if given)."""
     defaults = config_defaults(cfg["method"])
-    skip = {"bottom", "top", "transition_bottom", "transition_top", "lang_layers"} if swap_slug else set()
+    skip = {*SWAP_KEYS, "lang_layers"} if swap_slug else set()
     parts = [f"{k}{_token(cfg[k])}" for k in _params(cfg["method"])
              if k not in skip and k in cfg and cfg[k] != defaults.get(k)]
     head = swap_slug or f"abl_{cfg['method']}"
@@ -76,10 +79,10 @@ def expand(where: str, variant: dict, depth: int) -> list[tuple[str, dict | None
         if errors:
             raise UserError(f"{where}: {label}: {errors[0].message}")
         try:
-            method.run_check(cfg, given, depth, f"the {depth} layers of the model")
+            method.run_check(cfg, given, depth)
         except ParamError as err:
-            if name == SWAP and (err.key is None or err.key.startswith(("lang_layers", "transition_layers"))):
-                out.append((label, None, err.message))  # a swap that does not fit this model: a skipped row
+            if err.misfit:
+                out.append((label, None, err.message))  # params that do not fit this model: a skipped row
                 continue
             raise err.user_error(f"{where}: {label}") from None
         out.append((label, cfg, ""))

@@ -19,13 +19,14 @@ import random
 from typing import Any
 
 from layerswap.errors import UserError
-from layerswap.merge.methods.layer_swap import overflow
-from layerswap.merge.params import config_defaults
+from layerswap.merge.methods.layer_swap import SWAP_KEYS, overflow
+from layerswap.merge.params import check_value
 from layerswap.merge.registry import SWAP
+from layerswap.merge.schema import config_defaults
 from layerswap.workflow import sweeps
 
-SWAP_FIELDS = ("bottom", "top", "transition_bottom", "transition_top")
-LAYER_SWAP_DEFAULTS = config_defaults("layer_swap")  # what config validation fills in: variants compare equal
+LAYER_SWAP_DEFAULTS = config_defaults(SWAP)  # what config validation fills in: variants compare equal
+Row = tuple[str, dict | None, str]  # a variant's label, its merge config (None: skipped) and the reason skipped
 
 
 def fail(where: str, message: str) -> UserError:
@@ -49,29 +50,26 @@ def scale(value: int, depth: int, reference: int) -> int:
     return max(1, math.floor(value * depth / reference + 0.5))
 
 
-def _default_swap(config: dict) -> dict:
+def _default_counts(config: dict) -> dict[str, int]:
+    """The default swap's bottom/top counts (SWAP_KEYS; an absent transition 0): where the swap variants start."""
     name = config["merges"]["default_swap"]
     cfg = config["merges"]["configs"][name]
     if cfg.get("lang_layers") is not None:
         raise UserError(f"merges.default_swap '{name}' uses lang_layers; ablations need one with bottom/top")
-    return cfg
+    return {k: int(cfg.get(k) or 0) for k in SWAP_KEYS}
 
 
 def _int(where: str, value: Any, default: int) -> int:
-    if value == "default":
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise fail(where, f"expected a non-negative integer or 'default', got {value!r}")
-    return value
+    """A count of a variant: `default` for 'default', else checked as a merge param of kind int."""
+    return default if value == "default" else check_value(where, value, "int")
 
 
 def _layer_config(layers: list[int]) -> dict:
-    return {"method": "layer_swap", **LAYER_SWAP_DEFAULTS, "lang_layers": sorted(layers)}
+    return {"method": SWAP, **LAYER_SWAP_DEFAULTS, "lang_layers": sorted(layers)}
 
 
-def _bt_config(b: int, u: int, tb: int, tu: int) -> dict:
-    return {"method": "layer_swap", **LAYER_SWAP_DEFAULTS, "bottom": b, "top": u,
-            "transition_bottom": tb, "transition_top": tu}
+def _counts_config(counts: dict[str, int]) -> dict:
+    return {"method": SWAP, **LAYER_SWAP_DEFAULTS, **{k: counts[k] for k in SWAP_KEYS}}
 
 
 def slug(cfg: dict) -> str:
@@ -89,7 +87,7 @@ def describe(cfg: dict, depth: int) -> str:
         return ""
     if cfg.get("lang_layers") is not None:
         return "lang " + ",".join(str(x) for x in cfg["lang_layers"])
-    b, u, tb, tu = (cfg[k] for k in SWAP_FIELDS)
+    b, u, tb, tu = (cfg[k] for k in SWAP_KEYS)
     text = f"b={b} u={u} tb={tb} tu={tu}"
     lang = list(range(b)) + list(range(depth - u, depth))
     return text + (f" (lang {','.join(map(str, lang))})" if lang else " (no lang layers)")
@@ -104,84 +102,82 @@ def n_lang(cfg: dict) -> int | None:
 def expand(spec: dict, config: dict) -> list[dict]:
     """Variants of an ablation for this config: [{label, merge (config dict or None), skipped (reason or '')}]."""
     depth = int(config["base"]["num_layers"])
-    d_b = d_u = d_tb = d_tu = 0
     if any(v["kind"] != "method" for v in spec["variants"]):  # the swap kinds start from the default swap
-        dflt = _default_swap(config)
-        d_b, d_u = int(dflt["bottom"]), int(dflt["top"])
-        d_tb, d_tu = int(dflt.get("transition_bottom") or 0), int(dflt.get("transition_top") or 0)
-    n = d_b + d_u
-    ref = spec.get("reference_depth")
-    out: list[dict] = []
-
-    def add(label: str, cfg: dict | None, skipped: str = "") -> None:
-        out.append({"label": label, "merge": cfg, "skipped": skipped})
-
+        default = _default_counts(config)
+    else:
+        default = dict.fromkeys(SWAP_KEYS, 0)
+    out = []
     for i, v in enumerate(spec["variants"]):
         where = f"ablation {spec['name']}: variants[{i}]"
-        kind = v["kind"]
-        if kind == "method":
-            for label, cfg, skipped in sweeps.expand(where, v, depth):
-                add(label, cfg, skipped)
-            continue
-        if kind in ("bottom_top", "grid"):
-            fields = {k: v.get(k, "default") for k in SWAP_FIELDS}
-            grid = {k: (val if isinstance(val, list) else [val]) for k, val in fields.items()}
-            if kind == "bottom_top" and any(isinstance(val, list) for val in fields.values()):
-                raise fail(where, "lists need kind: grid")
-            for combo in itertools.product(*(grid[k] for k in SWAP_FIELDS)):
-                raw = dict(zip(SWAP_FIELDS, combo))
-                defaults = {"bottom": d_b, "top": d_u, "transition_bottom": d_tb, "transition_top": d_tu}
-                vals = {k: _int(f"{where}.{k}", raw[k], defaults[k]) for k in SWAP_FIELDS}
-                given = f"b{raw['bottom']} u{raw['top']}"
-                if v.get("scaled"):
-                    for k in ("bottom", "top"):
-                        if raw[k] != "default":
-                            vals[k] = scale(vals[k], depth, ref)
-                label = v.get("label") if kind == "bottom_top" and v.get("label") else None
-                if label is None:
-                    label = (f"{given}@{ref}L -> b{vals['bottom']} u{vals['top']}" if v.get("scaled")
-                             else f"b{vals['bottom']} u{vals['top']}")
-                    label += f" tb{vals['transition_bottom']} tu{vals['transition_top']}"
-                counts = overflow(vals, depth)
-                if counts is not None:
-                    add(label, None, f"b+tb+tu+u = {sum(counts)} exceeds the {depth} layers of the model")
-                else:
-                    add(label, _bt_config(vals["bottom"], vals["top"], vals["transition_bottom"],
-                                          vals["transition_top"]))
-            continue
-        if kind == "layers":
-            layers = v.get("lang_layers")
-            if not isinstance(layers, list) or not layers or any(
-                    isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in layers) or len(set(layers)) != len(layers):
-                raise fail(f"{where}.lang_layers", f"expected a list of distinct layer indices, got {layers!r}")
-            label = v.get("label") or "layers " + ",".join(map(str, sorted(layers)))
-            bad = [x for x in layers if x >= depth]
-            add(label, None if bad else _layer_config(layers),
-                f"layer {bad[0]} is outside the {depth}-layer model" if bad else "")
-            continue
-        if n == 0 or n > depth:
-            add(v.get("label") or kind, None, f"the default swap has {n} language layers; needs 1..{depth}")
-            continue
-        if kind == "middle":
-            start = (depth - n) // 2
-            add(v.get("label") or f"middle {n}", _layer_config(list(range(start, start + n))))
-        elif kind == "alternating":
-            offset = _int(f"{where}.offset", v.get("offset", 0), 0)
-            cands = list(range(offset % 2, depth, 2))
-            label = v.get("label") or f"alternating {n} ({'even' if offset % 2 == 0 else 'odd'})"
-            if n > len(cands):
-                add(label, None, f"{n} non-adjacent layers of parity {offset % 2} do not fit {depth} layers")
-            else:
-                add(label, _layer_config([cands[math.floor((j + 0.5) * len(cands) / n)] for j in range(n)]))
-        elif kind == "random":
-            seed = _int(f"{where}.seed", v.get("seed", 0), 0)
-            draws = _int(f"{where}.draws", v.get("draws", 1), 1)
-            if draws < 1:
-                raise fail(f"{where}.draws", "must be >= 1")
-            for d in range(draws):
-                layers = sorted(random.Random(seed + d).sample(range(depth), n))
-                add(f"{v.get('label') or 'random'} {n} (seed {seed + d})", _layer_config(layers))
+        if v["kind"] == "method":
+            rows = sweeps.expand(where, v, depth)
+        elif v["kind"] in ("bottom_top", "grid"):
+            rows = _counted(where, v, depth, default, spec.get("reference_depth"))
+        elif v["kind"] == "layers":
+            rows = [_listed(where, v, depth)]
+        else:
+            rows = _placed(where, v, depth, default["bottom"] + default["top"])
+        out += [{"label": label, "merge": cfg, "skipped": skipped} for label, cfg, skipped in rows]
     return out
+
+
+def _counted(where: str, v: dict, depth: int, default: dict[str, int], ref: int | None) -> list[Row]:
+    """Kinds bottom_top and grid: a swap per combination of the counts (a list sweeps them, kind grid only)."""
+    given = {k: v.get(k, "default") for k in SWAP_KEYS}
+    if v["kind"] == "bottom_top" and any(isinstance(x, list) for x in given.values()):
+        raise fail(where, "lists need kind: grid")
+    rows = []
+    for combo in itertools.product(*(x if isinstance(x, list) else [x] for x in given.values())):
+        raw = dict(zip(SWAP_KEYS, combo))
+        counts = {k: _int(f"{where}.{k}", raw[k], default[k]) for k in SWAP_KEYS}
+        if v.get("scaled"):
+            for k in ("bottom", "top"):
+                if raw[k] != "default":
+                    counts[k] = scale(counts[k], depth, ref)
+        label = v.get("label") if v["kind"] == "bottom_top" else None
+        if not label:
+            b, u, tb, tu = (counts[k] for k in SWAP_KEYS)
+            label = f"b{raw['bottom']} u{raw['top']}@{ref}L -> " if v.get("scaled") else ""
+            label += f"b{b} u{u} tb{tb} tu{tu}"
+        over = overflow(counts, depth)
+        rows.append((label, None, f"b+tb+tu+u = {sum(over)} exceeds the {depth} layers of the model") if over
+                    else (label, _counts_config(counts), ""))
+    return rows
+
+
+def _listed(where: str, v: dict, depth: int) -> Row:
+    """Kind layers: the given language layers, checked as the swap's `lang_layers` param (non-empty)."""
+    layers = check_value(f"{where}.lang_layers", v.get("lang_layers"), "int_list")
+    if not layers:
+        raise fail(f"{where}.lang_layers", "expected a non-empty list of layer indices")
+    label = v.get("label") or "layers " + ",".join(map(str, layers))
+    bad = [x for x in v["lang_layers"] if x >= depth]  # the first as given
+    if bad:
+        return label, None, f"layer {bad[0]} is outside the {depth}-layer model"
+    return label, _layer_config(layers), ""
+
+
+def _placed(where: str, v: dict, depth: int, n: int) -> list[Row]:
+    """Kinds middle, alternating and random: the default swap's n language layers placed elsewhere."""
+    kind = v["kind"]
+    if n == 0 or n > depth:
+        return [(v.get("label") or kind, None, f"the default swap has {n} language layers; needs 1..{depth}")]
+    if kind == "middle":
+        start = (depth - n) // 2
+        return [(v.get("label") or f"middle {n}", _layer_config(list(range(start, start + n))), "")]
+    if kind == "alternating":
+        offset = _int(f"{where}.offset", v.get("offset", 0), 0)
+        cands = list(range(offset % 2, depth, 2))
+        label = v.get("label") or f"alternating {n} ({'even' if offset % 2 == 0 else 'odd'})"
+        if n > len(cands):
+            return [(label, None, f"{n} non-adjacent layers of parity {offset % 2} do not fit {depth} layers")]
+        return [(label, _layer_config([cands[math.floor((j + 0.5) * len(cands) / n)] for j in range(n)]), "")]
+    seed = _int(f"{where}.seed", v.get("seed", 0), 0)  # kind random
+    draws = _int(f"{where}.draws", v.get("draws", 1), 1)
+    if draws < 1:
+        raise fail(f"{where}.draws", "must be >= 1")
+    return [(f"{v.get('label') or 'random'} {n} (seed {seed + d})",
+             _layer_config(sorted(random.Random(seed + d).sample(range(depth), n))), "") for d in range(draws)]
 
 
 def assign_names(variants: list[dict], configs: dict) -> dict[str, dict]:

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import hashlib
 
-from layerswap.merge.methods.ties import check_density
 from layerswap.merge.params import REQUIRED, Method, Param
+from layerswap.merge.shared import check_density
 
 BLOCK = 1 << 16  # elements per seeded draw
 

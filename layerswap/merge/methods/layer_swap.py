@@ -4,21 +4,21 @@ weights, the task expert's, or their weighted mean (transition zone); non-layer 
 For L layers and bottom b, top u, transitions t_b, t_u: layer l < b or l >= L-u is the language expert's;
 b <= l < b+t_b or L-u-t_u <= l < L-u is averaged; the rest is the task expert's. Or explicit `lang_layers` (and
 `transition_layers`). `check` below is the one place these params are validated beyond their types: the config
-check, recipe validation, the engine, the ablation planner and the swap-grid figure all call it.
+check, recipe validation, the engine, the `method` ablation sweeps and the swap-grid figure call it; the ablation
+variants size their swaps by `overflow`, its count. `SWAP_KEYS` names the bottom/top params for every module that
+lists them (ablation variants, sweeps, the swap-grid figure).
 """
 
 from __future__ import annotations
 
-import re
-
-from layerswap.merge.methods.soup import weighted_mean_
+from layerswap.merge.layers import layer_of
 from layerswap.merge.params import Method, Param, ParamError
+from layerswap.merge.shared import weighted_mean_
 
-LAYER_RE = re.compile(r"(?:^|\.)layers\.(\d+)\.")
 LANG, TASK, MIX = "lang", "task", "mix"
-# The blocks of a bottom/top layer swap, bottom up: b language layers, t_b averaged, (task layers), t_u averaged, u
-# language layers.
-SWAP_LAYER_KEYS = ("bottom", "transition_bottom", "transition_top", "top")
+#: The params of a bottom/top layer swap, in their declared order: b, u, t_b, t_u (the ablation variants, their grid
+#: order, the swap-grid figure and the sweeps' config names use them).
+SWAP_KEYS = ("bottom", "top", "transition_bottom", "transition_top")
 
 PARAMS = {
     "bottom": Param(None, "int", "layers from the language expert at the bottom (b of Algorithm 1)"),
@@ -36,16 +36,12 @@ PARAMS = {
 }
 
 
-def layer_of(name: str) -> int | None:
-    """Layer index of a parameter name (`model.layers.<l>.`), None for embeddings, final norm, LM head."""
-    m = LAYER_RE.search(name)
-    return int(m.group(1)) if m else None
-
-
 def overflow(params: dict, n_layers: int) -> list[int] | None:
-    """The counts [b, t_b, t_u, u] of a bottom/top swap if together they exceed `n_layers`, else None (an absent
+    """The counts of a bottom/top swap's blocks, bottom up ([b, t_b, t_u, u]: b language layers, t_b averaged, the
+    task layers, t_u averaged, u language layers), if together they exceed `n_layers`, else None (an absent
     transition counts 0)."""
-    counts = [params.get(k) or 0 for k in SWAP_LAYER_KEYS]
+    b, u, tb, tu = (params.get(k) or 0 for k in SWAP_KEYS)
+    counts = [b, tb, tu, u]
     return counts if sum(counts) > n_layers else None
 
 
@@ -60,7 +56,7 @@ def check(p: dict, given: dict, n_layers: int | None, depth: str) -> None:
         counts = overflow(p, n_layers) if n_layers is not None else None
         if counts is not None:
             raise ParamError(None, f"bottom+transition_bottom+transition_top+top = {'+'.join(map(str, counts))} = "
-                             f"{sum(counts)} exceeds {depth}", f"a sum <= {n_layers}")
+                             f"{sum(counts)} exceeds {depth}", f"a sum <= {n_layers}", misfit=True)
     else:
         for key in ("bottom", "top"):
             if p.get(key) is not None:
@@ -76,7 +72,8 @@ def check(p: dict, given: dict, n_layers: int | None, depth: str) -> None:
             for i, layer in enumerate(p.get(key) or []):
                 if layer < 0 or (n_layers is not None and layer >= n_layers):
                     raise ParamError(f"{key}[{i}]", f"layer {layer} is outside the model ({depth})",
-                                     f"0..{n_layers - 1}" if n_layers is not None else "layer indices >= 0")
+                                     f"0..{n_layers - 1}" if n_layers is not None else "layer indices >= 0",
+                                     misfit=True)
     if p.get("weighting") == "magnitude":
         for key in ("w_task", "w_lang"):
             if given.get(key) is not None:

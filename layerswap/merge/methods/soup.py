@@ -4,26 +4,11 @@ and 2-D tensors of the row mean |W_i - W_base|; the engine computes these weight
 from __future__ import annotations
 
 from layerswap.merge.params import Method, Param
+from layerswap.merge.shared import weighted_mean_
 
 PARAMS = {
     "weighting": Param("uniform", ("uniform", "magnitude"), "uniform mean or magnitude-adjusted weights"),
 }
-
-
-def weighted_mean_(acc, others: list, weights: list[float]):
-    """acc <- (w0*acc + sum_i w_i*others_i) / sum(w); equal weights use (sum)/n. Clobbers `others`."""
-    equal = all(w == weights[0] for w in weights)
-    if not equal and weights[0] != 1.0:
-        acc.mul_(weights[0])
-    for w, x in zip(weights[1:], others):
-        if not equal and w != 1.0:
-            x.mul_(w)
-        acc.add_(x)
-    if equal:
-        acc.div_(float(len(weights)))
-    else:
-        acc.div_(sum(weights))
-    return acc
 
 
 class Compute:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 
-from layerswap.merge.params import REQUIRED, Method, Param, ParamError
+from layerswap.merge.params import REQUIRED, Method, Param
+from layerswap.merge.shared import check_density
 
 SAMPLE = 1 << 18  # sample size used to bracket the TIES threshold before the exact selection
 SMALL = 1 << 16  # tensors up to this size get an exact kthvalue directly
@@ -16,12 +17,6 @@ PARAMS = {
                      {"exclusiveMinimum": 0, "maximum": 1}),
     "lam": Param(1.0, "number", "scale of the merged task vector", {"exclusiveMinimum": 0}),
 }
-
-
-def check_density(p: dict, _given: dict, _n_layers: int | None, _depth: str) -> None:
-    """density in (0, 1] (a recipe's; a config's is limited by the schema as well)."""
-    if not 0.0 < p["density"] <= 1.0:
-        raise ParamError("density", f"{p['density']} is not in (0, 1]")
 
 
 def kth_largest_bracket(sample, n: int, k: int, widen: float = 1.0) -> tuple[float, float]:
