@@ -73,67 +73,37 @@ if spec.runs.other_base:
 
     ruleorder: ablation_sft > sft
 
-    # Not `use rule sft as ablation_sft`: a rule made by `use rule` runs its parent's shell command, whose base is
-    # spelled there (`--base results/base`). Taking it from a param instead would change the shell command of `sft`,
-    # which Snakemake's code trigger compares: every finished SFT run would rerun. The same holds for toy_base's
-    # `--out` below (ablation_toy_base).
-    rule ablation_sft:
-        """SFT of an ablation run from another base than the main one (same command as sft)."""
+    # SFT of an ablation run from another base than the main one: sft's command, with the run's base.
+    use rule sft as ablation_sft with:
         input:
             base=lambda w: layout.base_config(spec.runs.base_dir[w.run]),
             data=lambda w: layout.sft_mix(spec.runs.spec(w.run)["expert"]),
-        output:
-            layout.checkpoints_record("{run}"),
-        params:
-            run=lambda w: spec.runs.sft_params(w.run),
-            launch=sft_launch,
+        params:  # the params not named here are sft's
             base=lambda w: spec.runs.base_dir[w.run],
-            code=command_hash("sft"),
         wildcard_constraints:
             run="|".join(spec.runs.other_base),
-        threads: lambda w: spec.runs.spec(w.run).get("threads", 1)
         resources:
             gpu=lambda w: spec.runs.sft_gpus(w.run),
             **requests.of("ablation_sft"),
-        log:
-            layout.log("sft", "{run}"),
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "{params.launch} --base {params.base} --data {input.data} --out-dir \"$(dirname {output})\" "
-            "--params-json {params.run} > {log} 2>&1"
 
 
 if spec.ablations.bases and config["world"] == "toy":
 
-    rule ablation_toy_base:
-        """A second toy base (same corpus and shape, another seed) for an expert-set ablation."""
-        input:
-            corpus=layout.pretrain_corpus(),
-            vocab=layout.vocab(),
+    # A second toy base (same corpus and shape, another seed) for an expert-set ablation: toy_base's command.
+    use rule toy_base as ablation_toy_base with:
         output:
             layout.base_config(layout.ablation_base("{ablation}", "{base}")),
-        params:
+        params:  # params not named here are toy_base's
             model=lambda w: as_json(spec.ablations.base_spec(w.ablation, w.base)["model"]),
-            train=as_json(config["base"].get("toy_pretrain", {})),
-            layers=config["base"]["num_layers"],
             seed=lambda w: spec.ablations.base_spec(w.ablation, w.base)["seed"],
-            code=command_hash("toy-base"),
+            out=lambda w: layout.ablation_base(w.ablation, w.base),
         wildcard_constraints:
             ablation="|".join(spec.ablations.expert_sets),
             base="[A-Za-z0-9]+",
-        threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
         resources:
             **requests.of("ablation_toy_base"),
         log:
             layout.log("ablations", "base_{ablation}_{base}"),
-        conda:
-            "../envs/layerswap.yaml"
-        shell:
-            "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} "
-            f"--out {layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')} "
-            "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
-            "--seed {params.seed} > {log} 2>&1"
 
 elif spec.ablations.bases:
 

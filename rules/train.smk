@@ -12,6 +12,7 @@ rule toy_base:
         train=as_json(config["base"].get("toy_pretrain", {})),
         layers=config["base"]["num_layers"],
         seed=config["seed"],
+        out=layout.base(),
         code=command_hash("toy-base"),
     threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
     resources:
@@ -21,7 +22,7 @@ rule toy_base:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        f"layerswap toy-base --corpus {{input.corpus}} --vocab {{input.vocab}} --out {layout.base()} "
+        "layerswap toy-base --corpus {input.corpus} --vocab {input.vocab} --out {params.out} "
         "--model-json {params.model} --train-json {params.train} --num-layers {params.layers} "
         "--seed {params.seed} > {log} 2>&1"
 
@@ -35,6 +36,7 @@ rule sft:
     params:
         run=lambda w: spec.runs.sft_params(w.run),
         launch=sft_launch,
+        base=layout.base(),
         code=command_hash("sft"),
     threads: lambda w: spec.runs.spec(w.run).get("threads", 1)
     resources:
@@ -47,5 +49,5 @@ rule sft:
     shell:
         # progress (the Trainer's tqdm bar and loss lines, on stderr) goes to the log; loss and tokens/s also to
         # {EXPERTS}/{run}/log.jsonl
-        f"{{params.launch}} --base {layout.base()} --data {{input.data}} --out-dir \"$(dirname {{output}})\" "
+        "{params.launch} --base {params.base} --data {input.data} --out-dir \"$(dirname {output})\" "
         "--params-json {params.run} > {log} 2>&1"
