@@ -39,21 +39,26 @@ def test_a_benchmark_registered_twice_is_refused():
 
 def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(tmp_path, monkeypatch):
     """A word the toy vocabulary lacks would be <unk> to the word-level tokenizer: the writer's dataset is refused
-    with one line naming it, the word and the field, and leaves no file; fields of METADATA are not model text."""
+    with one line naming it, the word and the field, and leaves no file; only the fields METADATA gives the
+    dataset's kind are not model text."""
     def writer(world, rng, lang, n):
-        yield {"question": "tom has 3 pens ?", "link": "toy://any/1", "answer_number": 3}
+        yield {"question": "tom has 3 pens ?", "equation_solution": "1+2=3", "answer_number": 3}
         yield {"question": "tom", "choices": ["pens", "the cat purrs ."], "answer_number": 3}
 
     monkeypatch.setitem(toyworld.WRITERS, "mgsm", writer)
     out = tmp_path / "mgsm_en.jsonl"
     with pytest.raises(UserError, match=r"^toy dataset 'mgsm_en' \(writer test_a_toy_word.*writer in "
                                         r"layerswap/data/toyworld.py\): the word 'purrs' of field 'choices' is not in "
-                                        r"the toy vocabulary; append it to FUNCTION_WORDS, or add 'choices' to "
-                                        r"METADATA if no prompt shows the field$"):
+                                        r"the toy vocabulary; append it to FUNCTION_WORDS, or, if no prompt shows the "
+                                        r"field, add 'choices' to METADATA\['mgsm'\]$"):
         toyworld.write_dataset("mgsm_en", out, 0, {}, 2)
     assert list(tmp_path.iterdir()) == []
+    # Belebele's metadata field is model text in an MGSM row
     monkeypatch.setitem(toyworld.WRITERS, "mgsm", lambda world, rng, lang, n: [{"question": "tom", "link": "x:y"}])
-    toyworld.write_dataset("mgsm_en", out, 0, {}, 1)
+    with pytest.raises(UserError, match="the word 'x:y' of field 'link'"):
+        toyworld.write_dataset("mgsm_en", out, 0, {}, 1)
+    monkeypatch.setitem(toyworld.WRITERS, "belebele", lambda world, rng, lang, n: [{"question": "tom", "link": "x:y"}])
+    toyworld.write_dataset("belebele_en", out, 0, {}, 1)
     assert out.read_text() == '{"question": "tom", "link": "x:y"}\n'
 
 

@@ -283,7 +283,7 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
     en = english()
     world = World(seed, langs)
     out = Path(out)
-    rng = _stream(seed, name)
+    rng, kind = _stream(seed, name), name
     if name == "pretrain":
         writer, rows = _pretrain, ({"text": d} for d in _pretrain(world, rng, en, langs, size, pretrain_mix(mix)))
     elif name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
@@ -303,27 +303,24 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
         else:  # an evaluation set: the same items in every language (the benchmark's stream), translated
             writer = WRITERS[kind]
             rows = writer(world, _stream(seed, kind), lang, size)
-    _write_jsonl(out, in_vocabulary(name, writer.__qualname__, rows, set(vocabulary(langs))))
+    _write_jsonl(out, in_vocabulary(name, kind, writer.__qualname__, rows, set(vocabulary(langs))))
     if name == "pretrain":
         (out.parent / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
 
 
-#: Fields of the datasets' schemas that hold no text a model reads (ids, links, codes, labels): every other string
-#: of a row (in lists and dicts too) is model text, and each of its words must be in the toy vocabulary.
-METADATA = frozenset({"link", "dialect", "ds", "language", "language_code", "annotation_type", "user_id", "subject",
-                      "correct_answer_num", "equation_solution"})
-
-
-def in_vocabulary(name: str, writer: str, rows: Iterator[dict] | list[dict], vocab: set[str]) -> Iterator[dict]:
-    """The rows, refused with one line at the first word of model text that is not in the toy vocabulary (the
-    word-level tokenizer would read it as <unk>, so the model could never see or write it)."""
+def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list[dict], vocab: set[str]
+                  ) -> Iterator[dict]:
+    """The rows of dataset `name` (of `kind`), refused with one line at the first word of model text (every string
+    of a row, in lists and dicts too, but the fields `METADATA[kind]` names) that is not in the toy vocabulary: the
+    word-level tokenizer would read it as <unk>, so the model could never see or write it."""
+    metadata = METADATA.get(kind, frozenset())
     for row in rows:
         for key, value in row.items():
-            unknown = [] if key in METADATA else [w for text in _strings(value) for w in text.split() if w not in vocab]
+            unknown = [] if key in metadata else [w for text in _strings(value) for w in text.split() if w not in vocab]
             if unknown:
                 raise UserError(f"toy dataset '{name}' (writer {writer} in layerswap/data/toyworld.py): the word "
                                 f"'{unknown[0]}' of field '{key}' is not in the toy vocabulary; append it to "
-                                f"FUNCTION_WORDS, or add '{key}' to METADATA if no prompt shows the field")
+                                f"FUNCTION_WORDS, or, if no prompt shows the field, add '{key}' to METADATA['{kind}']")
         yield row
 
 
@@ -495,6 +492,15 @@ def _flores(world: World, rng: random.Random, lang: Language, n: int) -> Iterato
 #: The toy evaluation set of each benchmark of layerswap/benchmarks.py: writer(world, rng, language, n) -> rows in the
 #: real dataset's schema (docs/ARCHITECTURE.md, results/data/eval/).
 WRITERS = {"mgsm": _mgsm, "belebele": _belebele, "flores": _flores, "mbpp": _mbpp, "mmlu": _mmlu}
+
+#: The fields of each kind of dataset (a benchmark or a source) that hold no text a model reads (ids, links, codes,
+#: labels): `in_vocabulary` checks the words of every other string.
+METADATA = {
+    "aya": frozenset({"language", "language_code", "annotation_type", "user_id"}),
+    "mgsm": frozenset({"equation_solution"}),
+    "belebele": frozenset({"link", "dialect", "ds", "correct_answer_num"}),
+    "mmlu": frozenset({"subject"}),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
