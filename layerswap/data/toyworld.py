@@ -316,7 +316,7 @@ def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list
     metadata = METADATA.get(kind, frozenset())
     for row in rows:
         for key, value in row.items():
-            unknown = [] if key in metadata else [w for text in _strings(value) for w in text.split() if w not in vocab]
+            unknown = [] if key in metadata else [w for text in strings(value) for w in text.split() if w not in vocab]
             if unknown:
                 raise UserError(f"toy dataset '{name}' (writer {writer} in layerswap/data/toyworld.py): the word "
                                 f"'{unknown[0]}' of field '{key}' is not in the toy vocabulary; append it to "
@@ -324,16 +324,16 @@ def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list
         yield row
 
 
-def _strings(value) -> Iterator[str]:
+def strings(value) -> Iterator[str]:
     """The strings of a JSON value (a string, or those inside its lists and dicts)."""
     if isinstance(value, str):
         yield value
     elif isinstance(value, dict):
         for v in value.values():
-            yield from _strings(v)
+            yield from strings(v)
     elif isinstance(value, list):
         for v in value:
-            yield from _strings(v)
+            yield from strings(v)
 
 
 #: The Aya sets' shares (`toy_world.aya_mix`): `math` of the items are one-step word problems in the language with
