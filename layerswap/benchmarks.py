@@ -152,7 +152,6 @@ REGISTRY: tuple[Benchmark, ...] = (
 )
 
 
-
 def by_name(registry: tuple[Benchmark, ...]) -> dict[str, Benchmark]:
     """The registry by name; a name given twice is refused with one line."""
     found: dict[str, Benchmark] = {}
