@@ -14,7 +14,15 @@ its toy data writer in layerswap/data/toyworld.py (`WRITERS`), tests (docs/EXTEN
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from layerswap.errors import UserError
+
+#: A benchmark name: lower-case letters and digits, no "_": the toy data files `<benchmark>_<language>.jsonl` (and the
+#: evaluation logs `..._<language>_<benchmark>.log`) are split on "_", and the rules join the names into a wildcard
+#: regex. Checked where a name is declared (`Benchmark`), so a bad one fails on import with its entry named.
+NAME = re.compile(r"[a-z][a-z0-9]*")
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,12 @@ class Benchmark:
     corpus: bool = False  # a corpus metric (BLEU): no per-item correctness, so no intervals
     unsafe: bool = False  # runs model-written code: only with execute_code (the YAML says unsafe_code: true)
     toy_scoring: str | None = None  # what the toy filter does, where the YAML's filter is not a regex to describe
+
+    def __post_init__(self):
+        if not NAME.fullmatch(self.name):
+            raise UserError(f"layerswap/benchmarks.py: benchmark '{self.name}': a benchmark name is lower-case letters "
+                            "and digits, starting with a letter, with no '_' (the toy data files "
+                            "<benchmark>_<language>.jsonl are split on it)")
 
     def keys(self, lang: str) -> list[str]:
         """The task keys (score keys) of a language: the language, or its two directions ([] for English)."""
@@ -137,7 +151,18 @@ REGISTRY: tuple[Benchmark, ...] = (
     ),
 )
 
-BENCHMARKS: dict[str, Benchmark] = {b.name: b for b in REGISTRY}
+
+def by_name(registry: tuple[Benchmark, ...]) -> dict[str, Benchmark]:
+    """The registry by name; a name given twice is refused with one line."""
+    found: dict[str, Benchmark] = {}
+    for bench in registry:
+        if bench.name in found:
+            raise UserError(f"layerswap/benchmarks.py: REGISTRY has two entries named '{bench.name}'")
+        found[bench.name] = bench
+    return found
+
+
+BENCHMARKS: dict[str, Benchmark] = by_name(REGISTRY)
 NAMES: tuple[str, ...] = tuple(BENCHMARKS)
 
 

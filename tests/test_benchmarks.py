@@ -34,6 +34,8 @@ def test_a_toy_size_left_out_of_a_config_takes_the_registry_default():
 
 def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
     assert set(toyworld.WRITERS) == set(BENCHMARKS)
+    raw = {name.split("_", 1)[0] for name in ("pretrain", "orca_math", *toyworld.SOURCES)}
+    assert not raw & set(BENCHMARKS), "a benchmark named as a toy source's files would make them evaluation sets"
     assert {d.split("_", 1)[0] for d in toyworld.datasets(["toy_xx"]) if toyworld.is_evaluation_set(d)} == \
         set(BENCHMARKS)
     for name, bench in BENCHMARKS.items():

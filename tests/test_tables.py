@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.errors import UserError
 from layerswap.report import tables
 from layerswap.report.render import Table
@@ -69,14 +70,14 @@ ITEMS = 200  # per-item records per language of every synthetic evaluation
 def write_eval(root: Path, model_id: str, bench: str, scores: dict, skipped: str | None = None,
                items: int = ITEMS) -> None:
     """An evaluation file and its per-item log beside it, as layerswap.evaluation.evaluate writes them: `items` records per key,
-    the first round(score * items) of them correct (FLORES: BLEU, no per-item correctness)."""
+    the first round(score * items) of them correct (a corpus metric such as FLORES' BLEU: no per-item correctness)."""
     path = root / model_id / f"{bench}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     scores = {} if skipped else scores
     records = []
     for key, score in scores.items():
         for doc in range(items):
-            correct = None if bench == "flores" else doc < round(score * items)
+            correct = None if BENCHMARKS[bench].corpus else doc < round(score * items)
             records.append({"key": key, "task": f"toy_{bench}_{key}", "doc_id": doc, "correct": correct})
     path.with_name(f"{bench}.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     path.write_text(json.dumps({"model_id": model_id, "benchmark": bench, "metric": "m", "scores": scores,
@@ -84,12 +85,19 @@ def write_eval(root: Path, model_id: str, bench: str, scores: dict, skipped: str
 
 
 def other_benchmarks(root: Path, model_id: str, offset: float, swh: str = SWH, tel: str = TEL) -> None:
-    """Belebele / FLORES / MMLU with simple known numbers, MBPP skipped."""
-    write_eval(root, model_id, "belebele", {"en": 0.80 + offset, swh: 0.50 + offset, tel: 0.40 + offset})
-    write_eval(root, model_id, "flores", {f"en-{swh}": 10.0 + 100 * offset, f"{swh}-en": 20.0,
-                                          f"en-{tel}": 5.0, f"{tel}-en": 15.0 + 100 * offset})
-    write_eval(root, model_id, "mmlu", {swh: 0.30 + offset, tel: 0.28})
-    write_eval(root, model_id, "mbpp", {}, skipped="code execution not enabled")
+    """Every registered benchmark besides MGSM (Table 5 shows them all): Belebele / FLORES / MMLU with simple known
+    numbers, one that runs code (MBPP) skipped, any other 0.5 + offset per task key (BLEU: 50 + 100 * offset)."""
+    known = {"belebele": {"en": 0.80 + offset, swh: 0.50 + offset, tel: 0.40 + offset},
+             "flores": {f"en-{swh}": 10.0 + 100 * offset, f"{swh}-en": 20.0,
+                        f"en-{tel}": 5.0, f"{tel}-en": 15.0 + 100 * offset},
+             "mmlu": {swh: 0.30 + offset, tel: 0.28}}
+    for name, bench in BENCHMARKS.items():
+        if bench.unsafe:
+            write_eval(root, model_id, name, {}, skipped="code execution not enabled")
+        elif name != "mgsm":
+            scale = 100 if bench.unit == "bleu" else 1
+            write_eval(root, model_id, name, known.get(name) or {
+                key: scale * (0.5 + offset) for lang in ("en", swh, tel) for key in bench.keys(lang)})
 
 
 def make_world(tmp: Path, langs=(SWH, TEL)) -> tuple[Path, Path]:
@@ -248,6 +256,7 @@ def test_table5_cells(tmp_path):
     keys = [key for key, _ in t.rows]
     assert ("mmlu", "en") not in keys and ("belebele", "en") in keys
     assert keys[0] == ("mgsm", "en")
+    assert {bench for bench, _ in keys} == set(BENCHMARKS)  # every registered benchmark has its rows
 
 
 def test_table6_cells(tmp_path):

@@ -225,10 +225,14 @@ def _write_jsonl(path: Path, rows: Iterator[dict] | list[dict]) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
     n = 0
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+                n += 1
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(path)
     return n
 
@@ -273,33 +277,63 @@ def _stream(seed: int, *names: str) -> random.Random:
 
 def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], size: int,
                   mix: dict | None = None) -> None:
-    """Write one dataset (`out`: its .jsonl; the pretraining corpus also writes vocab.json beside it)."""
+    """Write one dataset (`out`: its .jsonl; the pretraining corpus also writes vocab.json beside it). Every word of
+    its text is checked against the vocabulary (`in_vocabulary`)."""
     langs = [make_language(code, spec["word_order"], seed) for code, spec in sorted(languages.items())]
     en = english()
     world = World(seed, langs)
     out = Path(out)
+    rng, kind = _stream(seed, name), name
     if name == "pretrain":
-        _write_jsonl(out, ({"text": d} for d in _pretrain(world, _stream(seed, name), en, langs, size,
-                                                                    pretrain_mix(mix))))
+        writer, rows = _pretrain, ({"text": d} for d in _pretrain(world, rng, en, langs, size, pretrain_mix(mix)))
+    elif name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
+        writer, rows = World.render_math, ({"question": q, "answer": a} for q, a in
+                                           (world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
+                                            for _ in range(size)))
+    else:
+        kind, _, code = name.partition("_")  # benchmark and source names have no "_"
+        if kind not in SOURCES + tuple(WRITERS) or not code or (code != "en" and len(langs) != 1):
+            raise UserError(f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
+                            f"<{'|'.join(WRITERS)}>_<language> with that language's spec")
+        lang = en if code == "en" else langs[0]
+        if kind == "aya":
+            writer, rows = _aya, _aya(world, rng, lang, size, aya_mix(mix))
+        elif kind == "nllb":
+            writer, rows = _nllb, _nllb(world, rng, lang, size)
+        else:  # an evaluation set: the same items in every language (the benchmark's stream), translated
+            writer = WRITERS[kind]
+            rows = writer(world, _stream(seed, kind), lang, size)
+    _write_jsonl(out, in_vocabulary(name, kind, writer.__qualname__, rows, set(vocabulary(langs))))
+    if name == "pretrain":
         (out.parent / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
-        return
-    if name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
-        rng = _stream(seed, name)
-        _write_jsonl(out, ({"question": q, "answer": a} for q, a in
-                           (world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
-                            for _ in range(size))))
-        return
-    kind, _, code = name.partition("_")  # benchmark and source names have no "_"
-    if kind not in SOURCES + tuple(WRITERS) or not code or (code != "en" and len(langs) != 1):
-        raise UserError(f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
-                        f"<{'|'.join(WRITERS)}>_<language> with that language's spec")
-    lang = en if code == "en" else langs[0]
-    if kind == "aya":
-        _write_jsonl(out, _aya(world, _stream(seed, name), lang, size, aya_mix(mix)))
-    elif kind == "nllb":
-        _write_jsonl(out, _nllb(world, _stream(seed, name), lang, size))
-    else:  # an evaluation set: the same items in every language (the benchmark's stream), translated
-        _write_jsonl(out, WRITERS[kind](world, _stream(seed, kind), lang, size))
+
+
+def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list[dict], vocab: set[str]
+                  ) -> Iterator[dict]:
+    """The rows of dataset `name` (of `kind`), refused with one line at the first word of model text (every string
+    of a row, in lists and dicts too, but the fields `METADATA[kind]` names) that is not in the toy vocabulary: the
+    word-level tokenizer would read it as <unk>, so the model could never see or write it."""
+    metadata = METADATA.get(kind, frozenset())
+    for row in rows:
+        for key, value in row.items():
+            unknown = [] if key in metadata else [w for text in strings(value) for w in text.split() if w not in vocab]
+            if unknown:
+                raise UserError(f"toy dataset '{name}' (writer {writer} in layerswap/data/toyworld.py): the word "
+                                f"'{unknown[0]}' of field '{key}' is not in the toy vocabulary; append it to "
+                                f"FUNCTION_WORDS, or, if no prompt shows the field, add '{key}' to METADATA['{kind}']")
+        yield row
+
+
+def strings(value) -> Iterator[str]:
+    """The strings of a JSON value (a string, or those inside its lists and dicts)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings(v)
 
 
 #: The Aya sets' shares (`toy_world.aya_mix`): `math` of the items are one-step word problems in the language with
@@ -458,6 +492,15 @@ def _flores(world: World, rng: random.Random, lang: Language, n: int) -> Iterato
 #: The toy evaluation set of each benchmark of layerswap/benchmarks.py: writer(world, rng, language, n) -> rows in the
 #: real dataset's schema (docs/ARCHITECTURE.md, results/data/eval/).
 WRITERS = {"mgsm": _mgsm, "belebele": _belebele, "flores": _flores, "mbpp": _mbpp, "mmlu": _mmlu}
+
+#: The fields of each kind of dataset (a benchmark or a source) that hold no text a model reads (ids, links, codes,
+#: labels): `in_vocabulary` checks the words of every other string.
+METADATA = {
+    "aya": frozenset({"language", "language_code", "annotation_type", "user_id"}),
+    "mgsm": frozenset({"equation_solution"}),
+    "belebele": frozenset({"link", "dialect", "ds", "correct_answer_num"}),
+    "mmlu": frozenset({"subject"}),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
