@@ -8,8 +8,8 @@ declare. So an edit to, say, the merge engine reruns the jobs whose command impo
 Written by hand because no library answers "which files can this command execute" statically: importlib and
 modulefinder follow only imports that run (or top-level ones), and an evaluation's merge path imports inside a
 function. Two conventions keep the graph honest: a module that reads package files at run time names them in a
-module-level `RESOURCES` tuple (paths relative to the package), and the dispatcher `layerswap.cli` is left out
-(registering a new command must not rerun every job).
+module-level `RESOURCES` tuple (paths relative to the package), and the dispatcher `layerswap.cli` and its command
+table `layerswap.commands` are left out (registering a new command must not rerun every job).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 PACKAGE = "layerswap"
 PACKAGE_DIR = Path(__file__).resolve().parent
-DISPATCHER = f"{PACKAGE}.cli"
+DISPATCH_MODULES = (f"{PACKAGE}.cli", f"{PACKAGE}.commands")
 
 
 def file_sha256(path: Path) -> str:
@@ -95,7 +95,7 @@ def closure(start: str, root: Path = PACKAGE_DIR) -> tuple[tuple[str, ...], tupl
     todo = [start]
     while todo:
         for name in _with_parents(todo.pop()):
-            if name in seen or name == DISPATCHER or module_file(name, root) is None:
+            if name in seen or name in DISPATCH_MODULES or module_file(name, root) is None:
                 continue
             seen.add(name)
             modules, declared = imports_of(name, root)
@@ -125,7 +125,7 @@ def module_hash(start: str, root: Path = PACKAGE_DIR) -> str:
 
 def command_hash(command: str) -> str:
     """The code fingerprint of `layerswap <command>` (the `code` param of every rule that runs it)."""
-    from layerswap.cli import COMMANDS
+    from layerswap.commands import COMMANDS
 
     if command not in COMMANDS:
         raise KeyError(f"no layerswap command {command!r}")

@@ -71,14 +71,14 @@ def say(msg: str) -> None:
 
 
 def machine() -> dict:
-    """Where the figures were measured: the manifest's hardware record (`layerswap.audit.machine.hardware`: CPU model, GPUs),
+    """Where the figures were measured: the manifest's hardware record (`layerswap.machine.hardware`: CPU model, GPUs),
     the versions that matter here, and the date."""
     from importlib import metadata
 
     import torch
     import transformers
 
-    from layerswap.audit.machine import hardware
+    from layerswap.machine import hardware
 
     hw = hardware()
     try:

@@ -174,7 +174,7 @@ def main() -> None:
                                 "compiled": row["compiled"], **({"cuda": row["cuda"]} if "cuda" in row else {}),
                                 **({"extra_vs_second": top_differences(first["stats"], second["stats"])}
                                    if i == 0 else {})})
-    from layerswap.audit.machine import hardware
+    from layerswap.machine import hardware
 
     hw = hardware()
     result = {"script": "scripts/measure_first_generation.py", "argv": sys.argv[1:],

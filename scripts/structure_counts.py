@@ -16,10 +16,12 @@ and of every base class from the package, plus the `self.<name> =` attributes th
 part's private `_name` attributes included), so a count does not shrink by moving members into a part.
 
 Imports: the graph of `layerswap.fingerprint.imports_of` (imports inside functions included; a package's
-`__init__` aside). A cycle is a strongly connected set of two modules or more. Layers, bottom to top: the top-level
-modules (config, contracts, errors, ...), the stages (data, train, merge, evaluation, report, and the task files),
-then workflow and audit, then the dispatcher `cli`; an import of a higher layer's module is upward, and one stage's
-import of another stage is `across` (listed, not an error in itself).
+`__init__` aside). A cycle is a strongly connected set of two modules or more. Layers (docs/ARCHITECTURE.md, "Layers:
+who imports whom"), bottom to top: base (the top-level modules that know no stage, and the results layout
+`workflow.layout`), the stages (data, train, select, merge, evaluation, report, and the task files), `config`, then
+workflow and audit, then the entry points `cli` and `schema_blocks`; an import of a higher layer's module is upward,
+and one stage's import of another stage is `across` (listed; the page lists the stage pairs allowed).
+tests/test_imports.py checks the graph against the page with the functions below.
 """
 
 from __future__ import annotations
@@ -37,8 +39,14 @@ sys.path.insert(0, str(REPO))
 
 PATH_RE = re.compile(r"""(?:^|["'/])(\{[^{}]*\}|results)/""")
 ROOTS = re.compile(r"^(\{R\}|results|\{[\w.]*experts\}|\{[\w.]*merged\}|\{big\})/")
-STAGES = ("data", "train", "merge", "evaluation", "report", "tasks")
+#: The layers, bottom to top; `layer(module)` places a module.
+LAYERS = ("base", "stages", "config", "workflow", "entry points")
+STAGES = ("data", "train", "select", "merge", "evaluation", "report", "tasks")
+CONFIG = ("config",)
 TOP = ("workflow", "audit")
+ENTRY_POINTS = ("cli", "schema_blocks")
+#: Modules of a higher layer's folder that sit in the base layer: the results layout, a naming module.
+BASE_IN_FOLDERS = ("workflow.layout",)
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:
@@ -115,16 +123,26 @@ def _members(top) -> dict:
     return {"members": len(members), "methods": len(set(methods)), "classes in its MRO": [c.__name__ for c in own]}
 
 
-def _layer(module: str) -> int:
-    parts = module.split(".")
-    if len(parts) == 2 and parts[1] == "cli":
+def layer(module: str) -> int:
+    """The index in LAYERS of a package module (`layerswap.<name>`)."""
+    name = module.removeprefix("layerswap.")
+    top = name.split(".")[0]
+    if name in ENTRY_POINTS:
+        return 4
+    if top in TOP and name not in BASE_IN_FOLDERS:
         return 3
-    if len(parts) == 2 and not (REPO / "layerswap" / parts[1]).is_dir():
-        return 0
-    return 2 if parts[1] in TOP else 1
+    if name in CONFIG:
+        return 2
+    return 1 if top in STAGES else 0
 
 
-def imports() -> dict:
+def stage(module: str) -> str | None:
+    """The stage a module belongs to (its folder under layerswap/, or `select`), None outside the stages."""
+    return module.split(".")[1] if layer(module) == 1 else None
+
+
+def import_graph():
+    """The package's modules and their imports of each other, as a networkx DiGraph."""
     import networkx as nx
 
     from layerswap.fingerprint import imports_of
@@ -138,10 +156,16 @@ def imports() -> dict:
         for target in imports_of(name)[0]:
             if target in names and target != name:
                 graph.add_edge(name, target)
+    return graph
+
+
+def imports() -> dict:
+    import networkx as nx
+
+    graph = import_graph()
     cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
-    upward = sorted(f"{a} -> {b}" for a, b in graph.edges if _layer(b) > _layer(a))
-    across = sorted(f"{a} -> {b}" for a, b in graph.edges
-                    if _layer(a) == _layer(b) == 1 and a.split(".")[1] != b.split(".")[1])
+    upward = sorted(f"{a} -> {b}" for a, b in graph.edges if layer(b) > layer(a))
+    across = sorted(f"{a} -> {b}" for a, b in graph.edges if stage(a) and stage(b) and stage(a) != stage(b))
     return {"cycles": sorted(cycles), "upward": upward, "across stages": across}
 
 

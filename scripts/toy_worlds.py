@@ -26,7 +26,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from layerswap.audit.machine import hardware  # noqa: E402
+from layerswap.machine import hardware  # noqa: E402
 from layerswap.audit.trace import tables_params  # noqa: E402
 from layerswap.report import tables, transfer  # noqa: E402
 

@@ -27,7 +27,7 @@ def test_the_module_table_names_exactly_the_package_modules():
 
 
 def test_the_stage_picture_names_real_rule_files_commands_and_modules():
-    from layerswap.cli import COMMANDS
+    from layerswap.commands import COMMANDS
 
     text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
     picture = text[text.index("## The stages at a glance"):text.index("## Package `layerswap/`")]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from layerswap.audit.machine import cpu_info, hardware
+from layerswap.machine import cpu_info, hardware
 from layerswap.fingerprint import file_sha256 as sha256_file
 from layerswap.cli import main
 

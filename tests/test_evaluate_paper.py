@@ -15,7 +15,7 @@ import yaml
 
 pytest.importorskip("lm_eval")
 
-from layerswap.data import prestage  # noqa: E402
+from layerswap.workflow import prestage  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 from layerswap.evaluation import evaluate as ev  # noqa: E402
 from layerswap.evaluation import paper_tasks as pt  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from layerswap.cli import COMMANDS
+from layerswap.commands import COMMANDS
 from layerswap.fingerprint import PACKAGE_DIR, closure, command_hash, module_hash, source_files
 
 REPO = PACKAGE_DIR.parent

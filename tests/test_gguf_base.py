@@ -223,7 +223,7 @@ def test_prestage_fetches_no_gguf_base() -> None:
     import yaml
 
     from layerswap.config import SCHEMA_PATH, validate_config
-    from layerswap.data.prestage import artefacts
+    from layerswap.workflow.prestage import artefacts
 
     config = yaml.safe_load((SCHEMA_PATH.parent / "paper.yaml").read_text())
     validate_config(config, SCHEMA_PATH)

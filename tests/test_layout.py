@@ -11,9 +11,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 #: The flat module names issue 18 moved into the stage folders, with where each went.
 MOVED = {old: f"{stage}.{old}" for stage, olds in {
-    "data": ("toyworld", "hub", "prestage", "preflight"), "train": ("pretrain", "sft", "training", "gguf_base"),
+    "data": ("toyworld", "hub", "preflight"), "train": ("pretrain", "sft", "training", "gguf_base"),
     "evaluation": ("evaluate", "evaluate_merges"), "report": ("tables", "intervals", "summary", "figures", "charts"),
-    "workflow": ("ablations", "plan", "cost")}.items() for old in olds}
+    "workflow": ("ablations", "plan", "cost", "prestage")}.items() for old in olds}
 OLD = "|".join(sorted(MOVED, key=len, reverse=True))
 
 

@@ -117,7 +117,7 @@ def test_every_evaluation_command_takes_the_batch_size_the_config_check_lets_thr
     import argparse
     import importlib
 
-    from layerswap.cli import COMMANDS
+    from layerswap.commands import COMMANDS
     from layerswap.evaluation.tasks import job_batch_size, parse_benchmarks
 
     config = yaml.safe_load(MICRO.read_text())

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layerswap.audit.files import MANIFEST_NAME, is_run_log, walk
-from layerswap.audit.machine import hardware, hardware_diff
+from layerswap.machine import hardware, hardware_diff
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 

@@ -9,7 +9,7 @@
   that lists it (`checkpoints.json`, `index*.json`) or of the evaluation file beside it (a `.samples.jsonl`), else to
   the job of the nearest declared output in the same or an ancestor directory. A file no Snakemake record covers has `"job": null`.
 - `workflow` (git commit + dirty flag of the checkout the running package lives in, or `--workflow-dir`; null
-  without git), `software` (Python, packages), `hardware` (`layerswap.audit.machine`), `seeds`, the run's `config`
+  without git), `software` (Python, packages), `hardware` (`layerswap.machine`), `seeds`, the run's `config`
   and a few reproducibility-relevant environment variables.
 - Secrets never go in: any config key, environment variable or param whose name contains TOKEN, KEY, SECRET or
   PASSWORD is dropped, and the values of such environment variables are redacted wherever they would appear.
@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
-from layerswap.audit.machine import checkout, git_state, hardware, package_versions
+from layerswap.machine import checkout, git_state, hardware, package_versions
 from layerswap.audit.provenance import declared, ownership, read_record, record_fields, spec_of
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError

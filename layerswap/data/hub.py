@@ -1,6 +1,6 @@
 """Hub sources of the paper config: the per-(source, language) data files and the base model, from the HF cache.
 
-Two commands (``layerswap prestage``, which downloads what the config needs, is `layerswap.data.prestage`):
+Two commands (``layerswap prestage``, which downloads what the config needs, is `layerswap.workflow.prestage`):
 
 ``layerswap hub-data --spec-json ... --out results/data/raw/<name>_<lang>.jsonl``  (rule ``hub_data``)
     Load one pre-staged source (offline on compute nodes), map its columns onto the source's schema
@@ -24,6 +24,7 @@ from typing import Iterable, Iterator
 from layerswap.contracts import write_text_atomic
 from layerswap.data.mixes import language_mix
 from layerswap.errors import UserError
+from layerswap.hf_cache import use_hf_home
 
 #: Files of a model snapshot that are fetched and linked: weights as safetensors only (never pickle).
 MODEL_PATTERNS = ["*.safetensors", "*.json", "tokenizer*"]
@@ -110,12 +111,6 @@ def describe(item: dict) -> str:
 
 # ----------------------------------------------------------------------------------------------------------------
 # downloads and offline loads
-
-
-def use_hf_home(hf_home: str | None) -> None:
-    """Point the HF libraries at `hf_home` (before they are imported)."""
-    if hf_home:
-        os.environ["HF_HOME"] = str(Path(hf_home).expanduser())
 
 
 def load_dataset(item: dict, streaming: bool = False):
@@ -367,7 +362,7 @@ def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_f
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# CLI (two commands share this module; cli.py registers each; `layerswap prestage` is layerswap.data.prestage)
+# CLI (two commands share this module; commands.py registers each; `layerswap prestage` is layerswap.workflow.prestage)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@ node before any GPU job is queued. One line per artefact, exit 1 if any fails. N
 datasets are streamed (only their cards land in the HF cache, as `datasets` keeps them), a model's config and
 tokenizer files go to a temporary folder.
 
-Per artefact (the list is `layerswap.data.prestage.artefacts`):
+Per artefact (the list is `layerswap.workflow.prestage.artefacts`):
 * model: the repository answers; its gate lets the token through (a file is requested); the installed
   transformers reads its config.json, whose layer count matches `base.num_layers`, and its tokenizer; it has
   safetensors weights; the download size of what prestage fetches (safetensors, JSON, tokenizer files).
@@ -166,13 +166,10 @@ def check_dataset(item: dict, scan_cap: int = 2_000_000) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ all
-def verify(config: dict, ablations_dir=None, out=None) -> bool:
-    """Check every artefact; print one line each; True when all pass."""
-    from layerswap.data.prestage import artefacts
-
+def verify(items: list[dict], base_layers: int | None, out=None) -> bool:
+    """Check every artefact (`layerswap.workflow.prestage.artefacts`; the base model's layer count against
+    `base_layers`, the config's `base.num_layers`); print one line each; True when all pass."""
     out = out or sys.stdout
-    items = artefacts(config, ablations_dir)
-    base_layers = config["base"].get("num_layers")
     start = time.monotonic()
 
     def one(item: dict) -> tuple[bool, str]:

@@ -21,7 +21,7 @@ scored; with 0 shots every line is scored. `limit` keeps the first `limit` score
 Task sets (`--task-set`, from the config's `world` through the rules' params): `toy` (above) or `paper`: the paper's
 benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_BENCHMARKS`, `plan_paper`; lm-eval indexes only the
 task folders these need plus `layerswap/tasks/paper/`), whose datasets `layerswap prestage` fetches
-(`layerswap.data.prestage.evaluation_artefacts`).
+(`layerswap.workflow.prestage.evaluation_artefacts`).
 Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): one vLLM engine, built from the first model's checkpoint;
 each further model's weights (a merge built in memory) are loaded into the running engine and its prefix cache reset
 (`layerswap.evaluation.vllm_weights`). Where the installed vLLM cannot, the log says so and each model gets its own
@@ -44,16 +44,18 @@ import random
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
-from layerswap.data.hub import use_hf_home
 from layerswap.errors import UserError
 from layerswap.evaluation.hosts import (ModelHost, VLLMHost, check_model_dir, check_truncation, check_vllm_models,
                                         require_vllm, resolve_dtype)
 from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
-from layerswap.evaluation.tasks import (BENCHMARKS, TASK_SETS, job_batch_size, paper_samples, parse_benchmarks,
-                                        plan_benchmarks, set_task_settings, write_task_yamls)
+from layerswap.evaluation.tasks import (BENCHMARKS, TASK_SETS, BenchmarkPlan, job_batch_size, paper_samples,
+                                        parse_benchmarks, plan_benchmarks, set_task_settings, write_task_yamls)
+from layerswap.hf_cache import use_hf_home
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -189,7 +191,6 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
             return timings
     with tempfile.TemporaryDirectory(prefix="layerswap-eval-") as tmp:
         os.environ["LM_HARNESS_CACHE_PATH"] = str(Path(tmp) / "cache")
-        import numpy as np
         import torch
 
         torch.set_num_threads(args.threads)
@@ -199,7 +200,7 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
                                for _, src in models], args.dtype)
         import lm_eval
         import lm_eval.caching.cache as lm_cache
-        from lm_eval.evaluator import evaluate
+        import lm_eval.evaluator  # noqa: F401  (_evaluate_models runs it; imported here so its cost counts as imports)
         from lm_eval.models.huggingface import HFLM  # noqa: F401  (imported here so its cost counts as imports)
         from lm_eval.tasks import TaskManager
         from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401
@@ -239,9 +240,14 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
                             merges=merges)
         else:
             host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
+        job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
+
+        def keep(model_id: str) -> None:  # the store keeps what was just evaluated
+            store.put(*keys[model_id], job.out_dir, model_id, plans)
+            store.evaluated += 1
+
         try:
-            _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch,
-                             store, keys)
+            _evaluate_models(job, host, models, timings, None if store is None else keep)
         finally:
             host.close()
     if store is not None:
@@ -253,11 +259,29 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
     return timings
 
 
+@dataclass(frozen=True)
+class Job:
+    """What every model of one evaluate job is evaluated with, and what its result files record."""
 
-def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timings, evaluate, np, torch,
-                     store=None, keys=None) -> None:
+    plans: list[BenchmarkPlan]
+    task_dict: dict | None  # lm-eval's loaded tasks; None where no task runs (every one skipped or unavailable)
+    out_dir: Path
+    seed: int
+    dtype: str
+    lm_eval_version: str
+    unsafe: bool  # a benchmark runs model-written code
+
+
+def _evaluate_models(job: Job, host, models: list[tuple[str, Path]], timings: dict,
+                     kept: Callable[[str], None] | None = None) -> None:
     """Per model (in the host's order: merges sharing tensors one after another): swap its weights in, re-seed, one
-    lm-eval `evaluate` over all tasks, write one file per benchmark."""
+    lm-eval `evaluate` over all tasks, write one file per benchmark; then `kept(model_id)` (the store keeps them).
+    Adds each model's phases to `timings`."""
+    import numpy as np
+    import torch
+    from lm_eval.evaluator import evaluate
+
+    plans, task_dict, seed = job.plans, job.task_dict, job.seed
     for model_id, source in host.order(models) if task_dict is not None else models:
         ta, cpu_a = time.perf_counter(), time.process_time()
         results = None
@@ -265,12 +289,12 @@ def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timi
             lm = host.load(source)
             tb = time.perf_counter()
             for task in task_dict["tasks"].values():
-                task.set_fewshot_seed(seed=args.seed)
-            random.seed(args.seed)
-            np.random.seed(args.seed)
-            torch.manual_seed(args.seed)
+                task.set_fewshot_seed(seed=seed)
+            random.seed(seed)
+            np.random.seed(seed)
+            torch.manual_seed(seed)
             results = evaluate(lm, task_dict, cache_requests=True, bootstrap_iters=0, log_samples=True,
-                               confirm_run_unsafe_code=unsafe, samples=paper_samples(task_dict, plans))
+                               confirm_run_unsafe_code=job.unsafe, samples=paper_samples(task_dict, plans))
             if "build" in host.phase and isinstance(host, ModelHost):  # first model of an architecture
                 check_truncation(lm, plans, results)
             host.release()
@@ -279,11 +303,10 @@ def _evaluate_models(args, models, plans, task_dict, host, unsafe, version, timi
         tc = time.perf_counter()
         recipe = None if source.is_dir() else host.merges.recipe_hash(host.merges.load_recipe(str(source)))
         for plan in plans:
-            write_outputs(Path(args.out_dir), model_id, plan, None if plan.skipped else results, args.seed,
-                          version, args.dtype, recipe)
-        if store is not None:
-            store.put(*keys[model_id], Path(args.out_dir), model_id, plans)
-            store.evaluated += 1
+            write_outputs(job.out_dir, model_id, plan, None if plan.skipped else results, seed, job.lm_eval_version,
+                          job.dtype, recipe)
+        if kept is not None:
+            kept(model_id)
         td = time.perf_counter()
         timings["model_load"] += tb - ta
         timings["evaluate"] += tc - tb

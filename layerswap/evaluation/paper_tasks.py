@@ -1,6 +1,6 @@
 """The paper task set: each paper benchmark and language as an lm-eval task over pre-staged hub datasets
 (`plan_paper`; lm-eval indexes only the task folders these need plus `layerswap/tasks/paper/`), and the hub datasets
-those tasks read (`paper_artefacts`; `layerswap.data.prestage` lists them for a config)."""
+those tasks read (`paper_artefacts`; `layerswap.workflow.prestage` lists them for a config)."""
 
 from __future__ import annotations
 

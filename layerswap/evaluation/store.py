@@ -62,7 +62,7 @@ def _plan_doc(plan: BenchmarkPlan) -> dict:
 
 def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
     """What every model's result of this job depends on besides the model (see the module docstring)."""
-    from layerswap.audit.machine import hardware, package_versions
+    from layerswap.machine import hardware, package_versions
     from layerswap.fingerprint import command_hash
 
     versions = package_versions()

@@ -257,7 +257,7 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from layerswap.report.figures import save_chart
-    from layerswap.report.tables import Params
+    from layerswap.report.paper_tables import Params
 
     params = Params.from_json(args.params_json, table2=False)
     frame = pd.DataFrame.from_records(table1_bar_records(args.selection_dir, args.evals_dir, params),

@@ -96,7 +96,7 @@ class Evals:
         return value
 
     def samples_path(self, model_id: str, bench: str, key: str) -> Path:
-        """The per-item log beside the file that holds this score (layerswap.evaluation.evaluate.write_outputs)."""
+        """The per-item log beside the file that holds this score (layerswap.evaluation.results.write_outputs)."""
         path = self.source(model_id, bench, key)
         return path.with_name(f"{path.name[:-len('.json')]}.samples.jsonl")
 

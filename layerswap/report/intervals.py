@@ -77,7 +77,7 @@ def bootstrap(units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws
 def cell_interval(items, models: list[str], langs: list[str], stat: str, *, bench: str, seed: int, draws: int,
                   scale: float = 100.0) -> tuple[float, float] | None:
     """The interval of a table cell: `stat` over `models` of their score on `bench`, averaged over `langs`;
-    `items(model, bench, lang)` gives the per-item correctness (layerswap.report.tables.Evals.items) or None for a corpus
+    `items(model, bench, lang)` gives the per-item correctness (layerswap.report.evals.Evals.items) or None for a corpus
     metric, which gives None here."""
     units = []
     for model in models:

@@ -1,9 +1,9 @@
 """The paper's Tables 1, 2, 5 and 6 (and the best-config tables) as `Table`s, from selection and evaluation files.
 
-`Builder(Workspace(selection_dir, evals, params), paper)` defines each table: its rows, columns and cells, each
-number with its 95% interval and item count (layerswap/report/intervals.py); `layerswap tables`
-(layerswap/report/tables.py) builds them all and writes them (layerswap/report/render.py). The figures that restate a
-table (the Table 1 bars, layerswap/report/charts.py) build it here too.
+`Builder(Workspace(selection_dir, evals, params), paper)` defines each table (`params`: `Params`, below): its rows,
+columns and cells, each number with its 95% interval and item count (layerswap/report/intervals.py); `layerswap
+tables` (layerswap/report/tables.py) builds them all and writes them (layerswap/report/render.py). The figures that
+restate a table (the Table 1 bars, layerswap/report/charts.py) build it here too.
 
 "Best config" of a merge method (a key of params.best_of: layer_swap, soup, ties, ...; layerswap/merge/registry.py):
 per pair (i, j), the config of params.best_of[method] whose merged model scores highest on MGSM in the target
@@ -16,11 +16,12 @@ Tables 1, 2, 6 show MGSM in percent with one decimal, as the paper does; Table 5
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Annotated, Any, Literal
 
 from layerswap.benchmarks import BENCHMARKS
+from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import BASE_MODEL_ID, checkpoint_model_id, merge_model_id, pair_ids, read_selection
 from layerswap.errors import UserError
 from layerswap.merge.params import Method
@@ -29,8 +30,47 @@ from layerswap.report import intervals
 from layerswap.report.evals import MISSING, SKIPPED, Evals, mean, pct, read_json
 from layerswap.report.render import PAPER_TASK_NOTES, TOY_LABEL, Table, fmt_pct
 
-if TYPE_CHECKING:
-    from layerswap.report.tables import Params
+# ----------------------------------------------------------------------------------------------------------------
+# params
+
+Languages = Annotated[list[str], AtLeast(1)]
+
+
+@dataclass
+class Params:
+    """--params-json of `layerswap tables` (and of `layerswap charts table1-bars`, without Table 2's keys)."""
+
+    languages: Languages
+    mgsm_languages: Languages
+    top_k: Annotated[int, AtLeast(1)]
+    default_swap: str
+    world: Literal["toy", "hf", "paper"]  # "paper" is an alias of "hf"; kept as "toy" or "paper"
+    best_of: dict[str, Annotated[list[str], AtLeast(1)]] = field(default_factory=dict)
+    table2_language: str | None = None  # None where only Table 1 is built (the table1-bars figure)
+    language_names: dict[str, str] = field(default_factory=dict)
+    benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
+    seed: Annotated[int, AtLeast(0)] = 0  # of the bootstrap intervals (layerswap.report.intervals)
+    bootstrap_draws: Annotated[int, AtLeast(100)] = intervals.DEFAULT_DRAWS
+
+    def __post_init__(self):
+        self.world = "toy" if self.world == "toy" else "paper"
+        for method in self.best_of:
+            if method not in METHODS:
+                raise UserError(f"--params-json: 'best_of.{method}': unknown merge method; known: {', '.join(METHODS)}")
+        if self.table2_language is not None and self.table2_language not in self.languages:
+            raise UserError(f"--params-json: 'table2_language' {self.table2_language!r} is not in 'languages'")
+        unknown = [b for b in self.benchmarks if b not in BENCHMARKS]
+        if unknown:
+            raise UserError(f"--params-json: 'benchmarks' has unknown entries {unknown}; known: {list(BENCHMARKS)}")
+
+    @classmethod
+    def from_json(cls, text: str, table2: bool = True) -> "Params":
+        """Checked params; table2=False: 'table2_language' may be left out (Table 1 alone)."""
+        params = parse(cls, text)
+        if table2 and params.table2_language is None:
+            raise UserError("--params-json: missing key 'table2_language'")
+        return params
+
 
 # ----------------------------------------------------------------------------------------------------------------
 # inputs

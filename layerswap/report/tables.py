@@ -14,9 +14,9 @@ Inputs (all through arguments, never the workflow config):
 Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
 expert rank, j = math expert rank); merge/soupswap/<lang>/{langsoup,multisoup}.
 
-The tables are defined in layerswap/report/paper_tables.py (best configs, units), read their inputs through
-layerswap/report/evals.py and are written by layerswap/report/render.py; `Params` is this command's params (also
-the Table 1 figure's, `layerswap charts table1-bars`).
+The tables are defined in layerswap/report/paper_tables.py (best configs, units; also `Params`, this command's
+params and the Table 1 figure's, `layerswap charts table1-bars`), read their inputs through
+layerswap/report/evals.py and are written by layerswap/report/render.py.
 
 A cell whose evaluation file is missing, unreadable or skipped (where a score is needed) is an error naming the
 file, never a blank. Table 5 is the exception for skipped benchmarks (MBPP without opt-in), shown as "skipped".
@@ -25,62 +25,17 @@ file, never a blank. Table 5 is the exception for skipped benchmarks (MBPP witho
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
 
-from layerswap.benchmarks import BENCHMARKS
-from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
-from layerswap.merge.registry import METHODS
 from layerswap.report import summary
 from layerswap.report.evals import Evals
-from layerswap.report.intervals import DEFAULT_DRAWS
-from layerswap.report.paper_tables import Builder, Workspace
+from layerswap.report.paper_tables import Builder, Params, Workspace
 from layerswap.report.render import Table
 
 RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
-
-Languages = Annotated[list[str], AtLeast(1)]
-
-
-@dataclass
-class Params:
-    """--params-json of `layerswap tables` (and of `layerswap charts table1-bars`, without Table 2's keys)."""
-
-    languages: Languages
-    mgsm_languages: Languages
-    top_k: Annotated[int, AtLeast(1)]
-    default_swap: str
-    world: Literal["toy", "hf", "paper"]  # "paper" is an alias of "hf"; kept as "toy" or "paper"
-    best_of: dict[str, Annotated[list[str], AtLeast(1)]] = field(default_factory=dict)
-    table2_language: str | None = None  # None where only Table 1 is built (the table1-bars figure)
-    language_names: dict[str, str] = field(default_factory=dict)
-    benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
-    seed: Annotated[int, AtLeast(0)] = 0  # of the bootstrap intervals (layerswap.report.intervals)
-    bootstrap_draws: Annotated[int, AtLeast(100)] = DEFAULT_DRAWS
-
-    def __post_init__(self):
-        self.world = "toy" if self.world == "toy" else "paper"
-        for method in self.best_of:
-            if method not in METHODS:
-                raise UserError(f"--params-json: 'best_of.{method}': unknown merge method; known: {', '.join(METHODS)}")
-        if self.table2_language is not None and self.table2_language not in self.languages:
-            raise UserError(f"--params-json: 'table2_language' {self.table2_language!r} is not in 'languages'")
-        unknown = [b for b in self.benchmarks if b not in BENCHMARKS]
-        if unknown:
-            raise UserError(f"--params-json: 'benchmarks' has unknown entries {unknown}; known: {list(BENCHMARKS)}")
-
-    @classmethod
-    def from_json(cls, text: str, table2: bool = True) -> "Params":
-        """Checked params; table2=False: 'table2_language' may be left out (Table 1 alone)."""
-        params = parse(cls, text)
-        if table2 and params.table2_language is None:
-            raise UserError("--params-json: missing key 'table2_language'")
-        return params
-
 
 def load_paper_results(path: str | Path = PAPER_RESULTS) -> dict:
     import yaml

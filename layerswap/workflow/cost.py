@@ -172,6 +172,15 @@ def format_cost(cost: dict) -> str:
     return "\n".join(lines)
 
 
+def format_expected(cost: dict) -> str:
+    """The line `cost --resources` ends with: the GPU- and CPU-hours the config's `estimates` expect of the plan."""
+    measured = sorted(r for r, row in cost["rules"].items() if row["estimated"] and is_measured(row["source"]))
+    guessed = sorted(r for r, row in cost["rules"].items() if row["estimated"] and not is_measured(row["source"]))
+    return (f"expected (the config's `estimates`, per job x jobs): {cost['total']['gpu_hours']:,.1f} GPU-hours, "
+            f"{cost['total']['cpu_hours']:,.1f} CPU-hours; measured: {', '.join(measured) or 'none'}; "
+            f"estimated: {', '.join(guessed) or 'none'}")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configfile", required=True, type=Path, help="workflow config, e.g. config/paper.yaml")
     parser.add_argument("--counts-json", default=None, help="{rule: jobs} instead of a dry run")
@@ -186,12 +195,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
 
+    config = load_config(args.configfile)
     if args.resources:
         from layerswap.workflow.slurm_preview import preview
 
-        print(preview(args.configfile))
+        text, counts = preview(args.configfile)
+        estimates, note = export_scaled(config.get("estimates") or {}, config)
+        print("\n".join([text, format_expected(plan_cost(counts, estimates)), *([note] if note else [])]))
         return
-    config = load_config(args.configfile)
     counts = json.loads(args.counts_json) if args.counts_json else dry_run_counts(args.configfile)
     if args.concurrent is not None and args.concurrent < 1:
         raise UserError("--concurrent must be >= 1")

@@ -111,11 +111,8 @@ def kinds(jobs: list[dict], local: tuple[set[str], set[str]]) -> list[dict]:
     return list(rows.values())
 
 
-def format_preview(rows: list[dict], counts: dict[str, int], estimates: dict, notes: list[str],
-                   limits: dict[str, dict[str, int]] | None = None) -> str:
+def format_preview(rows: list[dict], limits: dict[str, dict[str, int]] | None = None) -> str:
     """The preview's text; `limits`: the site's partition limits (Site.limits), to mark requests they capped."""
-    from layerswap.workflow.cost import is_measured, plan_cost
-
     lines = ["jobs per rule: through SLURM (sbatch) or local (inside the Snakemake process on the login node)",
              f"{'rule':<28}{'SLURM':>7}{'local':>7}"]
     per_rule: dict[str, Counter] = {}
@@ -148,28 +145,19 @@ def format_preview(rows: list[dict], counts: dict[str, int], estimates: dict, no
     if capped:
         lines.append("* = the partition's limit (sinfo: a node's memory, the partition's time limit): the need is "
                      "larger; the job may run out of it (SFT resumes from its last checkpoint when retried)")
-    cost = plan_cost(counts, estimates)
-    measured = sorted(r for r, row in cost["rules"].items() if row["estimated"] and is_measured(row["source"]))
-    guessed = sorted(r for r, row in cost["rules"].items() if row["estimated"] and not is_measured(row["source"]))
-    lines.append(f"expected (the config's `estimates`, per job x jobs): {cost['total']['gpu_hours']:,.1f} GPU-hours, "
-                 f"{cost['total']['cpu_hours']:,.1f} CPU-hours; measured: {', '.join(measured) or 'none'}; "
-                 f"estimated: {', '.join(guessed) or 'none'}")
-    return "\n".join(lines + notes)
+    return "\n".join(lines)
 
 
-def preview(configfile: Path, extra: list[str] | None = None) -> str:
-    from layerswap.config import load_config
-    from layerswap.workflow.cost import export_scaled
-
-    config = load_config(configfile)
+def preview(configfile: Path, extra: list[str] | None = None) -> tuple[str, dict[str, int]]:
+    """(The preview's text, the jobs per rule of the dry run: `layerswap cost` adds what the config's `estimates`
+    expect of them)."""
     jobs = [j for j in dry_run(configfile, extra) if j["rule"] != "all"]
     rows = kinds(jobs, local_rules())
     counts = dict(Counter(j["rule"] for j in jobs))
-    estimates, note = export_scaled(config.get("estimates") or {}, config)
     from layerswap.workflow.site import Site, parse
 
     try:
         limits = parse(Site.locate()).limits()
     except UserError:
         limits = {}
-    return format_preview(rows, counts, estimates, [note] if note else [], limits)
+    return format_preview(rows, limits), counts

@@ -1,7 +1,7 @@
 """Helpers of the paper task YAMLs (`layerswap/tasks/paper/`), referenced as `!function utils.<name>`.
 
 Data comes from the Hugging Face hub, pre-staged by `layerswap prestage`
-(`layerswap.data.prestage.evaluation_artefacts`) and read offline by `layerswap evaluate` (HF_HUB_OFFLINE /
+(`layerswap.workflow.prestage.evaluation_artefacts`) and read offline by `layerswap evaluate` (HF_HUB_OFFLINE /
 HF_DATASETS_OFFLINE set).
 """
 

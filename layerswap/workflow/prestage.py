@@ -22,7 +22,8 @@ from typing import Callable
 
 from layerswap.data import hub
 from layerswap.train.gguf_base import is_gguf_source
-from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec, use_hf_home
+from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec
+from layerswap.hf_cache import use_hf_home
 
 
 def base_is_local(config: dict) -> bool:
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace) -> None:
     if args.verify or not (args.dry_run or args.no_verify):
         from layerswap.data.preflight import verify
 
-        if not verify(config, ablations_dir):
+        if not verify(artefacts(config, ablations_dir), config["base"].get("num_layers")):
             raise SystemExit(1)
         if args.verify:
             return
