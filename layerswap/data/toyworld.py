@@ -19,6 +19,7 @@ from typing import Iterator
 
 from layerswap.benchmarks import BENCHMARKS, toy_sizes
 from layerswap.errors import UserError
+from layerswap.workflow.layout import Layout
 
 NAMES = ["tom", "mia", "sam", "ana", "leo", "eva", "max", "zoe", "ben", "ivy", "noa", "kai"]
 OBJECTS = ["apples", "pens", "books", "cups", "balls", "coins", "cards", "eggs", "hats", "keys"]
@@ -281,7 +282,8 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
     if name == "pretrain":
         _write_jsonl(out, ({"text": d} for d in _pretrain(world, _stream(seed, name), en, langs, size,
                                                                     pretrain_mix(mix))))
-        (out.parent / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
+        vocab = out.with_name(Path(Layout().vocab()).name)  # beside the corpus, as the results layout has it
+        vocab.write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
         return
     if name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
         rng = _stream(seed, name)
