@@ -16,6 +16,7 @@ import torch
 
 from layerswap.contracts import CHECKPOINT_DIR_RE, naming, read_json
 from layerswap.errors import UserError
+from layerswap.workflow.layout import Layout
 
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
@@ -28,7 +29,7 @@ SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 BASE_FINGERPRINT_FILE = "layerswap_base.json"
 #: The run record `layerswap sft` writes beside its checkpoints: each checkpoint's weight files with their sha256.
-RUN_RECORD = "checkpoints.json"
+RUN_RECORD = Layout().relative(Layout().checkpoints_record("<run>"), Layout().run_dir("<run>"))
 MAX_HEADER_BYTES = 100 * 2**20
 #: The output head that `tie_word_embeddings` ties to the input embedding (Llama-family name).
 TIED_HEAD = "lm_head.weight"

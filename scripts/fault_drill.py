@@ -40,7 +40,11 @@ import sys
 import time
 from pathlib import Path
 
+from layerswap.contracts import merge_model_id
+from layerswap.workflow.layout import LOGS, Layout
+
 REPO = Path(__file__).resolve().parents[1]
+LAYOUT = Layout()
 CONFIG = REPO / "config" / "micro.yaml"
 BIN = str(Path(sys.executable).parent)
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
@@ -98,7 +102,7 @@ def layerswap(work: Path, *args: str) -> subprocess.CompletedProcess:
 
 def audit_against(reference: Path, work: Path) -> tuple[bool, str]:
     """`layerswap audit` of work's results against the reference run's manifest: (passed, its last line)."""
-    proc = layerswap(work, "audit", "--manifest", str(reference / "results" / "manifest.json"))
+    proc = layerswap(work, "audit", "--manifest", str(reference / LAYOUT.manifest()))
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     return proc.returncode == 0, "; ".join(lines[-3:])
 
@@ -126,13 +130,13 @@ def steps_of(log: Path) -> list[int]:
 
 # ---------------------------------------------------------------------------------------------------------- drills
 def kill_and_resume(reference: Path, work: Path) -> tuple[bool, str]:
-    experts = work / "results" / "experts"
+    experts = work / LAYOUT.experts()
     mid_sft: list[Path] = []
 
     def training_with_a_checkpoint() -> bool:
         for state in experts.glob("*/trainer-*/checkpoint-*/trainer_state.json"):
             run = state.parents[2]
-            if not (run / "checkpoints.json").exists():
+            if not (work / LAYOUT.checkpoints_record(run.name)).exists():
                 mid_sft.append(run)
                 return True
         return False
@@ -157,10 +161,10 @@ def kill_and_resume(reference: Path, work: Path) -> tuple[bool, str]:
     code, _ = snakemake(work)
     if code:
         return False, f"the run after --unlock exited {code} (see {work / 'snakemake.log'})"
-    sft_log = (work / "results" / "logs" / "sft" / f"{run.name}.log").read_text()
+    sft_log = (work / LAYOUT.log("sft", run.name)).read_text()
     resumed = "resuming" in sft_log and "checkpoint-" in sft_log
     same, line = audit_against(reference, work)
-    rows = steps_of(run / "log.jsonl") == steps_of(reference / "results" / "experts" / run.name / "log.jsonl")
+    rows = steps_of(run / "log.jsonl") == steps_of(reference / LAYOUT.run_dir(run.name) / "log.jsonl")
     ok = refused and resumed and same and rows
     return ok, (f"kill -9 of snakemake and its jobs mid-SFT ({run.name}, state {left[-1]}, none left running); "
                 f"rerun refused until --unlock: {refused}; "
@@ -168,9 +172,10 @@ def kill_and_resume(reference: Path, work: Path) -> tuple[bool, str]:
                 f"log.jsonl one row per step as uninterrupted: {rows}")
 
 
-DELETED = ["results/selection/toy_swh.json", "results/merges/ties_d05/toy_swh/l2m1.json",
-           "results/evals/merge/soup_uniform/toy_swh", "results/evals/ckpt/math_1/index.other.json",
-           "results/data/eval/mmlu_en.jsonl"]
+#: A selection, a recipe, the folder of soup_uniform's toy_swh evaluations, a checkpoint index, an evaluation set.
+DELETED = [LAYOUT.selection("toy_swh"), LAYOUT.recipe("ties_d05", "toy_swh", "l2m1"),
+           str(Path(LAYOUT.eval_file(merge_model_id("soup_uniform", "toy_swh", "l1m1"), "mgsm")).parents[1]),
+           LAYOUT.checkpoint_index("math_1", "other"), LAYOUT.eval_data("mmlu", "en")]
 
 
 def delete_and_rebuild(reference: Path, work: Path) -> tuple[bool, str]:
@@ -191,14 +196,14 @@ def delete_and_rebuild(reference: Path, work: Path) -> tuple[bool, str]:
 
 
 def corrupt_and_repair(reference: Path, work: Path) -> tuple[bool, str]:
-    selection = json.loads((work / "results" / "selection" / "toy_swh.json").read_text())
+    selection = json.loads((work / LAYOUT.selection("toy_swh")).read_text())
     ckpt = selection["selected"][0]["path"]
     weights = work / ckpt / "model.safetensors"
     say(f"corrupt-and-repair: flipping one byte of {ckpt}/model.safetensors")
     data = bytearray(weights.read_bytes())
     data[-64] ^= 0x01
     weights.write_bytes(bytes(data))
-    recipe = "results/merges/swap_default/toy_swh/l1m1.json"
+    recipe = LAYOUT.recipe("swap_default", "toy_swh", "l1m1")
     merge = layerswap(work, "merge", "--recipe", recipe, "--out", str(work / "merged_l1m1"))
     refused = merge.returncode == 1 and "sha256 differs" in merge.stderr and len(merge.stderr.splitlines()) == 1
     named = f"changed: {ckpt}/model.safetensors" in layerswap(work, "audit").stdout
@@ -215,25 +220,25 @@ def corrupt_and_repair(reference: Path, work: Path) -> tuple[bool, str]:
                                         f"... --forcerun {targets}`; every result vs the uninterrupted run: {line}")
 
 
-REBLESS_RUN = "results/experts/toy_swh_1"
+REBLESS_RUN = "toy_swh_1"
 
 
 def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
     """A byte of an expert's weights flipped and its run's checkpoints.json deleted: the SFT job that rewrites the
     record must refuse the changed file (checked against the sha256 its export recorded beside it) in one line, write
     no record, and the repair that line names must restore the uninterrupted run's results."""
-    ckpt = f"{REBLESS_RUN}/s0000032"
-    say(f"re-bless: flipping one byte of {ckpt}/model.safetensors, deleting {REBLESS_RUN}/checkpoints.json")
+    ckpt, record = LAYOUT.checkpoint(REBLESS_RUN, "s0000032"), LAYOUT.checkpoints_record(REBLESS_RUN)
+    say(f"re-bless: flipping one byte of {ckpt}/model.safetensors, deleting {record}")
     weights = work / ckpt / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-64] ^= 0x01
     weights.write_bytes(bytes(data))
-    (work / REBLESS_RUN / "checkpoints.json").unlink()
+    (work / record).unlink()
     code, _ = snakemake(work)
-    log = (work / "results" / "logs" / "sft" / "toy_swh_1.log").read_text().strip().splitlines()
+    log = (work / LAYOUT.log("sft", REBLESS_RUN)).read_text().strip().splitlines()
     line = log[-1] if log else ""
     refused = (code != 0 and "sha256 differs from the one recorded at export" in line and f"rm -r {ckpt}" in line
-               and not (work / REBLESS_RUN / "checkpoints.json").exists())
+               and not (work / record).exists())
     say(f"re-bless: the run exited {code}; the sft job said: {line}")
     say(f"re-bless: the repair it names: rm -r {ckpt} && snakemake")
     shutil.rmtree(work / ckpt)
@@ -275,7 +280,7 @@ def relocate_then_edit(reference: Path, work: Path) -> tuple[bool, str]:
     config plans nothing; `bottom: 2` for swap_default plans what it plans in the original folder, and the run
     rebuilds those recipes with bottom 2."""
     say("relocate-then-edit: results/ copied alone (modification times kept) into a new folder")
-    shutil.copytree(reference / "results", work / "results", symlinks=True)
+    shutil.copytree(reference / LAYOUT.root, work / LAYOUT.root, symlinks=True)
     code, same = planned_jobs(work, CONFIG)
     edit = edited_config(work / "bottom2.yaml",
                          lambda c: c["merges"]["configs"]["swap_default"].update(bottom=2))
@@ -288,7 +293,7 @@ def relocate_then_edit(reference: Path, work: Path) -> tuple[bool, str]:
     code, text = logged(work, [*with_config(edit), "--directory", str(work)])
     if code:
         return False, f"the run of the edited config exited {code} (see {work / 'snakemake.log'})"
-    recipe = json.loads((work / "results/merges/swap_default/toy_swh/l1m1.json").read_text())
+    recipe = json.loads((work / LAYOUT.recipe("swap_default", "toy_swh", "l1m1")).read_text())
     bottom2 = '"bottom": 2' in json.dumps(recipe)
     code, after = planned_jobs(work, edit)
     ok = not same and moved == there and bool(moved) and bottom2 and not after
@@ -309,19 +314,19 @@ def second_config(reference: Path, work: Path) -> tuple[bool, str]:
         config["sft"]["runs"]["toy_swh_1"]["lr"] = 3.0e-3
 
     second = edited_config(work / "second.yaml", edit)
-    old = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*")
-                 if p.is_file() and "ties_d05" in p.parts and "logs" not in p.parts)
+    old = sorted(str(p.relative_to(work)) for p in (work / LAYOUT.root).rglob("*")
+                 if p.is_file() and "ties_d05" in p.parts and LOGS not in p.parts)
     say(f"second-config: ties_d05 renamed ties_half, toy_swh_1's lr changed; {len(old)} ties_d05 files there")
     code, text = logged(work, [*with_config(second), "--directory", str(work)])
     if code:
         return False, f"the second config's run exited {code} (see {work / 'snakemake.log'})"
     named_before = next((l for l in text.splitlines() if "not from this config" in l), "")
-    manifest = json.loads((work / "results" / "manifest.json").read_text())
+    manifest = json.loads((work / LAYOUT.manifest()).read_text())
     vouched = [p for p in manifest["files"] if "ties_d05" in p]
     audit = layerswap(work, "audit")
     foreign = [l.split(" ")[1] for l in audit.stdout.splitlines() if l.startswith("foreign: ")]
     removed = layerswap(work, "audit", "--remove-foreign")
-    left = [p for p in (work / "results").rglob("*") if "ties_d05" in p.parts and "logs" not in p.parts]
+    left = [p for p in (work / LAYOUT.root).rglob("*") if "ties_d05" in p.parts and LOGS not in p.parts]
     clean = layerswap(work, "audit")
     ok = (bool(old) and bool(named_before) and not vouched and foreign == old and audit.returncode == 0
           and removed.returncode == 0 and not left and clean.returncode == 0 and "foreign" not in clean.stdout)

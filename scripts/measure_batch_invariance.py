@@ -21,13 +21,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from layerswap.workflow.layout import R, Layout  # noqa: E402
+
 BENCHMARKS = {"mgsm": {"shots": 0}, "belebele": {"shots": 0}, "flores": {"shots": 0}, "mmlu": {"shots": 0},
               "mbpp": {"shots": 0, "execute_code": False}}
 
 
 def default_models(results: Path) -> list[str]:
-    runs = sorted(p for p in (results / "experts").glob("*/checkpoints.json"))
-    models = [f"base={results / 'base'}"]
+    layout = Layout.at(results)
+    runs = sorted(p for p in results.glob(layout.relative(layout.checkpoints_record("*"))))
+    models = [f"base={layout.base()}"]
     if runs:
         first = json.loads(runs[0].read_text())["checkpoints"][0]
         models.append(f"ckpt={first['path'] if Path(first['path']).is_absolute() else results.parent / first['path']}")
@@ -37,8 +41,9 @@ def default_models(results: Path) -> list[str]:
 def evaluate(results: Path, models: list[str], languages: list[str], batch: int, out: Path) -> None:
     spec = {b: {**cfg, "languages": [l for l in languages if not (b == "flores" and l == "en")], "limit": None}
             for b, cfg in BENCHMARKS.items()}
-    cmd = ["layerswap", "evaluate", "--data-dir", str(results / "data" / "eval"), "--benchmarks-json", json.dumps(spec),
-           "--out-dir", str(out), "--batch-size", str(batch), "--seed", "0", "--task-set", "toy", "--threads", "2"]
+    cmd = ["layerswap", "evaluate", "--data-dir", Layout.at(results).eval_data_dir(), "--benchmarks-json",
+           json.dumps(spec), "--out-dir", str(out), "--batch-size", str(batch), "--seed", "0", "--task-set", "toy",
+           "--threads", "2"]
     for m in models:
         cmd += ["--model", m]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -67,13 +72,14 @@ def compare(a: Path, b: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--results", type=Path, default=Path(R))
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--model", action="append", help="ID=DIR (default: the base and one checkpoint)")
     args = parser.parse_args()
     results = args.results.resolve()
     models = args.model or default_models(results)
-    languages = sorted({p.stem.split("_", 1)[1] for p in (results / "data" / "eval").glob("mgsm_*.jsonl")},
+    layout = Layout.at(results)
+    languages = sorted({p.stem.split("_", 1)[1] for p in results.glob(layout.relative(layout.eval_data("mgsm", "*")))},
                        key=lambda l: (l != "en", l))
     with tempfile.TemporaryDirectory(prefix="batch-invariance-") as tmp:
         outs = {}

@@ -21,6 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from layerswap.workflow.layout import R, Layout  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
@@ -33,7 +35,8 @@ def timed(cmd: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess
 def evaluation_costs(results: Path) -> dict[str, float]:
     """Sum, over all evaluation logs, of imports, task loading, model loading and per-model evaluation time."""
     sums = Counter()
-    for log in (results / "logs" / "evaluate").glob("*.log"):
+    layout = Layout.at(results)
+    for log in results.glob(layout.relative(layout.log("evaluate", "*"))):
         text = log.read_text(errors="replace")
         for tasks, imports in re.findall(r"tasks loaded in ([\d.]+) s \(imports ([\d.]+) s\)", text):
             sums["imports"] += float(imports)
@@ -69,7 +72,7 @@ def main() -> int:
     print(f"main job on the default config, empty results/: {first:7.1f} s  ({sum(jobs.values())} jobs)")
     print(f"second invocation, nothing changed:            {second:7.1f} s  (nothing reran: {nothing})")
     print("jobs per rule: " + ", ".join(f"{rule}={n}" for rule, n in sorted(jobs.items())))
-    costs = evaluation_costs(work / "results")
+    costs = evaluation_costs(work / R)
     if costs:
         print(f"evaluation ({costs.get('jobs', 0):.0f} jobs, {costs.get('models', 0):.0f} models):")
         for key in ("imports", "task loading", "model loading / merging", "evaluation"):

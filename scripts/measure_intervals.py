@@ -34,6 +34,7 @@ from layerswap.audit.trace import tables_params  # noqa: E402
 from layerswap.report import tables  # noqa: E402
 from layerswap.report.evals import Evals  # noqa: E402
 from layerswap.report.paper_tables import Builder, Workspace  # noqa: E402
+from layerswap.workflow.layout import Layout  # noqa: E402
 
 Z = 1.959964
 
@@ -44,10 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=float, default=3.0, help="half-width to reach, in points (default 3)")
     parser.add_argument("--params-json", help="the tables' params (default: from <results>/manifest.json)")
     args = parser.parse_args(argv)
-    text = args.params_json or tables_params(json.loads((args.results / "manifest.json").read_text()))
+    layout = Layout.at(args.results)
+    text = args.params_json or tables_params(json.loads(Path(layout.manifest()).read_text()))
     params = tables.Params.from_json(text)
-    t1 = tables.build_tables(args.results / "selection", args.results / "evals", params)["table1"]
-    builder = Builder(Workspace(args.results / "selection", Evals(args.results / "evals"), params), None)
+    t1 = tables.build_tables(layout.selection_dir(), layout.evals(), params)["table1"]
+    builder = Builder(Workspace(layout.selection_dir(), Evals(layout.evals()), params), None)
     print(f"{'cell':<56} {'value':>6} {'95% interval':>15} {'half':>5} {'n':>4} {'items part':>10} "
           f"{'spread part':>11}  N for <= {args.target:g}")
     worst, needs = 0.0, []
@@ -96,16 +98,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def mgsm_items(results: Path) -> int:
     """MGSM items evaluated in the run: one line per (model, language, item) in the samples files."""
-    return sum(sum(1 for _ in path.open()) for path in (results / "evals").rglob("mgsm.samples.jsonl"))
+    return sum(sum(1 for _ in path.open()) for path in Path(Layout.at(results).evals()).rglob("mgsm.samples.jsonl"))
 
 
 def merge_eval_rate(results: Path) -> tuple[float, int, int] | None:
     """(evaluation seconds, MGSM items, models) over the merge-evaluation jobs' logs: their per-model line
     `evaluate: merge/...: load X s, evaluate Y s` and the item counts of the models' mgsm.json."""
     secs, items, models = 0.0, 0, 0
-    for log in sorted((results / "logs" / "evaluate").glob("merge_*.log")):
+    layout = Layout.at(results)
+    for log in sorted(results.glob(layout.relative(layout.log("evaluate", "merge_*")))):
         for model, took in re.findall(r"evaluate: (merge/\S+): load [\d.]+ s, evaluate ([\d.]+) s", log.read_text()):
-            record = results / "evals" / model / "mgsm.json"
+            record = Path(layout.eval_file(model, "mgsm"))
             if record.is_file():
                 secs += float(took)
                 items += sum(json.loads(record.read_text())["n"].values())

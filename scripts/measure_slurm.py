@@ -25,7 +25,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 from slurm_cluster import ACCOUNT, Cluster, differing  # noqa: E402
+
+from layerswap.workflow.layout import R  # noqa: E402
 
 
 def snakemake(workdir: Path, config: Path, env: dict, *args: str) -> tuple[float, int, str]:
@@ -70,7 +73,7 @@ def main() -> None:
                                   *overrides)
         sacct = subprocess.run(["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,State", "-S", "now-1days"],
                                env=slurm_env, capture_output=True, text=True).stdout.split()
-    diff = differing(work / "local" / "results", work / "cluster" / "results")
+    diff = differing(work / "local" / R, work / "cluster" / R)
     record = {"config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
               "local": {"jobs": local_jobs, "wall_s": round(local_wall, 1)},
               "slurm": {"jobs": jobs, "slurm_jobs": len(sacct), "local_jobs": jobs - len(sacct),

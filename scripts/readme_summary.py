@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from layerswap.report.summary import README_BEGIN, README_END, paragraph  # noqa: E402
+from layerswap.workflow.layout import R, Layout  # noqa: E402
 
 
 def split(readme: str) -> tuple[str, str, str]:
@@ -33,11 +34,11 @@ def split(readme: str) -> tuple[str, str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--results", type=Path, default=REPO / "results", help="a finished run's results/")
+    parser.add_argument("--results", type=Path, default=REPO / R, help="a finished run's results/")
     parser.add_argument("--readme", type=Path, default=REPO / "README.md")
     parser.add_argument("--write", action="store_true", help="put the run's paragraph into the README")
     args = parser.parse_args(argv)
-    source = args.results / "tables" / "summary.md"
+    source = Path(Layout.at(args.results).table("summary", "md"))
     if not source.is_file():
         print(f"{source}: missing (run the workflow first: `make run`)", file=sys.stderr)
         return 1

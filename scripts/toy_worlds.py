@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 from layerswap.machine import hardware  # noqa: E402
 from layerswap.audit.trace import tables_params  # noqa: E402
 from layerswap.report import tables, transfer  # noqa: E402
+from layerswap.workflow.layout import R, Layout  # noqa: E402
 
 RECORDS = REPO / "docs" / "toy_worlds.json"
 PAGE = REPO / "docs" / "toy_worlds.md"
@@ -71,9 +72,10 @@ def dag_wall(work: Path) -> tuple[float, int]:
 
 def score(results: Path) -> dict:
     """(a), (b), (c) of a finished run, with the Table 1 cells they rest on."""
-    config = yaml.safe_load((results / "config_used.yaml").read_text())
-    params = tables.Params.from_json(tables_params(json.loads((results / "manifest.json").read_text())))
-    built = tables.build_tables(results / "selection", results / "evals", params)
+    layout = Layout.at(results)
+    config = yaml.safe_load(Path(layout.config_used("yaml")).read_text())
+    params = tables.Params.from_json(tables_params(json.loads(Path(layout.manifest()).read_text())))
+    built = tables.build_tables(layout.selection_dir(), layout.evals(), params)
     langs = list(config["languages"])
     swap = config["merges"]["configs"][config["merges"]["default_swap"]]
     middle = range(swap["bottom"], config["base"]["num_layers"] - swap["top"])
@@ -84,7 +86,7 @@ def score(results: Path) -> dict:
              for lang in langs}
     return {"a": transfer.skills(built["table5"], langs),
             "b": transfer.transfer(t1, langs, MIN_LANGUAGES),
-            "c": transfer.layer_profile(results / "figures" / "param_change_mean.csv", middle),
+            "c": transfer.layer_profile(Path(layout.figure("param_change_mean", "csv")), middle),
             "table1_avg": cells, "middle_layers": [middle.start, middle.stop - 1]}
 
 
@@ -138,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.score_only:
         run_dag(args.workdir, files, args.cores)
     wall, invocations = dag_wall(args.workdir)
-    scores = score(args.workdir / "results")
+    scores = score(args.workdir / R)
     world = "+".join(args.levers) or "default"
     command = "python scripts/toy_worlds.py --workdir DIR" + (" --levers " + " ".join(args.levers)
                                                              if args.levers else "")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from layerswap.benchmarks import BENCHMARKS
+from layerswap.workflow.layout import R
 
 REPO = Path(__file__).resolve().parents[1]
 # Hermetic runs: a site file of the developer's (cluster/site.yaml via the cluster profile, or this variable) must not
@@ -67,4 +68,4 @@ def micro_run(tmp_path_factory) -> Path:
     work = tmp_path_factory.mktemp("micro")
     proc = snakemake(work)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return work / "results"
+    return work / R

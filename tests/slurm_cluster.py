@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from layerswap.workflow.layout import LOGS, Layout
+
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch")
 ACCOUNT = "layerswap_test"
 NODE = {"cpus": 64, "mem_mb": 1_000_000, "gpus": 8}
@@ -249,7 +251,7 @@ class Cluster:
 
 
 # Files of a results tree whose bytes depend on wall-clock time or on the executor, not on what was computed.
-RUN_RECORDS = ("logs/", "manifest.json", "log.jsonl")
+RUN_RECORDS = (f"{LOGS}/", Layout().relative(Layout().manifest()), "log.jsonl")
 
 
 def differing(a: Path, b: Path) -> list[str]:

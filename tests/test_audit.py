@@ -15,6 +15,8 @@ import pytest
 from layerswap.machine import cpu_info, hardware
 from layerswap.fingerprint import file_sha256 as sha256_file
 from layerswap.cli import main
+from layerswap.contracts import checkpoint_model_id, merge_model_id
+from layerswap.workflow.layout import LOGS, STORE, R, Layout
 
 try:
     from conftest import MICRO, REPO, snakemake
@@ -24,17 +26,18 @@ except ImportError:  # tests/ made a package
     from tests.test_staleness import repo_copy, run_snakemake
 
 FAKE_TOKEN = "hf_FAKEtokenForTheAuditTest0123456789"
+L = Layout()
 
 
 def manifest_of(results: Path) -> dict:
-    return json.loads((results / "manifest.json").read_text())
+    return json.loads(Path(Layout.at(results).manifest()).read_text())
 
 
 @pytest.fixture
 def run_copy(micro_run, tmp_path, monkeypatch) -> Path:
     """A copy of the micro run's workdir (results + Snakemake records) as the current directory."""
     work = tmp_path / "work"
-    shutil.copytree(micro_run.parent / "results", work / "results", symlinks=True)
+    shutil.copytree(micro_run.parent / R, work / R, symlinks=True)
     shutil.copytree(micro_run.parent / ".snakemake" / "metadata", work / ".snakemake" / "metadata")
     monkeypatch.chdir(work)
     return work
@@ -45,28 +48,27 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     files = m["files"]
     on_disk = {str(p.relative_to(micro_run.parent)) for p in micro_run.rglob("*") if p.is_file()}
     # logs/ and the evaluation store (a cache whose files are copied into the results) are not the run's results
-    expected = {p for p in on_disk if not p.startswith(("results/logs/", "results/.snakemake", "results/store/"))} - {
-        "results/manifest.json"}
-    assert any(p.startswith("results/store/evals/") for p in on_disk)
+    expected = {p for p in on_disk if Path(p).parts[1] not in (LOGS, ".snakemake", STORE)} - {L.manifest()}
+    assert any(p.startswith(L.store() + "/") for p in on_disk)
     assert not m["foreign"]
     # the training logs (wall-clock timings) are listed apart from the results
-    assert set(m["run_logs"]) == {"results/base.work/log.jsonl"} | {
-        f"results/experts/{r}/log.jsonl" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")}
+    assert set(m["run_logs"]) == {f"{L.base()}.work/log.jsonl"} | {
+        f"{L.run_dir(r)}/log.jsonl" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")}
     assert set(files) == expected - set(m["run_logs"])
-    for path in ["results/tables/table1.csv", "results/evals/base/mgsm.json", "results/selection/math.json"]:
+    for path in [L.table("table1", "csv"), L.eval_file("base", "mgsm"), L.selection("math")]:
         assert files[path]["sha256"] == sha256_file(micro_run.parent / path)
         assert files[path]["size"] == (micro_run.parent / path).stat().st_size
     # rule and params of each file, from Snakemake's own records; undeclared files point to their directory's job
-    table = m["jobs"][files["results/tables/table1.csv"]["job"]]
+    table = m["jobs"][files[L.table("table1", "csv")]["job"]]
     assert table["rule"] == "tables" and "--params-json" in table["shellcmd"]
-    assert table["inputs"]["results/selection/math.json"] == files["results/selection/math.json"]["sha256"]
-    weights = [p for p in files if p.startswith("results/experts/math_1/s") and p.endswith("model.safetensors")]
+    assert table["inputs"][L.selection("math")] == files[L.selection("math")]["sha256"]
+    weights = [p for p in files if p.startswith(L.checkpoint("math_1", "s")) and p.endswith("model.safetensors")]
     assert weights and all(m["jobs"][files[w]["job"]]["rule"] == "sft" for w in weights)
     assert all(files[w].get("hash_from_record") for w in weights)  # hashed once, by sft (checkpoints.json)
     # an undeclared evaluation file and its sample log: the job of the index that lists it (not of its neighbour)
-    for name in ("mmlu.json", "mmlu.samples.jsonl"):
-        assert files[f"results/evals/ckpt/math_1/s0000016/{name}"]["job"] == \
-            "evaluate_checkpoints_other:results/evals/ckpt/math_1/index.other.json"
+    evaluation = Path(L.eval_file(checkpoint_model_id("math_1", "s0000016"), "mmlu"))
+    for path in (evaluation, evaluation.with_name("mmlu.samples.jsonl")):
+        assert files[str(path)]["job"] == f"evaluate_checkpoints_other:{L.checkpoint_index('math_1', 'other')}"
     assert all(e["job"] for e in files.values())
     # environment of the run
     assert m["software"]["packages"]["torch"] and m["software"]["packages"]["snakemake"].startswith("9.")
@@ -79,13 +81,13 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
 
 
 def test_audit_clean_then_every_drift(run_copy, capsys):
-    assert main(["audit", "--manifest", "results/manifest.json"]) == 0
+    assert main(["audit", "--manifest", L.manifest()]) == 0
     assert "match" in capsys.readouterr().out
-    (run_copy / "results/tables/table1.csv").write_text("tampered\n")
-    (run_copy / "results/evals/base/mgsm.json").unlink()
-    (run_copy / "results/tables/extra.csv").write_text("x\n")
-    (run_copy / "results/logs/new.log").write_text("logs are not audited\n")
-    assert main(["audit", "--manifest", "results/manifest.json"]) == 1
+    (run_copy / L.table("table1", "csv")).write_text("tampered\n")
+    (run_copy / L.eval_file("base", "mgsm")).unlink()
+    (run_copy / L.table("extra", "csv")).write_text("x\n")
+    (run_copy / L.log("new")).write_text("logs are not audited\n")
+    assert main(["audit", "--manifest", L.manifest()]) == 1
     captured = capsys.readouterr()
     lines = captured.out.strip().splitlines()
     assert any(l.startswith("changed: results/tables/table1.csv") for l in lines)
@@ -98,9 +100,9 @@ def test_audit_clean_then_every_drift(run_copy, capsys):
 def test_audit_reports_another_machine_first_and_informational(run_copy, capsys, monkeypatch):
     """A manifest written on another machine: one `hardware:` line per difference, before any drift line; the
     hardware difference alone does not fail the audit, and only file drift counts in the error."""
-    assert main(["audit", "--manifest", "results/manifest.json"]) == 0
+    assert main(["audit", "--manifest", L.manifest()]) == 0
     assert "hardware" not in capsys.readouterr().out  # same machine: no hardware line
-    path = run_copy / "results/manifest.json"
+    path = run_copy / L.manifest()
     m = json.loads(path.read_text())
     m["hardware"] |= {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "torch_cpu_capability": "AVX512",
                       "cpu_flags": ["amx_tile", "avx", "avx2", "avx512bw", "avx512f", "fma", "hypervisor", "sse2"],
@@ -115,13 +117,13 @@ def test_audit_reports_another_machine_first_and_informational(run_copy, capsys,
                 "hardware: torch CPU kernels: manifest AVX512; here AVX2",
                 "hardware: gpus: manifest NVIDIA H100 80GB HBM3; here none",
                 "hardware: cpu_count: manifest 64; here 2"]
-    assert main(["audit", "--manifest", "results/manifest.json"]) == 0  # informational: a clean audit stays clean
+    assert main(["audit", "--manifest", L.manifest()]) == 0  # informational: a clean audit stays clean
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[:5] == expected
     assert lines[5].startswith("hardware: the lines above are informational, not drift")
     assert lines[6].startswith("audit:") and len(lines) == 7
-    (run_copy / "results/tables/table1.csv").write_text("tampered\n")
-    assert main(["audit", "--manifest", "results/manifest.json"]) == 1
+    (run_copy / L.table("table1", "csv")).write_text("tampered\n")
+    assert main(["audit", "--manifest", L.manifest()]) == 1
     captured = capsys.readouterr()
     lines = captured.out.strip().splitlines()
     assert lines[:5] == expected and lines[6].startswith("changed: results/tables/table1.csv") and len(lines) == 7
@@ -141,7 +143,7 @@ def test_cpu_info_from_proc_cpuinfo_or_platform(tmp_path):
 
 
 def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys):
-    args = ["audit", "--manifest", "results/manifest.json", "--json", "--trace", "results/tables/table1.csv",
+    args = ["audit", "--manifest", L.manifest(), "--json", "--trace", L.table("table1", "csv"),
             "toy-Swahili (synthetic) avg", "layer swap (default config, 4 pairs)"]
     assert main(args) == 0
     t = json.loads(capsys.readouterr().out)
@@ -160,16 +162,16 @@ def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys)
     p.write_text(p.read_text().replace('"benchmark"', '"benchmark" ', 1))
     assert main(args) == 0
     assert json.loads(capsys.readouterr().out)["evaluations"][0]["status"] == "changed"
-    assert main(["audit", "--trace", "results/tables/table5.csv", "MGSM (exact match)/English", "math"]) == 0
+    assert main(["audit", "--trace", L.table("table5", "csv"), "MGSM (exact match)/English", "math"]) == 0
     assert "results/evals/ckpt/math_1/" in capsys.readouterr().out
     # Table 2's English row of a merge: the score is in the file of that language alone, recipes still found
-    assert main(["audit", "--json", "--trace", "results/tables/table2.csv", "English avg",
+    assert main(["audit", "--json", "--trace", L.table("table2", "csv"), "English avg",
                  "layer swap (default config, 4 pairs)"]) == 0
     t2 = json.loads(capsys.readouterr().out)
     assert [e["path"] for e in t2["evaluations"]] == [
         f"results/evals/by_language/en/merge/swap_default/toy_swh/{p}/mgsm.json" for p in pairs]
     assert all(e["status"] == "ok" for e in t2["evaluations"]) and len(t2["recipes"]) == 4
-    assert main(["audit", "--trace", "results/tables/table1.csv", "nope", "base"]) == 1
+    assert main(["audit", "--trace", L.table("table1", "csv"), "nope", "base"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no row 'nope'" in err[0]
 
@@ -180,15 +182,15 @@ def test_manifest_writes_no_secret_and_tolerates_no_git(run_copy, tmp_path, monk
     config = {"seed": 0, "hub": {"token": FAKE_TOKEN, "hf_token_file": "x"}, "storage": {"hf_home": "/hf"}}
     no_git = tmp_path / "not_a_checkout"
     no_git.mkdir()
-    assert main(["manifest", "--root", "results", "--out", "results/manifest.json", "--workflow-dir", str(no_git),
+    assert main(["manifest", "--root", L.root, "--out", L.manifest(), "--workflow-dir", str(no_git),
                  "--config-json", json.dumps(config)]) == 0
-    text = Path("results/manifest.json").read_text()
+    text = Path(L.manifest()).read_text()
     assert FAKE_TOKEN not in text and "sk-fake-0123456789" not in text
     m = json.loads(text)
     assert m["config"] == {"seed": 0, "hub": {}, "storage": {"hf_home": "/hf"}}
     assert not any("TOKEN" in k or "KEY" in k for k in m["environment"])
     assert m["workflow"]["commit"] is None and m["workflow"]["note"]
-    assert main(["audit", "--manifest", "results/manifest.json"]) == 0
+    assert main(["audit", "--manifest", L.manifest()]) == 0
 
 
 def test_repair_prints_then_runs_what_rebuilds_the_drift(run_copy, tmp_path, capsys, monkeypatch):
@@ -196,15 +198,15 @@ def test_repair_prints_then_runs_what_rebuilds_the_drift(run_copy, tmp_path, cap
     evaluation file, a deleted checkpoint evaluation (a file no rule declares). `audit --repair` names the job that
     rebuilds each and prints one command (changing nothing); with --run the rebuilt results match the old manifest."""
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
-    old = shutil.copy(run_copy / "results/manifest.json", tmp_path / "old_manifest.json")
-    weights = run_copy / "results/experts/toy_swh_1/s0000016/model.safetensors"
+    old = shutil.copy(run_copy / L.manifest(), tmp_path / "old_manifest.json")
+    weights = run_copy / L.checkpoint("toy_swh_1", "s0000016") / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[-100] ^= 1
     weights.write_bytes(bytes(data))
-    (run_copy / "results/selection/math.json").unlink()
-    evaluation = run_copy / "results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json"
+    (run_copy / L.selection("math")).unlink()
+    evaluation = run_copy / L.eval_file(merge_model_id("ties_d05", "toy_swh", "l1m1"), "mgsm")
     evaluation.write_text(evaluation.read_text()[:50])
-    (run_copy / "results/evals/ckpt/math_1/s0000032/mmlu.json").unlink()
+    (run_copy / L.eval_file(checkpoint_model_id("math_1", "s0000032"), "mmlu")).unlink()
     options = ["-s", str(REPO / "Snakefile"), "--configfile", str(MICRO), "--cores", "2"]
     assert main(["audit", "--repair", "--", *options]) == 1
     out = capsys.readouterr().out.splitlines()
@@ -262,7 +264,7 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
     proc = snakemake(work)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    first, second = manifest_of(micro_run)["files"], manifest_of(work / "results")["files"]
+    first, second = manifest_of(micro_run)["files"], manifest_of(work / R)["files"]
     differ = [p for p in _differing(first, second) if not p.endswith(NONDETERMINISTIC)]
     assert not differ, differ
     # so the second run passes an audit against the first run's manifest; only run logs differ, compared on request
@@ -275,7 +277,7 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
         if p.startswith(("results/tables/", "results/evals/", "results/merges/", "results/selection/")):
             assert (micro_run.parent / p).read_bytes() == (work / p).read_bytes(), p
     # one merge recipe of each run written to disk: identical safetensors bytes
-    recipe = "results/merges/swap_default/toy_swh/l1m2.json"
+    recipe = L.recipe("swap_default", "toy_swh", "l1m2")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     shards = []
     for root in (micro_run.parent, work):
@@ -285,6 +287,6 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
         assert run.returncode == 0, run.stderr
         shards.append({p.name: p.read_bytes() for p in sorted(out.glob("*.safetensors"))})
     assert shards[0] and shards[0] == shards[1]
-    leaked = [str(p) for p in (work / "results").rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
+    leaked = [str(p) for p in (work / R).rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
     leaked += [str(p) for p in (work / ".snakemake" / "log").glob("*") if FAKE_TOKEN in p.read_text(errors="ignore")]
     assert not leaked, leaked

@@ -21,6 +21,7 @@ from layerswap.workflow import prestage
 from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
 from layerswap.workflow import cost as cost_mod
+from layerswap.workflow.layout import Layout
 
 PAPER = REPO / "config" / "paper.yaml"
 
@@ -405,16 +406,16 @@ def test_hf_data_rules_offline(paper, tmp_path):
     cfg["base"]["source"] = str(_model_dir(tmp_path / "llama"))
     path = tmp_path / "hf.yaml"
     path.write_text(yaml.safe_dump(cfg, allow_unicode=True))
-    proc = snakemake(work, "results/data/sft/swh.jsonl", "results/data/sft/joint_swh.jsonl",
-                     "results/base/config.json", configfile=path)
+    layout = Layout()
+    proc = snakemake(work, layout.sft_mix("swh"), layout.sft_mix("joint_swh"), layout.base_config(), configfile=path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
-    mix = json.loads((work / "results" / "data" / "sft" / "joint_swh.manifest.json").read_text())
+    mix = json.loads((work / layout.sft_mix("joint_swh", "manifest.json")).read_text())
     assert mix["counts"] == {"orca_math:en": 20, "aya:swh": 10, "xp3mt:swh": 12}
     (aya,) = [s for s in mix["sources"] if s["name"] == "aya"]
     assert aya["source_manifest"]["rows_in_language"] == 15
-    rows = read_jsonl(work / "results" / "data" / "sft" / "swh.jsonl")
+    rows = read_jsonl(work / layout.sft_mix("swh"))
     assert len(rows) == 22 and all(not r["prompt"].startswith("prashna") for r in rows)
-    assert (work / "results" / "base" / "model.safetensors").is_symlink()
+    assert (work / layout.base() / "model.safetensors").is_symlink()
 
 
 def test_preflight_imports_the_hf_libraries_before_its_threads(tmp_path):

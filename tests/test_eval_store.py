@@ -19,6 +19,7 @@ pytest.importorskip("torch")
 
 from layerswap.evaluation import evaluate_merges as em  # noqa: E402
 from layerswap.merge import recipe_hash  # noqa: E402
+from layerswap.workflow.layout import Layout  # noqa: E402
 from tests.test_switch import BENCHMARKS, grid  # noqa: E402,F401 (fixture)
 
 COUNT = re.compile(r"evaluate: store: reused (\d+), evaluated (\d+)")
@@ -102,7 +103,7 @@ def _edited_run(micro_run, tmp_path, edit):
 
     work = tmp_path / "work"
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
-    before = files(work / "results" / "evals" / "merge")
+    before = files(work / Layout().evals() / "merge")
     config = yaml.safe_load(MICRO.read_text())
     edit(config)
     configfile = tmp_path / "edited.yaml"
@@ -110,9 +111,9 @@ def _edited_run(micro_run, tmp_path, edit):
     proc = snakemake(work, configfile=configfile)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", proc.stderr)
-    logs = {cfg: (work / "results" / "logs" / "evaluate" / f"merge_{cfg}_toy_swh.log").read_text()
+    logs = {cfg: (work / Layout().log("evaluate", f"merge_{cfg}_toy_swh")).read_text()
             for cfg in [*CONFIGS, "soupswap"]}
-    return work, before, files(work / "results" / "evals" / "merge"), ran, logs
+    return work, before, files(work / Layout().evals() / "merge"), ran, logs
 
 
 @pytest.mark.workflow
@@ -141,7 +142,7 @@ def test_a_changed_merge_config_evaluates_its_merges(micro_run, tmp_path):
     work, before, after, ran, logs = _edited_run(micro_run, tmp_path, bottom2)
     assert ran.count("evaluate_merges") == 1
     assert COUNT.findall(logs["swap_default"]) == [("0", "4")], logs["swap_default"]
-    recipe = json.loads((work / "results" / "merges" / "swap_default" / "toy_swh" / "l1m1.json").read_text())
+    recipe = json.loads((work / Layout().recipe("swap_default", "toy_swh", "l1m1")).read_text())
     doc = json.loads(after["swap_default/toy_swh/l1m1/mgsm.json"])
     assert doc["recipe_hash"] == recipe_hash(recipe) != json.loads(before["swap_default/toy_swh/l1m1/mgsm.json"]).get(
         "recipe_hash")

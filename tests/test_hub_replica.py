@@ -19,6 +19,8 @@ from conftest import HANG_GUARD, REPO, snakemake
 from hub_replica import Replica
 from hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
+from layerswap.workflow.layout import R, Layout
+
 LAYERSWAP = str(Path(sys.executable).parent / "layerswap")
 
 
@@ -113,50 +115,51 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
              "--configfile", str(cfg), "--cores", "2", "--set-resources", "sft:gpu=2"],
             env=env, capture_output=True, text=True, timeout=HANG_GUARD)
     assert proc.returncode == 0, proc.stderr[-5000:]
-    results = work / "results"
+    results = work / R
+    layout = Layout.at(results)
     for table in ("table1", "table2", "table5", "table6"):
-        assert (results / "tables" / f"{table}.csv").is_file()
-    table1 = (results / "tables" / "table1.md").read_text()
+        assert Path(layout.table(table, "csv")).is_file()
+    table1 = Path(layout.table("table1", "md")).read_text()
     assert all(f"{name} avg" in table1 for name in ("Swahili", "Telugu", "Bengali", "Japanese"))
     # hub data: every (source, language) the mixes read, normalised, with its manifest
     from layerswap.config import load_config
     from layerswap.data.hub import needed_sources
 
     for source, lang in needed_sources(load_config(cfg)):
-        manifest = json.loads((results / "data" / "raw" / f"{source}_{lang}.manifest.json").read_text())
+        manifest = json.loads(Path(layout.hub_manifest(f"{source}_{lang}.jsonl")).read_text())
         assert manifest["examples"] >= 4, (source, lang, manifest)
-    indic = json.loads((results / "data" / "raw" / "indic_align_ben.manifest.json").read_text())
+    indic = json.loads(Path(layout.hub_manifest("indic_align_ben.jsonl")).read_text())
     assert indic["blank"] == 0  # [user, assistant] pairs read as conversations
     # the base model: the replica's safetensors shards and index, never its pickle original/
-    base = results / "base"
+    base = Path(layout.base())
     assert len(list(base.glob("model-0000?-of-00004.safetensors"))) == 4 and (base / "model.safetensors.index.json").exists()
     assert not list((hf_home / "hub").rglob("*.pth"))
     # SFT under accelerate launch, 2 processes
-    assert "2 training process(es)" in (results / "logs" / "sft" / "math_1.log").read_text()
+    assert "2 training process(es)" in Path(layout.log("sft", "math_1")).read_text()
     # lm-eval's own task files for MGSM, Belebele and Global-MMLU; ours for FLORES and MBPP
-    tasks = {b: json.loads((results / "evals" / "base" / f"{b}.json").read_text())["lm_eval_tasks"]
+    tasks = {b: json.loads(Path(layout.eval_file("base", b)).read_text())["lm_eval_tasks"]
              for b in ("mgsm", "belebele", "mmlu", "flores", "mbpp")}
     assert tasks["mgsm"]["swh"].startswith("mgsm_") and tasks["mgsm"]["swh"].endswith("_sw")
     assert tasks["belebele"]["swh"] == "belebele_swh_Latn" and tasks["mmlu"]["tel"] == "global_mmlu_full_te"
     assert tasks["flores"]["en-jpn"] == "layerswap_flores_en-jpn"
-    mgsm = json.loads((results / "evals" / "base" / "mgsm.json").read_text())
+    mgsm = json.loads(Path(layout.eval_file("base", "mgsm")).read_text())
     assert mgsm["shots"] == 8 and mgsm["dtype"] == "float32"  # CPU here; bf16 on a GPU (--dtype auto)
     assert all(t.startswith("mgsm_native_cot_") for t in mgsm["lm_eval_tasks"].values())
     for key, ran in mgsm["lm_eval"].items():  # what lm-eval ran with, read back from the loaded task
         assert ran["num_fewshot"] == 8 and ran["generation"]["max_gen_toks"] == NEW_TOKENS, (key, ran)
         assert ran["generation"]["do_sample"] is False and ran["filter"] == "flexible-extract", (key, ran)
-    flores = json.loads((results / "evals" / "base" / "flores.json").read_text())
+    flores = json.loads(Path(layout.eval_file("base", "flores")).read_text())
     assert flores["dtype"] == "float32" and "ja-mecab" in flores["filter"]
     assert {k: r["bleu_tokenize"] for k, r in flores["lm_eval"].items()} == {
         k: "ja-mecab" if k.endswith("-jpn") else "13a" for k in flores["lm_eval"]}
     assert all(r["num_fewshot"] == 0 and r["generation"]["max_gen_toks"] == NEW_TOKENS for r in flores["lm_eval"].values())
     # selection constraints (paper 3.1, secondary measures) compared with the base's own evaluation, recorded
-    swh = json.loads((results / "selection" / "swh.json").read_text())
-    base_mmlu = json.loads((results / "evals" / "base" / "mmlu.json").read_text())["scores"]["swh"]
+    swh = json.loads(Path(layout.selection("swh")).read_text())
+    base_mmlu = json.loads(Path(layout.eval_file("base", "mmlu")).read_text())["scores"]["swh"]
     assert swh["constraints"] == {"mmlu": 1.0, "mgsm_target": 1.0} and swh["base"]["mmlu"] == base_mmlu
     assert all(c["failed"] == [] for c in swh["candidates"])
     # the settings that differ from the paper's, under the paper-vs-ours numbers
-    assert "ja-mecab" in (results / "tables" / "table5_paper_vs_ours.md").read_text()
+    assert "ja-mecab" in Path(layout.table("table5_paper_vs_ours", "md")).read_text()
     # only stale outputs rerun: nothing, right after
     nothing = snakemake(work, "-n", configfile=cfg)
     assert "Nothing to be done" in nothing.stdout + nothing.stderr, nothing.stdout[-2000:]

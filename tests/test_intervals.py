@@ -6,6 +6,7 @@ import argparse
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,6 +16,7 @@ from conftest import REPO
 from layerswap.errors import UserError
 from layerswap.report import intervals, summary, tables
 from layerswap.report.render import Table, fmt_pct
+from layerswap.workflow.layout import R, Layout
 from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
 
 
@@ -192,11 +194,12 @@ def _script(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_readme_summary_script_checks_and_writes(tmp_path):
-    (tmp_path / "results" / "tables").mkdir(parents=True)
-    (tmp_path / "results" / "tables" / "summary.md").write_text(summary.markdown("The run says A. " * 20, "toy"))
+    written = Path(Layout.at(tmp_path / R).table("summary", "md"))
+    written.parent.mkdir(parents=True)
+    written.write_text(summary.markdown("The run says A. " * 20, "toy"))
     readme = tmp_path / "README.md"
     readme.write_text(f"intro\n\n{summary.README_BEGIN}\nsomething old\n{summary.README_END}\n\nrest\n")
-    args = ["--results", str(tmp_path / "results"), "--readme", str(readme)]
+    args = ["--results", str(tmp_path / R), "--readme", str(readme)]
     proc = _script(*args)
     assert proc.returncode == 1 and "differs" in proc.stderr and "something old" in proc.stderr
     assert _script(*args, "--write").returncode == 0

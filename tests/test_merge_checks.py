@@ -11,6 +11,7 @@ import torch
 from layerswap.cli import main
 from layerswap.errors import UserError
 from layerswap.merge import build_state_dict, load_recipe, validate_recipe, write_merged
+from layerswap.workflow.layout import Layout
 try:
     from test_merge_engine import LANG, TASK, llama_shapes, make_ckpt, swap
 except ImportError:  # tests/ made a package
@@ -126,11 +127,11 @@ def test_cli_merge_and_recipes(tmp_path: Path, pair: tuple[str, str], capsys: py
     (tmp_path / "yor.json").write_text(json.dumps(sel("toy_yor", [lang + "/../lang"])))
     params = json.dumps({"method": "layer_swap", "bottom": 1, "top": 1, "transition_bottom": 0, "transition_top": 0})
     common = ["--params-json", params, "--lang-selection", str(tmp_path / "swh.json"),
-              "--task-selection", str(tmp_path / "math.json"), "--base", "results/base"]
+              "--task-selection", str(tmp_path / "math.json"), "--base", Layout().base()]
     assert main(["recipes", *common, "--out-dir", str(tmp_path / "r")]) == 0
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [f"l{i}m{j}.json" for i in (1, 2, 3) for j in (1, 2)]
     recipe = load_recipe(str(tmp_path / "r" / "l2m1.json"))
-    assert recipe["inputs"] == {"task": task, "lang": lang} and recipe["base"] == "results/base"
+    assert recipe["inputs"] == {"task": task, "lang": lang} and recipe["base"] == Layout().base()
     assert main(["recipes", *common, "--out-dir", str(tmp_path / "s"), "--soup-then-swap",
                  "--all-lang-selections", str(tmp_path / "swh.json"), str(tmp_path / "yor.json")]) == 0
     multi = load_recipe(str(tmp_path / "s" / "multisoup.json"))

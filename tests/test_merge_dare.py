@@ -13,10 +13,12 @@ from safetensors.torch import load_file
 
 from conftest import MICRO, snakemake
 from layerswap.config import check, validate_config
+from layerswap.contracts import merge_model_id
 from layerswap.errors import UserError
 from layerswap.merge import build_state_dict, validate_recipe, write_merged
 from layerswap.merge.methods.dare import BLOCK, keep_mask
 from layerswap.report import tables
+from layerswap.workflow.layout import Layout
 from layerswap.workflow.spec import Spec
 from test_merge_engine import random_ckpt
 from test_tables import PAIRS, PARAMS, SWH, TEL, make_world, write_eval
@@ -122,7 +124,7 @@ def test_a_dare_config_is_a_rival_the_workflow_evaluates_for_tables_1_and_2(tmp_
     assert "dare_d03" in spec.merges.pair_configs and "dare_ties_d05" in spec.merges.pair_configs
     assert "dare_d03" in spec.evals.t2_configs  # Table 2's column
     lang = config["languages"][0]
-    assert f"results/evals/merge/dare_d03/{lang}/l1m1/mgsm.json" in spec.report.table1_bars_inputs()  # Table 1's column
+    assert Layout().eval_file(merge_model_id("dare_d03", lang, "l1m1"), "mgsm") in spec.report.table1_bars_inputs()  # Table 1
     assert json.loads(shlex.split(spec.report.table_params())[0])["best_of"]["dare"] == ["dare_d03"]
     bad = dare_config()
     bad["merges"]["best_of"]["dare"] = ["dare_ties_d05"]

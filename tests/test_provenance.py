@@ -18,15 +18,18 @@ import pytest
 from conftest import MICRO, REPO
 from test_staleness import planned, run_snakemake, set_in, write_config
 
+from layerswap.workflow.layout import LOGS, R, Layout
+
 pytestmark = pytest.mark.workflow
 
 SNAKEFILE = REPO / "Snakefile"
+L = Layout()
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
 
 
 def moved(micro_run: Path, dest: Path) -> Path:
     """The results folder alone, copied with its files' modification times (`cp -a`), into a new folder."""
-    shutil.copytree(micro_run, dest / "results", symlinks=True)
+    shutil.copytree(micro_run, dest / R, symlinks=True)
     return dest
 
 
@@ -57,7 +60,7 @@ def test_moved_results_rerun_what_a_config_edit_changed(micro_run, tmp_path):
     # and the real run rebuilds them: the recipes have bottom 2
     proc = run_snakemake(SNAKEFILE, work, edited, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    recipe = json.loads((work / "results/merges/swap_default/toy_swh/l1m1.json").read_text())
+    recipe = json.loads((work / L.recipe("swap_default", "toy_swh", "l1m1")).read_text())
     assert '"bottom": 2' in json.dumps(recipe)
     assert planned(SNAKEFILE, work, edited) == set()
 
@@ -76,7 +79,7 @@ def test_a_result_without_provenance_stops_the_run_with_one_line(micro_run, tmp_
     would call it up to date; the run stops with one line naming it and the commands; plan says the same;
     `--touch --forcerun` records it as this config's, after which nothing reruns."""
     work = moved(micro_run, tmp_path / "moved")
-    summary = work / "results/tables/summary.md"
+    summary = work / L.table("summary", "md")
     summary.write_text(summary.read_text() + "\nmy note\n")
     proc = run_snakemake(SNAKEFILE, work, MICRO, "--dry-run")
     assert proc.returncode == 1
@@ -86,7 +89,7 @@ def test_a_result_without_provenance_stops_the_run_with_one_line(micro_run, tmp_
     assert "--forcerun FILES" in last and "--touch --forcerun FILES" in last
     plan = layerswap(work, "plan", "-s", str(SNAKEFILE), "--configfile", str(MICRO))
     assert plan.returncode == 1 and plan.stderr.strip() == f"layerswap plan: error: {last}"
-    proc = run_snakemake(SNAKEFILE, work, MICRO, "--touch", "--forcerun", "results/tables/summary.md")
+    proc = run_snakemake(SNAKEFILE, work, MICRO, "--touch", "--forcerun", L.table("summary", "md"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert planned(SNAKEFILE, work, MICRO) == set()
 
@@ -99,26 +102,26 @@ def test_a_previous_configs_files_are_foreign(micro_run, tmp_path):
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     renamed = tmp_path / "renamed.yaml"
     renamed.write_text(MICRO.read_text().replace("ties_d05", "ties_half"))
-    old = sorted(str(p.relative_to(work)) for p in (work / "results").rglob("*") if p.is_file() and
-                 "ties_d05" in str(p) and "/logs/" not in str(p))
+    old = sorted(str(p.relative_to(work)) for p in (work / R).rglob("*") if p.is_file() and
+                 "ties_d05" in str(p) and f"/{LOGS}/" not in str(p))
     assert len(old) == 20  # 4 recipes, 4 evaluations + sample logs, 4 Table 2 evaluations + sample logs
     proc = run_snakemake(SNAKEFILE, work, renamed, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # before the run, Table 2's record (rebuilt by it) still lists the old name's Table 2 evaluations
     assert "provenance: 12 file(s) under results/ are not from this config (results/evals/merge/ties_d05/" in \
         proc.stderr
-    manifest = json.loads((work / "results/manifest.json").read_text())
+    manifest = json.loads((work / L.manifest()).read_text())
     assert sorted(manifest["foreign"]) == old
     assert not [p for p in manifest["files"] if "ties_d05" in p]
     assert not [j for j in manifest["jobs"] if "ties_d05" in json.dumps(manifest["jobs"][j])]
-    assert "ties_d05" not in (work / "results/tables/table1.csv").read_text()
+    assert "ties_d05" not in (work / L.table("table1", "csv")).read_text()
     audit = layerswap(work, "audit")
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert [l.split(" ")[1] for l in audit.stdout.splitlines() if l.startswith("foreign: ")] == old
     assert "20 files not from this config" in audit.stdout.splitlines()[-1]
     removed = layerswap(work, "audit", "--remove-foreign")
     assert removed.returncode == 0 and "20 files not from this config removed" in removed.stdout
-    assert not [p for p in (work / "results").rglob("*ties_d05*") if "logs" not in p.parts]
+    assert not [p for p in (work / R).rglob("*ties_d05*") if LOGS not in p.parts]
     again = layerswap(work, "audit")
     assert again.returncode == 0 and "foreign" not in again.stdout
 
@@ -130,16 +133,16 @@ def test_remove_foreign_deletes_only_what_the_manifest_named_with_those_bytes(tm
     from layerswap.fingerprint import file_sha256
 
     monkeypatch.chdir(tmp_path)
-    files = {"results/tables/table1.csv": "a\n", "results/merges/old/x/l1m1.json": "{}\n",
-             "results/merges/old/x/l1m2.json": "{}\n", "results/merges/mine.json": "[]\n"}
+    table, mine = L.table("table1", "csv"), "results/merges/mine.json"  # mine: no kind of file of the layout
+    files = {table: "a\n", L.recipe("old", "x", "l1m1"): "{}\n", L.recipe("old", "x", "l1m2"): "{}\n", mine: "[]\n"}
     for rel, text in files.items():
         Path(rel).parent.mkdir(parents=True, exist_ok=True)
         Path(rel).write_text(text)
     entry = lambda rel: {"size": Path(rel).stat().st_size, "sha256": file_sha256(Path(rel))}  # noqa: E731
-    manifest = {"root": "results", "files": {"results/tables/table1.csv": entry("results/tables/table1.csv")},
+    manifest = {"root": L.root, "files": {table: entry(table)},
                 "foreign": {p: entry(p) for p in list(files)[1:]}}
-    Path("results/manifest.json").write_text(json.dumps(manifest))
-    Path("results/merges/mine.json").write_text("[1]\n")  # changed after the manifest named it
+    Path(L.manifest()).write_text(json.dumps(manifest))
+    Path(mine).write_text("[1]\n")  # changed after the manifest named it
     assert main(["audit", "--remove-foreign"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:3] == [
@@ -147,5 +150,5 @@ def test_remove_foreign_deletes_only_what_the_manifest_named_with_those_bytes(tm
         "foreign: results/merges/old/x/l1m2.json (not from this config: no job of it makes this file; removed)",
         "foreign: results/merges/mine.json (not from this config; changed since the manifest named it: left, "
         "remove it by hand)"]
-    assert not Path("results/merges/old").exists() and Path("results/merges/mine.json").exists()
-    assert Path("results/tables/table1.csv").read_text() == "a\n"
+    assert not Path(L.recipe_dir("old", "x")).parent.exists() and Path(mine).exists()
+    assert Path(table).read_text() == "a\n"

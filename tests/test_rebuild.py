@@ -15,32 +15,36 @@ from pathlib import Path
 import pytest
 
 from layerswap.audit.files import is_run_log
+from layerswap.contracts import merge_model_id
+from layerswap.workflow.layout import LOGS, R, Layout
 from layerswap.workflow.plan import parse_dry_run
 from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.workflow
+L = Layout()
 
 CONFIGS = ["swap_default", "soup_uniform", "ties_d05"]
 REPORT = {"tables", "table_pages"}  # every evaluation reaches the tables and their pages
 # Deleted file (or folder) -> the jobs the next run must run: the job that writes it and every job that reads what
 # reruns (the manifest and `all` aside). micro.yaml: runs math_1, toy_swh_1, joint_toy_swh_1; one language toy_swh.
 DELETIONS = {
-    "results/selection/toy_swh.json": {
+    L.selection("toy_swh"): {
         "select[expert=toy_swh]", "soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lang=toy_swh]",
         *(f"merge_recipes[cfg={c},lang=toy_swh]" for c in CONFIGS),
         *(f"evaluate_merges[cfg={c},lang=toy_swh]" for c in CONFIGS),
         "evaluate_table2[lang=en]", "heatmap", "swap_grid", "table1_bars", *REPORT},
     # a recipe of a Table 2 config (read by evaluate_table2), not of Table 1's bars or the swap grid
-    "results/merges/ties_d05/toy_swh/l2m1.json": {
+    L.recipe("ties_d05", "toy_swh", "l2m1"): {
         "merge_recipes[cfg=ties_d05,lang=toy_swh]", "evaluate_merges[cfg=ties_d05,lang=toy_swh]",
         "evaluate_table2[lang=en]", *REPORT},
-    "results/evals/merge/swap_default/toy_swh/l1m2/mgsm.json": {
+    L.eval_file(merge_model_id("swap_default", "toy_swh", "l1m2"), "mgsm"): {
         "evaluate_merges[cfg=swap_default,lang=toy_swh]", "swap_grid", "table1_bars", *REPORT},
-    "results/evals/merge/soup_uniform/toy_swh": {  # a whole folder: every pair's evaluation and sample log
+    # a whole folder: every pair's evaluation and sample log
+    str(Path(L.eval_file(merge_model_id("soup_uniform", "toy_swh", "l1m1"), "mgsm")).parents[1]): {
         "evaluate_merges[cfg=soup_uniform,lang=toy_swh]", "table1_bars", *REPORT},
-    "results/evals/ckpt/math_1/index.other.json": {"evaluate_checkpoints_other[run=math_1]", *REPORT},
+    L.checkpoint_index("math_1", "other"): {"evaluate_checkpoints_other[run=math_1]", *REPORT},
     # an evaluation set: the base's and every run's evaluations of MMLU read it (not selection: MMLU is Table 5's)
-    "results/data/eval/mmlu_en.jsonl": {
+    L.eval_data("mmlu", "en"): {
         "toy_eval[dataset=mmlu_en]", "evaluate_base",
         *(f"evaluate_checkpoints_other[run={r}]" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")), *REPORT},
 }
@@ -57,7 +61,7 @@ def result_files(results: Path) -> dict[str, bytes]:
     out = {}
     for p in sorted(results.rglob("*")):
         rel = str(p.relative_to(results))
-        if p.is_file() and not rel.startswith("logs/") and rel != "manifest.json" and not is_run_log(p):
+        if p.is_file() and not rel.startswith(f"{LOGS}/") and rel != L.relative(L.manifest()) and not is_run_log(p):
             out[rel] = p.read_bytes()
     return out
 
@@ -65,7 +69,7 @@ def result_files(results: Path) -> dict[str, bytes]:
 def test_deleted_results_are_rebuilt_with_the_same_bytes(micro_run, tmp_path):
     work = tmp_path / "work"
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
-    before = result_files(work / "results")
+    before = result_files(work / R)
     assert plan(work) == set()
     aside = tmp_path / "aside"
     for path, expected in DELETIONS.items():  # one at a time: the plan of each
@@ -79,7 +83,7 @@ def test_deleted_results_are_rebuilt_with_the_same_bytes(micro_run, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = {m.group(1) for m in re.finditer(r"Finished jobid: \d+ \(Rule: (\w+)\)", proc.stderr)}
     assert ran == {name.split("[")[0] for jobs in DELETIONS.values() for name in jobs} | {"manifest", "all"}
-    after = result_files(work / "results")
+    after = result_files(work / R)
     assert after.keys() == before.keys()
     assert [p for p in before if after[p] != before[p]] == []  # tables, selections, evaluations: the same bytes
     assert plan(work) == set()
@@ -120,5 +124,6 @@ def test_every_output_of_the_ablations_dag_is_a_target_of_its_rule(tmp_path, con
     for name in [n for n in jobs if n.startswith("ablation_") and not n.startswith("ablation_table_")
                  and "[" not in n]:
         assert set(jobs.pop(name)["input"]) <= targets, name
-    outputs = {f for job in jobs.values() for f in job.get("output", []) if not f.startswith("results/data/")}
+    data = (L.raw(""), L.eval_data_dir() + "/", str(Path(L.sft_mix("x")).parent) + "/")  # raw, eval, SFT mixes
+    outputs = {f for job in jobs.values() for f in job.get("output", []) if not f.startswith(data)}
     assert len(jobs) > 100 and outputs <= targets, sorted(outputs - targets)[:10]

@@ -31,6 +31,8 @@ from conftest import HANG_GUARD, MICRO, REPO
 from slurm_cluster import ACCOUNT, Cluster, differing
 from test_paper_config import paper_minutes
 
+from layerswap.workflow.layout import R, Layout
+
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
 SITE = {"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"}, "gpu_model": None, "gpus_per_node": 8}
@@ -132,7 +134,7 @@ def test_micro_through_slurm_matches_the_local_run(env, micro_run, tmp_path):
     assert set(faults.done) == {"requeue", "cancel"}, f"faults not injected: {faults.done} (rules seen {faults.rules})"
     # the cancelled job failed (squeue says CANCELLED) and was submitted again; the requeued one ran twice
     assert "Trying to restart job" in log, log[-3000:]
-    assert not differing(micro_run, work / "results"), differing(micro_run, work / "results")
+    assert not differing(micro_run, work / R), differing(micro_run, work / R)
     submitted = set(faults.rules)
     assert {"toy_corpus", "toy_base", "sft", "evaluate_checkpoints", "evaluate_merges", "heatmap"} <= submitted
     assert not submitted & LOCAL_RULES, f"trivial CPU rules went through the queue: {submitted & LOCAL_RULES}"
@@ -147,7 +149,7 @@ def test_preempted_sft_resumes_from_its_last_checkpoint(env, tmp_path):
     config["sft"]["runs"]["math_1"].update(num_samples=1984, checkpoint_every=496)
     cfg = tmp_path / "long_sft.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    target = "results/experts/math_1/checkpoints.json"
+    target = Layout().checkpoints_record("math_1")
     local = tmp_path / "local"
     proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
                            str(local), "--configfile", str(cfg), "--cores", "2", target],
@@ -156,15 +158,15 @@ def test_preempted_sft_resumes_from_its_last_checkpoint(env, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     work = tmp_path / "slurm"
-    trainer = work / "results" / "experts" / "math_1"
+    trainer = work / Layout().run_dir("math_1")
     first = lambda: any(trainer.glob("trainer-*/checkpoint-*/trainer_state.json"))  # noqa: E731
     faults = Faults(env, requeue="sft", ready=first)
     proc = run_with_faults(profile_cmd(work, target, "--configfile", str(cfg)), env, faults)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert "requeue" in faults.done, "the SFT job finished before its first checkpoint could be preempted"
-    sft_log = (work / "results" / "logs" / "sft" / "math_1.log").read_text()
+    sft_log = (work / Layout().log("sft", "math_1")).read_text()
     assert "resuming" in sft_log and "checkpoint-" in sft_log, sft_log[-2000:]
-    assert not differing(local / "results" / "experts", work / "results" / "experts")
+    assert not differing(local / Layout().experts(), work / Layout().experts())
 
 
 def test_time_limit_retry_and_keep_going(env, tmp_path):
@@ -215,7 +217,7 @@ def test_bad_site_settings_stop_before_submission(env, tmp_path, case):
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith(f"site settings: {path}: ") and message in lines[0], lines
     assert not {j for j, _, _ in squeue(env)} - before  # nothing submitted (earlier tests' jobs may age out)
-    assert not (tmp_path / "work" / "results").exists()
+    assert not (tmp_path / "work" / R).exists()
 
 
 def preview_rows(env, config: Path) -> list[dict]:

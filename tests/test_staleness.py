@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from layerswap.workflow.layout import Layout
 from layerswap.workflow.plan import parse_dry_run
 from conftest import MICRO, REPO
 
@@ -115,18 +116,19 @@ def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
     provenance record, so the workflow refuses to run until `--touch --forcerun` records them as this config's
     (layerswap/audit/provenance.py); without a record Snakemake could not see a params change either. The jobs the
     MMLU edit must rerun (MMLU on each run's checkpoints) really run once here; then --touch marks the rest done."""
-    written = []
-    for run_dir in (workdir / "results" / "evals" / "ckpt").iterdir():
-        parts = [json.loads(p.read_text()) for p in sorted(run_dir.glob("index*.json"))]
+    written, layout = [], Layout()
+    for run_dir in (workdir / layout.checkpoint_index("x")).parents[1].iterdir():
+        indexes = (layout.checkpoint_index(run_dir.name), layout.checkpoint_index(run_dir.name, "*"))
+        parts = [json.loads(p.read_text()) for p in sorted(p for i in indexes for p in workdir.glob(i))]
         benchmarks = {b for part in parts for files in part["files"].values() for b in files}
         for b in benchmarks:
             part = next(p for p in parts if any(b in files for files in p["files"].values()))
             files = {mid: {b: fs[b]} for mid, fs in part["files"].items()}
             keep = {f for fs in files.values() for f in fs.values()}
             index = {**part, "files": files, "sha256": {f: h for f, h in part["sha256"].items() if f in keep}}
-            (run_dir / f"index.{b}.json").write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
-            written.append(f"results/evals/ckpt/{run_dir.name}/index.{b}.json")
-    mmlu = [f"results/evals/ckpt/{r}/index.mmlu.json" for r in RUNS]
+            written.append(layout.checkpoint_index(run_dir.name, b))
+            (workdir / written[-1]).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    mmlu = [layout.checkpoint_index(r, "mmlu") for r in RUNS]
     for args in (["--touch", "--forcerun", *written], ["--cores", "2", "--force", *mmlu], ["--touch"]):
         proc = run_snakemake(REPO / "Snakefile", workdir, configfile, *args)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -253,8 +255,9 @@ def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(t
     after = set(dry_run_commands(tmp_path / "jpn", edited))
 
     def kind(command: str) -> str:
-        if "results/evals/by_language/" in command:
-            return "table2 " + command.split("--index results/evals/by_language/")[1].split()[0]
+        by_language = Layout().language_evals("")  # the folder of every language's own evaluations
+        if by_language in command:
+            return "table2 " + command.split(f"--index {by_language}")[1].split()[0]
         words = command.split()
         return " ".join(words[words.index("layerswap") + 1:][:2])  # "<cmd> <first argument>"
 

@@ -14,6 +14,8 @@ import yaml
 
 from conftest import MICRO, snakemake
 
+from layerswap.workflow.layout import R, Layout
+
 pytestmark = pytest.mark.workflow
 
 
@@ -68,7 +70,7 @@ def test_embedded_default_is_found_from_any_working_directory(tmp_path):
     proc = snakemake(tmp_path, "-n", configfile=None)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "rule toy_base:" in proc.stdout and "rule all:" in proc.stdout
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / R).exists()
 
 
 @pytest.mark.parametrize("edit, expected", [
@@ -86,7 +88,7 @@ def test_bad_config_stops_before_any_job(tmp_path, edit, expected):
     assert proc.returncode != 0
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("config error:")]
     assert len(errors) == 1 and expected in errors[0], proc.stderr[-2000:]
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / R).exists()
 
 
 EVALUATION_RULES = {"evaluate_base", "evaluate_base_select", "evaluate_checkpoints", "evaluate_checkpoints_other",
@@ -149,7 +151,7 @@ def test_batch_size_auto_stops_before_any_job(tmp_path):
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("config error:")]
     assert proc.returncode != 0 and not commands
     assert len(errors) == 1 and "config key 'evaluation.batch_size': 'auto'" in errors[0], proc.stderr[-2000:]
-    assert not (tmp_path / "results").exists()
+    assert not (tmp_path / R).exists()
 
 
 def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
@@ -160,8 +162,9 @@ def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
     proc = snakemake(tmp_path / "work", "-n", "-p", configfile=path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the SFT job writes into the directory of its output, the run's manifest under storage.scratch
-    assert f'--out-dir "$(dirname {tmp_path / "scratch" / "experts" / "math_1" / "checkpoints.json"})"' in proc.stdout
-    assert "results/experts/math_1" not in proc.stdout
+    record = Layout(big=str(tmp_path / "scratch")).checkpoints_record("math_1")
+    assert f'--out-dir "$(dirname {record})"' in proc.stdout
+    assert Layout().run_dir("math_1") not in proc.stdout
 
 
 def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tmp_path):
@@ -180,7 +183,7 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     assert proc.returncode == 0, proc.stderr[-2000:]
     planned = re.findall(r"^\s+output: (results/merged/\S+)$", proc.stdout, re.M)
     assert sorted(planned) == [f"results/merged/swap_default/toy_swh/l{i}m{j}" for i in (1, 2) for j in (1, 2)]
-    target = "results/merged/swap_default/toy_swh/l1m2"
+    target = Layout().merged_model("swap_default", "toy_swh", "l1m2")
     proc = snakemake(work, target, configfile=path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = work / target
@@ -193,7 +196,7 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     written = {}
     for shard in sorted(out.glob("*.safetensors")):
         written.update(load_file(shard))
-    recipe = load_recipe(str(work / "results/merges/swap_default/toy_swh/l1m2.json"))
+    recipe = load_recipe(str(work / Layout().recipe("swap_default", "toy_swh", "l1m2")))
     with pytest.MonkeyPatch.context() as mp:  # the recipe names experts relative to the working directory
         mp.chdir(work)
         expected = build_state_dict(recipe)

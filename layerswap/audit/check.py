@@ -17,10 +17,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from layerswap.audit.files import MANIFEST_NAME, is_run_log, walk
+from layerswap.audit.files import is_run_log, walk
 from layerswap.machine import hardware, hardware_diff
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.workflow.layout import Layout
 
 
 def load_manifest(path: Path) -> dict:
@@ -102,7 +103,7 @@ def remove_foreign(manifest: dict) -> tuple[list[str], list[str]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--manifest", default=f"results/{MANIFEST_NAME}")
+    parser.add_argument("--manifest", default=Layout().manifest())
     parser.add_argument("--logs", action="store_true",
                         help="compare the run logs too (training log.jsonl: wall-clock timings differ between runs)")
     parser.add_argument("--trace", nargs=3, metavar=("TABLE", "ROW", "COLUMN"),

@@ -16,14 +16,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from layerswap.fingerprint import file_sha256
+from layerswap.workflow.layout import LOGS, STORE, Layout
 
-EXCLUDED_DIRS = ("logs", ".snakemake", "store")
-MANIFEST_NAME = "manifest.json"
+EXCLUDED_DIRS = (LOGS, ".snakemake", STORE)
 #: File names of run logs: the Trainer's progress log of the base (`base.work/log.jsonl`) and of each SFT run
 #: (`experts/<run>/log.jsonl`): loss, learning rate and tokens/s with their wall-clock rates.
 RUN_LOGS = ("log.jsonl",)
 #: Records whose writer hashed the files it names (sha256 reused by the manifest; the job that owns those files).
-RECORDS = ("experts/*/checkpoints.json", "evals/ckpt/*/index*.json", "evals/by_language/*/table2_*.json")
+#: Glob patterns, relative to the results root.
+RECORDS = tuple(Layout().relative(p) for p in (Layout().checkpoints_record("*"), Layout().checkpoint_index("*"),
+                                               Layout().checkpoint_index("*", "*"), Layout().table2_index("*", "*")))
 
 
 def is_run_log(path: str | Path) -> bool:
@@ -33,7 +35,7 @@ def is_run_log(path: str | Path) -> bool:
 def walk(root: Path, exclude: set[Path] = frozenset()) -> list[Path]:
     """Every regular file under root, sorted, minus EXCLUDED_DIRS at the top level, the root's manifest and
     `exclude`."""
-    exclude = set(exclude) | {root / MANIFEST_NAME}
+    exclude = set(exclude) | {Path(Layout.at(root).manifest())}
     out = []
     for dirpath, dirnames, filenames in os.walk(root):
         d = Path(dirpath)

@@ -32,6 +32,7 @@ from layerswap.audit.provenance import declared, ownership, read_record, record_
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.workflow.layout import Layout
 
 MANIFEST_FORMAT = 3  # 2: run logs apart from the files (`run_logs`); 3: `foreign`, jobs' `snakemake` records
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -168,8 +169,8 @@ def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, co
 
 # --------------------------------------------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--root", default="results", help="results directory to hash")
-    parser.add_argument("--out", default="results/manifest.json")
+    parser.add_argument("--root", default=Layout().root, help="results directory to hash")
+    parser.add_argument("--out", default=Layout().manifest())
     parser.add_argument("--metadata-dir", default=".snakemake/metadata",
                         help="Snakemake's per-output job records (rule, params, shell command)")
     parser.add_argument("--workflow-dir", default=None,

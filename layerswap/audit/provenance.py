@@ -32,9 +32,10 @@ import os
 import shlex
 from pathlib import Path
 
-from layerswap.audit.files import MANIFEST_NAME, RECORDS, recorded_hashes, walk
+from layerswap.audit.files import RECORDS, recorded_hashes, walk
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.workflow.layout import R, Layout
 
 #: The fields of a Snakemake metadata record the manifest keeps (besides rule, params and shell command, which it
 #: lists for readers): what Snakemake's rerun triggers compare, and the inputs' checksums it uses for mtime ties.
@@ -86,7 +87,7 @@ def _compared(record: dict) -> dict:
 # ----------------------------------------------------------------------------------------------- this config's files
 def declared(spec) -> list[str]:
     """Every file a job of the config declares: the default DAG's, the manifest, and every ablation's."""
-    files = [*spec.results(), f"results/{MANIFEST_NAME}"]
+    files = [*spec.results(), Layout().manifest()]
     for name in spec.ablations.planned:
         files += spec.ablations.results(name)
     return list(dict.fromkeys(files))
@@ -196,24 +197,24 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
 
 # -------------------------------------------------------------------------------------------- before a run
 def check(spec, meta_dir: Path = Path(".snakemake/metadata"), incomplete_dir: Path = Path(".snakemake/incomplete"),
-          root: Path = Path("results")) -> list[str]:
+          root: Path = Path(R)) -> list[str]:
     """Before the DAG is built: put back the records the manifest vouches for, refuse outputs with no provenance
     (UserError, one line), and return the lines to print (records put back, files not from this config)."""
-    outputs = declared(spec)
-    restored, unknown = restore(outputs, meta_dir, incomplete_dir, root / MANIFEST_NAME)
+    outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
+    restored, unknown = restore(outputs, meta_dir, incomplete_dir, manifest)
     if unknown:
         shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
         raise UserError(
             f"{len(unknown)} result(s) have no record of the job that made them ({shown}): neither "
-            f".snakemake/metadata nor {root / MANIFEST_NAME} (with these bytes) says which params made them; rebuild "
+            f".snakemake/metadata nor {manifest} (with these bytes) says which params made them; rebuild "
             "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
             f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}")
     lines = []
     if restored:
         lines.append(f"provenance: {len(restored)} record(s) put back into .snakemake/metadata from "
-                     f"{root / MANIFEST_NAME} (results moved without .snakemake/ or beside another run's)")
+                     f"{manifest} (results moved without .snakemake/ or beside another run's)")
     if root.is_dir():
-        _, foreign = ownership(root, set(outputs), {root / MANIFEST_NAME})
+        _, foreign = ownership(root, set(outputs), {manifest})
         if foreign:
             shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else "")
             lines.append(f"provenance: {len(foreign)} file(s) under {root}/ are not from this config ({shown}); "

@@ -14,8 +14,10 @@ import re
 import shlex
 from pathlib import Path
 
+from layerswap.contracts import BASE_MODEL_ID, merge_model_parts
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.workflow.layout import Layout
 
 
 class Traced(float):
@@ -106,7 +108,8 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
             value = super().maybe_score(model_id, bench, key)
             return Traced(value, {str(self.source(model_id, bench, key))}) if isinstance(value, float) else value
 
-    built = tables.build_tables(root / "selection", root / "evals", params, evals=TracingEvals(root / "evals"))
+    layout = Layout.at(root)
+    built = tables.build_tables(layout.selection_dir(), layout.evals(), params, evals=TracingEvals(layout.evals()))
     if stem not in built:
         raise UserError(f"{table_file}: not one of the tables ({', '.join(built)})")
     table = built[stem]
@@ -128,25 +131,26 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
            "displayed": table.display(rkey, ckey), "evaluations": [], "samples": [], "recipes": [],
            "checkpoints": []}
     checkpoints: list[str] = []
-    evals_root = root / "evals"
+    evals_root = Path(layout.evals())
+    by_language = Path(layout.relative(layout.language_evals("*"), layout.evals())).parts[0]
     for e in evals:
         out["evaluations"].append(entry(e))
         samples = e[: -len(".json")] + ".samples.jsonl"
         if Path(samples).exists() or samples in files:
             out["samples"].append(entry(samples))
         rel = Path(e).parent.relative_to(evals_root)
-        model_id = str(Path(*rel.parts[2:]) if rel.parts[0] == "by_language" else rel)  # by_language/<lang>/<id>
+        model_id = str(Path(*rel.parts[2:]) if rel.parts[0] == by_language else rel)  # by_language/<lang>/<id>
         if model_id.startswith("merge/"):
-            recipe = str(root / "merges" / (model_id[len("merge/"):] + ".json"))
+            recipe = str(Path(layout.recipe(*merge_model_parts(model_id))))
             out["recipes"].append(entry(recipe))
             try:
                 _recipe_models(json.loads(Path(recipe).read_text()), checkpoints)
             except (OSError, ValueError):
                 pass
         elif model_id.startswith("ckpt/"):
-            checkpoints.append(str(root / "experts" / model_id[len("ckpt/"):]))
-        elif model_id == "base":
-            checkpoints.append(str(root / "base"))
+            checkpoints.append(str(Path(layout.checkpoint(*model_id[len("ckpt/"):].split("/", 1)))))
+        elif model_id == BASE_MODEL_ID:
+            checkpoints.append(str(Path(layout.base())))
     for ck in dict.fromkeys(checkpoints):
         weights = sorted(p for p in files if p.startswith(ck.rstrip("/") + "/") and p.endswith(".safetensors")
                          and "/adapter/" not in p)

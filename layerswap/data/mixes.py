@@ -35,6 +35,7 @@ from typing import Callable, Iterable, Iterator
 from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
+from layerswap.workflow.layout import Layout
 
 
 def language_mix(mixes: dict, lang: str) -> dict[str, int]:
@@ -257,7 +258,8 @@ class OverlapFilter:
 
 
 def manifest_path(out: Path) -> Path:
-    return out.with_name(out.name.removesuffix(".jsonl") + ".manifest.json")
+    """The manifest beside a mix `out`: `<expert>.jsonl` -> `<expert>.manifest.json`, as the results layout has it."""
+    return out.with_name(Path(Layout().sft_mix(out.name.removesuffix(".jsonl"), "manifest.json")).name)
 
 
 def build_mix(sources: list[dict], seed: int, out: Path, manifest: Path | None = None) -> dict[str, int]:

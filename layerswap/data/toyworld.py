@@ -19,6 +19,7 @@ from typing import Iterator
 
 from layerswap.benchmarks import BENCHMARKS, toy_sizes
 from layerswap.errors import UserError
+from layerswap.workflow.layout import Layout
 
 NAMES = ["tom", "mia", "sam", "ana", "leo", "eva", "max", "zoe", "ben", "ivy", "noa", "kai"]
 OBJECTS = ["apples", "pens", "books", "cups", "balls", "coins", "cards", "eggs", "hats", "keys"]
@@ -305,7 +306,8 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
             rows = writer(world, _stream(seed, kind), lang, size)
     _write_jsonl(out, in_vocabulary(name, kind, writer.__qualname__, rows, set(vocabulary(langs))))
     if name == "pretrain":
-        (out.parent / "vocab.json").write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
+        vocab = out.with_name(Path(Layout().vocab()).name)  # beside the corpus, as the results layout has it
+        vocab.write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
 
 
 def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list[dict], vocab: set[str]

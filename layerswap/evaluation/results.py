@@ -8,6 +8,19 @@ from pathlib import Path
 
 from layerswap.contracts import write_json_atomic, write_text_atomic
 from layerswap.evaluation.tasks import BenchmarkPlan, TaskPlan, group_leaves
+from layerswap.workflow.layout import Layout
+
+
+def result_file(out_dir: Path, model_id: str, bench: str) -> Path:
+    """A model's evaluation of one benchmark in a job's `--out-dir` (the results layout's evaluations folder, or a
+    folder laid out as it is): `<out_dir>/<model id>/<bench>.json`; its per-item log beside it (`samples_file`)."""
+    layout = Layout()
+    return Path(out_dir) / layout.relative(layout.eval_file(model_id, bench), layout.evals())
+
+
+def samples_file(result: Path) -> Path:
+    """The per-item log beside an evaluation file: `<bench>.samples.jsonl`."""
+    return result.with_name(result.name.removesuffix(".json") + ".samples.jsonl")
 
 
 def _number(x):
@@ -82,10 +95,9 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
                                   if not t.unavailable else {"unavailable": t.unavailable}) for t in plan.tasks}
         if plan.variant:
             doc["variant"] = plan.variant
-    base = out_dir / model_id
-    write_text_atomic(base / f"{plan.name}.samples.jsonl",
-                      "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in samples))
-    write_text_atomic(base / f"{plan.name}.json", json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    result = result_file(out_dir, model_id, plan.name)
+    write_text_atomic(samples_file(result), "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in samples))
+    write_text_atomic(result, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
 
@@ -94,7 +106,7 @@ def write_index(path: Path, run: str | None, models: list[tuple[str, Path]], pla
     """One file naming every (model, benchmark) result of this job, for rules whose outputs vary per run."""
     from layerswap.fingerprint import file_sha256
 
-    files = {mid: {p.name: str(out_dir / mid / f"{p.name}.json") for p in plans} for mid, _ in models}
+    files = {mid: {p.name: str(result_file(out_dir, mid, p.name)) for p in plans} for mid, _ in models}
     index = {
         "run": run,
         "checkpoints": [{"model_id": mid, "name": mid.rsplit("/", 1)[-1], "path": str(src)} for mid, src in models],

@@ -30,6 +30,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from layerswap.evaluation.results import result_file, samples_file
 from layerswap.evaluation.tasks import BenchmarkPlan
 
 log = logging.getLogger("layerswap.evaluate")
@@ -143,10 +144,11 @@ class Store:
         try:
             sums = {}
             for p in plans:
-                for ext in (".json", ".samples.jsonl"):
-                    blob = (out_dir / model_id / f"{p.name}{ext}").read_bytes()
-                    (tmp / f"{p.name}{ext}").write_bytes(blob)
-                    sums[f"{p.name}{ext}"] = hashlib.sha256(blob).hexdigest()
+                result = result_file(out_dir, model_id, p.name)
+                for src in (result, samples_file(result)):
+                    blob = src.read_bytes()
+                    (tmp / src.name).write_bytes(blob)
+                    sums[src.name] = hashlib.sha256(blob).hexdigest()
             (tmp / "key.json").write_text(json.dumps({"job": self.job, **doc, "files": sums}, indent=1,
                                                      sort_keys=True, default=str) + "\n")
             os.replace(tmp, entry)

@@ -20,6 +20,7 @@ from layerswap.errors import UserError
 from layerswap.report import intervals
 from layerswap.report.evals import Evals, mean, pct
 from layerswap.report.render import Table, fmt_pct
+from layerswap.workflow.layout import Layout
 
 METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 # table columns per language, after `language`/`variant`
@@ -208,10 +209,10 @@ def build(evals_dir: str | Path, params: Params, out_dir: str | Path) -> list[Pa
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--evals-dir", required=True, help="results/evals")
+    parser.add_argument("--evals-dir", required=True, help=Layout().evals())
     parser.add_argument("--params-json", required=True,
                         help="{name, title, plan, metrics, variants, languages, top_k, world, language_names}")
-    parser.add_argument("--out-dir", required=True, help="results/ablations/<name>")
+    parser.add_argument("--out-dir", required=True, help=Layout().ablation_dir("<name>"))
 
 
 def run(args: argparse.Namespace) -> None:

@@ -16,9 +16,22 @@ from pathlib import Path
 from layerswap.contracts import read_json  # noqa: F401 (the shared reader; paper_tables imports it here)
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
+from layerswap.workflow.layout import Layout
 
 MISSING = "n/a"  # no score for the key in the file (Table 5 shows it)
 SKIPPED = "skipped"  # the benchmark was not run (MBPP without opt-in)
+
+
+_LAYOUT = Layout()
+
+
+def _in_evals(path: str) -> str:
+    """A path of the results layout relative to its evaluations folder, the root an `Evals` is given."""
+    return _LAYOUT.relative(path, _LAYOUT.evals())
+
+
+#: The checkpoint evaluation indexes (`index.json`, `index.<part>.json`), relative to the root.
+INDEXES = (_in_evals(_LAYOUT.checkpoint_index("*")), _in_evals(_LAYOUT.checkpoint_index("*", "*")))
 
 
 def mean(values: list[float]) -> float:
@@ -47,7 +60,7 @@ class Evals:
         are as the job named them, relative to the working directory), else (None, None)."""
         if self._hashes is None:
             self._hashes = {}
-            for index in sorted(self.root.glob("ckpt/*/index*.json")):
+            for index in sorted(p for pattern in INDEXES for p in self.root.glob(pattern)):
                 recorded = read_json(index, "evaluation index")
                 recorded = recorded.get("sha256") if isinstance(recorded, dict) else None
                 for name, sha in (recorded if isinstance(recorded, dict) else {}).items():
@@ -55,10 +68,10 @@ class Evals:
         return self._hashes.get(os.path.abspath(path), (None, None))
 
     def path(self, model_id: str, bench: str) -> Path:
-        return self.root / model_id / f"{bench}.json"
+        return self.root / _in_evals(_LAYOUT.eval_file(model_id, bench))
 
     def language_path(self, model_id: str, bench: str, key: str) -> Path:
-        return self.root / "by_language" / key / model_id / f"{bench}.json"
+        return self.root / _in_evals(_LAYOUT.language_evals(key)) / _in_evals(_LAYOUT.eval_file(model_id, bench))
 
     def _load(self, path: Path) -> dict:
         if path not in self._cache:

@@ -29,6 +29,7 @@ from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
 from layerswap.report.evals import MISSING, SKIPPED, Evals, mean, pct, read_json
 from layerswap.report.render import PAPER_TASK_NOTES, TOY_LABEL, Table, fmt_pct
+from layerswap.workflow.layout import Layout
 
 # ----------------------------------------------------------------------------------------------------------------
 # params
@@ -76,9 +77,15 @@ class Params:
 # inputs
 
 
+def selection_file(selection_dir: str | Path, expert_type: str) -> Path:
+    """The selection file of `expert_type` in the folder `selection_dir` (the tables' `--selection-dir`)."""
+    layout = Layout()
+    return Path(selection_dir) / layout.relative(layout.selection(expert_type), layout.selection_dir())
+
+
 def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> list[str]:
     """Model ids (ckpt/<run>/<checkpoint>) of the top-k selected experts, by rank."""
-    path = Path(selection_dir) / f"{expert_type}.json"
+    path = selection_file(selection_dir, expert_type)
     entries = read_selection(path, ("run", "checkpoint"))
     if len(entries) < top_k:
         raise UserError(f"{path}: {len(entries)} selected experts, top_k is {top_k}")
@@ -87,7 +94,7 @@ def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> l
 
 def selection_rule(selection_dir: str | Path, expert_type: str) -> str:
     """How a selection file chose: '<w>·<metric> + ...', then the constraints and their margins (if any)."""
-    path = Path(selection_dir) / f"{expert_type}.json"
+    path = selection_file(selection_dir, expert_type)
     data = read_json(path, "selection")
     weights, constraints = data.get("weights") or {}, data.get("constraints") or {}
     text = "ranked by " + " + ".join(f"{w:g}·{m}" for m, w in weights.items())

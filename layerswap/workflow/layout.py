@@ -13,6 +13,7 @@ package's own commands and tests use for the files that never move.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 R = "results"  # the results folder, relative to the workflow's directory
@@ -163,6 +164,21 @@ class Layout:
     def config_used_prefix(self) -> str:
         """`config_used.<ext>` without the extension (`charts config-html --out-prefix`)."""
         return f"{self.root}/config_used"
+
+    # -- added by paths --
+    @classmethod
+    def at(cls, root: str | os.PathLike) -> Layout:
+        """The layout of the results folder `root` with the big artefacts in it too: a finished run's folder as the
+        audit, the scripts and the tests read it (`Layout.at(tmp_path / "results")`)."""
+        return cls(str(root), str(root))
+
+    def relative(self, path: str, to: str | None = None) -> str:
+        """`path` (one of this layout's) relative to `to` (one of its folders; default: the root), for a command
+        given that folder: `Layout().relative(Layout().selection("math"), Layout().selection_dir())` -> `math.json`."""
+        folder = (self.root if to is None else to).rstrip("/") + "/"
+        if not path.startswith(folder):
+            raise ValueError(f"{path} is not in {folder}")
+        return path[len(folder):]
 
     def language_evals(self, lang: str) -> str:
         """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):
