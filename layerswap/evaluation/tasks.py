@@ -16,6 +16,7 @@ from layerswap.benchmarks import MBPP_VARIANT, HubSplits, PaperBenchmark  # noqa
 from layerswap.command_params import AtLeast, build
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.workflow.layout import Layout
 
 RESOURCES = ("tasks/toy", "tasks/paper")  # read at run time (layerswap.fingerprint hashes them with this module)
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
@@ -167,8 +168,15 @@ def parse_benchmarks(text: str) -> dict[str, TaskSettings]:
     return out
 
 
+def _data_file(data_dir: Path, file: str, lang: str) -> Path:
+    """An evaluation set in `--data-dir` (the results layout's evaluation data folder): `<file>_<lang>.jsonl`."""
+    layout = Layout()
+    return data_dir / layout.relative(layout.eval_data(file, lang), layout.eval_data_dir())
+
+
 def _languages_on_disk(data_dir: Path, prefix: str) -> list[str]:
-    return sorted(p.name[len(prefix) + 1: -len(".jsonl")] for p in data_dir.glob(f"{prefix}_*.jsonl"))
+    head, tail = _data_file(data_dir, prefix, "*").name.split("*")
+    return sorted(p.name[len(head): -len(tail)] for p in data_dir.glob(f"{head}*{tail}"))
 
 
 def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[BenchmarkPlan]:
@@ -188,7 +196,7 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[Bench
         for lang in langs:
             if bench.directions and lang == "en":
                 continue  # FLORES: English is the other side of every direction
-            path = data_dir / f"{bench.file}_{lang}.jsonl"
+            path = _data_file(data_dir, bench.file, lang)
             if not path.is_file():
                 raise UserError(f"--benchmarks-json: {name}: language {lang!r} has no data file {path}")
             if pool:
