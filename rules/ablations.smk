@@ -75,11 +75,9 @@ if spec.runs.other_base:
 
     # SFT of an ablation run from another base than the main one: sft's command, with the run's base.
     use rule sft as ablation_sft with:
-        input:
+        input:  # sft takes the base folder from input.base
             base=lambda w: layout.base_config(spec.runs.base_dir[w.run]),
             data=lambda w: layout.sft_mix(spec.runs.spec(w.run)["expert"]),
-        params:  # the params not named here are sft's
-            base=lambda w: spec.runs.base_dir[w.run],
         wildcard_constraints:
             run="|".join(spec.runs.other_base),
         resources:
@@ -96,7 +94,6 @@ if spec.ablations.bases and config["world"] == "toy":
         params:  # params not named here are toy_base's
             model=lambda w: as_json(spec.ablations.base_spec(w.ablation, w.base)["model"]),
             seed=lambda w: spec.ablations.base_spec(w.ablation, w.base)["seed"],
-            out=lambda w: layout.ablation_base(w.ablation, w.base),
         wildcard_constraints:
             ablation="|".join(spec.ablations.expert_sets),
             base="[A-Za-z0-9]+",

@@ -12,7 +12,7 @@ rule toy_base:
         train=as_json(config["base"].get("toy_pretrain", {})),
         layers=config["base"]["num_layers"],
         seed=config["seed"],
-        out=layout.base(),
+        out=lambda w, output: str(Path(output[0]).parent),  # the base folder (ablation_toy_base: another one)
         code=command_hash("toy-base"),
     threads: config["base"].get("toy_pretrain", {}).get("threads", 1)
     resources:
@@ -36,7 +36,7 @@ rule sft:
     params:
         run=lambda w: spec.runs.sft_params(w.run),
         launch=sft_launch,
-        base=layout.base(),
+        base=lambda w, input: str(Path(input.base).parent),  # the base folder (ablation_sft: its run's base)
         code=command_hash("sft"),
     threads: lambda w: spec.runs.spec(w.run).get("threads", 1)
     resources:
