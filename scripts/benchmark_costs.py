@@ -248,8 +248,8 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     """One `evaluate-merges` run (a fresh model build) over `recipes` at `batch_size`: per merge its load (state dict
     build + load) and evaluation seconds; generated tokens (each generation re-encoded with the base's tokenizer) and
     tokens/s over all merges and over all but the first (whose evaluation holds the first-generation overhead)."""
-    from layerswap.evaluation import evaluate as ev
     from layerswap import merge
+    from layerswap.evaluation import evaluate as ev
 
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from layerswap.workflow.layout import R, Layout  # noqa: E402
+from layerswap.workflow.layout import Layout, R  # noqa: E402
 
 BENCHMARKS = {"mgsm": {"shots": 0}, "belebele": {"shots": 0}, "flores": {"shots": 0}, "mmlu": {"shots": 0},
               "mbpp": {"shots": 0, "execute_code": False}}

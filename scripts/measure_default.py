@@ -22,7 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-from layerswap.workflow.layout import R, Layout  # noqa: E402
+from layerswap.workflow.layout import Layout, R  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:

@@ -105,8 +105,8 @@ def main() -> None:
 
     import lm_eval.evaluator
     import torch
-
     from bench_evaluate import build_world
+
     from layerswap.evaluation import evaluate as ev
 
     calls: list[dict] = []

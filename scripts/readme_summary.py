@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from layerswap.report.summary import README_BEGIN, README_END, paragraph  # noqa: E402
-from layerswap.workflow.layout import R, Layout  # noqa: E402
+from layerswap.workflow.layout import Layout, R  # noqa: E402
 
 
 def split(readme: str) -> tuple[str, str, str]:

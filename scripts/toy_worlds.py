@@ -26,10 +26,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from layerswap.machine import hardware  # noqa: E402
 from layerswap.audit.trace import tables_params  # noqa: E402
+from layerswap.machine import hardware  # noqa: E402
 from layerswap.report import tables, transfer  # noqa: E402
-from layerswap.workflow.layout import R, Layout  # noqa: E402
+from layerswap.workflow.layout import Layout, R  # noqa: E402
 
 RECORDS = REPO / "docs" / "toy_worlds.json"
 PAGE = REPO / "docs" / "toy_worlds.md"

@@ -11,15 +11,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import MICRO, REPO, snakemake
 from test_report import Scripts, decode, js_value
+
 from layerswap.command_params import parse
+from layerswap.config import load_config
+from layerswap.errors import UserError
 from layerswap.report import ablation_table
 from layerswap.workflow import ablations as abl
 from layerswap.workflow.variants import scale
-from layerswap.config import load_config
-from layerswap.errors import UserError
 
 ABL_DIR = REPO / "config" / "ablations"
 

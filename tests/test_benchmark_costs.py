@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+
 from conftest import HANG_GUARD, REPO
 
 

@@ -4,8 +4,8 @@ the ablations and the evaluation read; facts of a task YAML come from the YAML."
 from __future__ import annotations
 
 import yaml
-
 from conftest import MICRO, REPO
+
 from layerswap import benchmarks
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import validate_config

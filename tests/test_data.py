@@ -1,8 +1,8 @@
 import json
 
 import pytest
-
 from conftest import read_jsonl
+
 from layerswap.data.mixes import build_mix, normalise
 from layerswap.errors import UserError
 

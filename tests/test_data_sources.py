@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO, read_jsonl
+
 from layerswap.config import load_config
 from layerswap.data import hub
-from layerswap.workflow import prestage
 from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
 from layerswap.workflow import cost as cost_mod
+from layerswap.workflow import prestage
 from layerswap.workflow.layout import Layout
 
 PAPER = REPO / "config" / "paper.yaml"

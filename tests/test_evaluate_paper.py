@@ -15,11 +15,11 @@ import yaml
 
 pytest.importorskip("lm_eval")
 
-from layerswap.workflow import prestage  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 from layerswap.evaluation import evaluate as ev  # noqa: E402
 from layerswap.evaluation import paper_tasks as pt  # noqa: E402
 from layerswap.evaluation import tasks as et  # noqa: E402
+from layerswap.workflow import prestage  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text(encoding="utf-8"))

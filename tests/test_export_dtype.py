@@ -12,12 +12,12 @@ import pytest
 import torch
 import yaml
 from safetensors.torch import load_file
+from test_sft import mix  # noqa: F401 (the fixture: 16 toy math rows)
 
 from layerswap.config import effective_runs, load_config
 from layerswap.errors import UserError
 from layerswap.train.sft import train_expert
 from layerswap.workflow import cost as cost_mod
-from test_sft import mix  # noqa: F401 (the fixture: 16 toy math rows)
 
 REPO = Path(__file__).resolve().parents[1]
 PARAMS = {"lr": 1e-3, "batch_size": 4, "seq_len": 48, "weight_decay": 0.01, "max_grad_norm": 1.0,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import REPO
+
 from layerswap import benchmarks
 from layerswap.benchmarks import BENCHMARKS, REGISTRY, Benchmark
 from layerswap.data import toyworld

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import HANG_GUARD, REPO, snakemake
 from hub_replica import Replica
 from hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
-from layerswap.workflow.layout import R, Layout
+from layerswap.workflow.layout import Layout, R
 
 LAYERSWAP = str(Path(sys.executable).parent / "layerswap")
 

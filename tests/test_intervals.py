@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO
+from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
+
 from layerswap.errors import UserError
 from layerswap.report import intervals, summary, tables
 from layerswap.report.render import Table, fmt_pct
-from layerswap.workflow.layout import R, Layout
-from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
+from layerswap.workflow.layout import Layout, R
 
 
 def test_bootstrap_matches_the_binomial_spread_and_is_seeded():

@@ -5,7 +5,6 @@ rules/common.smk the helpers (layerswap/workflow/spec.py the logic behind them).
 from __future__ import annotations
 
 import pytest
-
 from conftest import REPO, snakemake
 
 

@@ -18,12 +18,11 @@ import tomllib
 from importlib.metadata import distributions
 
 import pytest
+from conftest import REPO
 from packaging.markers import Marker, default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
-
-from conftest import REPO
 
 RUNTIME, TEST, GPU = "requirements.lock", "requirements-test.lock", "requirements-gpu.lock"
 EXTRAS = {RUNTIME: ("cluster",), TEST: ("test",), GPU: ("cluster", "vllm")}   # what `make lock` compiles each from

@@ -12,6 +12,7 @@ from layerswap.cli import main
 from layerswap.errors import UserError
 from layerswap.merge import build_state_dict, load_recipe, validate_recipe, write_merged
 from layerswap.workflow.layout import Layout
+
 try:
     from test_merge_engine import LANG, TASK, llama_shapes, make_ckpt, swap
 except ImportError:  # tests/ made a package
@@ -153,7 +154,8 @@ def test_cli_merge_and_recipes(tmp_path: Path, pair: tuple[str, str], capsys: py
 def test_the_layer_count_check_has_one_owner_that_the_engine_uses():
     """layer_swap.overflow is the count config.check (through layer_swap.check), ablations.expand and the engine's
     layer_plan (through layer_swap.check) all use: a swap of exactly L layers fits, one more does not."""
-    from layerswap.merge.methods.layer_swap import layer_plan, overflow as swap_layer_overflow
+    from layerswap.merge.methods.layer_swap import layer_plan
+    from layerswap.merge.methods.layer_swap import overflow as swap_layer_overflow
 
     fits = {"bottom": 3, "transition_bottom": 2, "transition_top": 1, "top": 2}
     assert swap_layer_overflow(fits, 8) is None and layer_plan(fits, 8).count("lang") == 5

@@ -9,9 +9,11 @@ import shlex
 import pytest
 import torch
 import yaml
-from safetensors.torch import load_file
-
 from conftest import MICRO, snakemake
+from safetensors.torch import load_file
+from test_merge_engine import random_ckpt
+from test_tables import PAIRS, PARAMS, SWH, TEL, make_world, write_eval
+
 from layerswap.config import check, validate_config
 from layerswap.contracts import merge_model_id
 from layerswap.errors import UserError
@@ -20,8 +22,6 @@ from layerswap.merge.methods.dare import BLOCK, keep_mask
 from layerswap.report import tables
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.spec import Spec
-from test_merge_engine import random_ckpt
-from test_tables import PAIRS, PARAMS, SWH, TEL, make_world, write_eval
 
 
 def dare(models: list, base: str | None, method: str = "dare", **params: object) -> dict:

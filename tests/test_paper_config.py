@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
+
 from layerswap.config import load_config
 
 PAPER = REPO / "config" / "paper.yaml"

@@ -14,11 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import MICRO, REPO
 from test_staleness import planned, run_snakemake, set_in, write_config
 
-from layerswap.workflow.layout import LOGS, R, Layout
+from layerswap.workflow.layout import LOGS, Layout, R
 
 pytestmark = pytest.mark.workflow
 

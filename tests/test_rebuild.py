@@ -13,12 +13,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import REPO, snakemake
 
 from layerswap.audit.files import is_run_log
 from layerswap.contracts import merge_model_id
-from layerswap.workflow.layout import LOGS, R, Layout
+from layerswap.workflow.layout import LOGS, Layout, R
 from layerswap.workflow.plan import parse_dry_run
-from conftest import REPO, snakemake
 
 pytestmark = pytest.mark.workflow
 L = Layout()

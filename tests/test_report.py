@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import snakemake
 
 pytestmark = pytest.mark.workflow

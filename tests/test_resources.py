@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import MICRO, REPO
+
 from layerswap.config import load_config
 from layerswap.errors import UserError
 from layerswap.workflow import resources

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -218,9 +217,9 @@ def test_no_pickle_loading_or_remote_code_outside_allow_list():
 
 
 def test_trust_remote_code_off_by_default():
-    from layerswap.data import hub
-
     import inspect
+
+    from layerswap.data import hub
 
     # datasets >= 4 runs no loading scripts at all (a script dataset is refused, and the pre-flight check says so):
     # the loaders take no trust_remote_code

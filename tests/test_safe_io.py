@@ -197,11 +197,9 @@ def test_checkpoint_record_is_checked_against_its_folder(work, capsys):
 
 
 def test_each_weight_file_is_hashed_once_per_job(work, monkeypatch):
-    from layerswap import fingerprint
+    from layerswap import checkpoints, fingerprint
     from layerswap.checkpoints import Checkpoint
     from layerswap.merge import build_state_dict
-
-    from layerswap import checkpoints
 
     monkeypatch.setattr(checkpoints, "_HASHED", {})  # a job is a fresh process (the fixture's writer hashed them)
     hashed: list[str] = []

@@ -26,12 +26,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import HANG_GUARD, MICRO, REPO
 from slurm_cluster import ACCOUNT, Cluster, differing
 from test_paper_config import paper_minutes
 
-from layerswap.workflow.layout import R, Layout
+from layerswap.workflow.layout import Layout, R
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 

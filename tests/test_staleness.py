@@ -9,7 +9,6 @@ changed merge module, and the single-task-per-job edit runs on a copy of the wor
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -20,10 +19,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import MICRO, REPO
 
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.plan import parse_dry_run
-from conftest import MICRO, REPO
 
 pytestmark = pytest.mark.workflow
 

@@ -1,6 +1,5 @@
 """The toy-transfer study's configs (config/toy_transfer.yaml + config/worlds/*.yaml) and its record page."""
 
-import copy
 import importlib.util
 import sys
 from pathlib import Path
@@ -10,7 +9,6 @@ import yaml
 from snakemake.utils import update_config
 
 from layerswap.config import check, validate_config
-from layerswap.errors import UserError
 
 REPO = Path(__file__).resolve().parents[1]
 LEVERS = sorted(p.stem for p in (REPO / "config" / "worlds").glob("*.yaml"))

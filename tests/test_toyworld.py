@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 from conftest import TINY_LANGS, TINY_SIZES, read_jsonl
+
 from layerswap.data.toyworld import ENGLISH_WORDS, METADATA, NAMES, english, generate, make_language, strings
 
 
@@ -45,8 +46,8 @@ def test_an_added_language_leaves_the_other_languages_files_alone(tmp_path):
 def test_unknown_dataset_is_one_line(tmp_path):
     import pytest
 
-    from layerswap.errors import UserError
     from layerswap.data.toyworld import write_dataset
+    from layerswap.errors import UserError
 
     with pytest.raises(UserError, match="toy dataset 'gsm8k_en': unknown"):
         write_dataset("gsm8k_en", tmp_path / "x.jsonl", 0, {}, 3)

@@ -11,10 +11,9 @@ import pandas as pd
 import pytest
 import torch
 import yaml
-
 from conftest import MICRO, snakemake
 
-from layerswap.workflow.layout import R, Layout
+from layerswap.workflow.layout import Layout, R
 
 pytestmark = pytest.mark.workflow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from layerswap.workflow.ablations import plan, with_merge_configs
 from layerswap.config import check, validate_config
+from layerswap.workflow.ablations import plan, with_merge_configs
 from layerswap.workflow.spec import Spec
 from layerswap.workflow.words import as_json, canonical_languages, revision_arg
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layerswap.audit.files import is_run_log, walk
-from layerswap.machine import hardware, hardware_diff
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.machine import hardware, hardware_diff
 from layerswap.workflow.layout import Layout
 
 

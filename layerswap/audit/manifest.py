@@ -27,11 +27,11 @@ import sys
 from pathlib import Path
 
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
-from layerswap.machine import checkout, git_state, hardware, package_versions
 from layerswap.audit.provenance import declared, ownership, read_record, record_fields, spec_of
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.machine import checkout, git_state, hardware, package_versions
 from layerswap.workflow.layout import Layout
 
 MANIFEST_FORMAT = 3  # 2: run logs apart from the files (`run_logs`); 3: `foreign`, jobs' `snakemake` records

@@ -35,7 +35,7 @@ from pathlib import Path
 from layerswap.audit.files import RECORDS, recorded_hashes, walk
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
-from layerswap.workflow.layout import R, Layout
+from layerswap.workflow.layout import Layout, R
 
 #: The fields of a Snakemake metadata record the manifest keeps (besides rule, params and shell command, which it
 #: lists for readers): what Snakemake's rerun triggers compare, and the inputs' checksums it uses for mtime ties.

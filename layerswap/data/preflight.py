@@ -24,8 +24,8 @@ import sys
 import tempfile
 import time
 
-from layerswap.errors import UserError
 from layerswap.data.hub import MODEL_PATTERNS, describe, gated_hint, load_error, open_dataset, repo_files
+from layerswap.errors import UserError
 
 WORKERS = 8
 

@@ -49,12 +49,28 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap.errors import UserError
-from layerswap.evaluation.hosts import (ModelHost, VLLMHost, check_model_dir, check_truncation, check_vllm_models,
-                                        require_vllm, resolve_dtype)
+from layerswap.evaluation.hosts import (
+    ModelHost,
+    VLLMHost,
+    check_model_dir,
+    check_truncation,
+    check_vllm_models,
+    require_vllm,
+    resolve_dtype,
+)
 from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
-from layerswap.evaluation.tasks import (BENCHMARKS, TASK_SETS, BenchmarkPlan, job_batch_size, paper_samples,
-                                        parse_benchmarks, plan_benchmarks, set_task_settings, write_task_yamls)
+from layerswap.evaluation.tasks import (
+    BENCHMARKS,
+    TASK_SETS,
+    BenchmarkPlan,
+    job_batch_size,
+    paper_samples,
+    parse_benchmarks,
+    plan_benchmarks,
+    set_task_settings,
+    write_task_yamls,
+)
 from layerswap.hf_cache import use_hf_home
 
 log = logging.getLogger("layerswap.evaluate")

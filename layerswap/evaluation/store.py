@@ -63,8 +63,8 @@ def _plan_doc(plan: BenchmarkPlan) -> dict:
 
 def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
     """What every model's result of this job depends on besides the model (see the module docstring)."""
-    from layerswap.machine import hardware, package_versions
     from layerswap.fingerprint import command_hash
+    from layerswap.machine import hardware, package_versions
 
     versions = package_versions()
     if getattr(args, "backend", "hf") == "vllm":

@@ -8,7 +8,6 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-
 from typing import Annotated
 
 from layerswap import benchmarks as registry

@@ -16,13 +16,20 @@ from typing import Any, Iterator
 
 import torch
 
+from layerswap.checkpoints import (
+    BASE_FINGERPRINT_FILE,
+    INDEX_FILE,
+    TIED_HEAD,
+    Checkpoint,
+    chunk_ranges,
+    ties_head,
+    write_shard,
+)
 from layerswap.contracts import naming, replace_dir
 from layerswap.errors import UserError
-from layerswap.checkpoints import (BASE_FINGERPRINT_FILE, INDEX_FILE, TIED_HEAD, Checkpoint, chunk_ranges, ties_head,
-                                   write_shard)
 from layerswap.merge.layers import layer_of
-from layerswap.merge.params import Method
 from layerswap.merge.output import MARKER, check_target, marker
+from layerswap.merge.params import Method
 from layerswap.merge.recipes import canonical_json, input_paths, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
 from layerswap.merge.registry import METHODS
 

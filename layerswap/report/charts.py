@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import argparse
 import html
-from pathlib import Path
-
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from layerswap.command_params import AtLeast, parse

@@ -30,8 +30,15 @@ from transformers import (
 
 from layerswap.fingerprint import file_sha256
 from layerswap.jsonl import read_jsonl
-from layerswap.train.training import (JsonlLogger, TokenDataset, export_model, last_complete_checkpoint,
-                                      remove_other_states, run_key, trainer_state)
+from layerswap.train.training import (
+    JsonlLogger,
+    TokenDataset,
+    export_model,
+    last_complete_checkpoint,
+    remove_other_states,
+    run_key,
+    trainer_state,
+)
 
 SPECIALS = ["<pad>", "<unk>", "<s>", "</s>"]
 #: Trainer checkpoints per pretraining run (resumable state; the last two are kept).

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap.data import hub
-from layerswap.train.gguf_base import is_gguf_source
 from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec
 from layerswap.hf_cache import use_hf_home
+from layerswap.train.gguf_base import is_gguf_source
 
 
 def base_is_local(config: dict) -> bool:
@@ -153,7 +153,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
-
     from layerswap.workflow.site import Site, parse
 
     config = load_config(args.configfile)

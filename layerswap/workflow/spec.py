@@ -27,7 +27,7 @@ import shlex
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.data_jobs import DataJobs
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
-from layerswap.workflow.layout import R, Layout
+from layerswap.workflow.layout import Layout, R
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.report_jobs import ReportJobs
 from layerswap.workflow.runs import Runs

@@ -17,7 +17,6 @@ import functools
 import gzip
 import io
 import json
-import subprocess
 from pathlib import Path
 from typing import Callable
 

@@ -8,7 +8,6 @@ HF_DATASETS_OFFLINE set).
 from __future__ import annotations
 
 
-
 def load_flores_pair(src: str, tgt: str, src_name: str, tgt_name: str, split: str = "devtest",
                      path: str = "openlanguagedata/flores_plus", **_metadata):
     """FLORES+ (the maintained FLORES-200) has one config per language; a translation item needs two of them. Rows are
