@@ -29,6 +29,7 @@ NAME = re.compile(r"[a-z][a-z0-9]*")
 class HubSplits:
     """Hub dataset splits a paper task reads (for `layerswap prestage`); `subset` "{code}" is the language's code.
     None where our own task YAML says it (dataset_path, dataset_name, test_split: read by evaluation/tasks.py)."""
+
     hub_id: str | None
     subset: str | None
     splits: tuple[str, ...] | None
@@ -42,6 +43,7 @@ class PaperBenchmark:
     None: ours, layerswap/tasks/paper/`yaml`), present when the file `marker` exists there (None: always), else
     unavailable with the reason `missing`. Templates: {key}, {code} (the language's `code` in layerswap.languages),
     {task}. `metric`/`filter` None: read from our task YAML."""
+
     metric: str | None
     filter: str | None  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
     filter_doc: str
@@ -77,76 +79,154 @@ class Benchmark:
 
     def __post_init__(self):
         if not NAME.fullmatch(self.name):
-            raise UserError(f"layerswap/benchmarks.py: benchmark '{self.name}': a benchmark name is lower-case letters "
-                            "and digits, starting with a letter, with no '_' (the toy data files "
-                            "<benchmark>_<language>.jsonl are split on it)")
+            raise UserError(
+                f"layerswap/benchmarks.py: benchmark '{self.name}': a benchmark name is lower-case letters "
+                "and digits, starting with a letter, with no '_' (the toy data files "
+                "<benchmark>_<language>.jsonl are split on it)"
+            )
 
     def keys(self, lang: str) -> list[str]:
         """The task keys (score keys) of a language: the language, or its two directions ([] for English)."""
         return [] if self.directions and lang == "en" else [k.format(lang=lang) for k, _ in self.toy_templates]
 
 
-MBPP_VARIANT = ("English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
-                "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language")
+MBPP_VARIANT = (
+    "English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
+    "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language"
+)
 
 REGISTRY: tuple[Benchmark, ...] = (
     Benchmark(
-        "mgsm", "MGSM", "MGSM (exact match)", "fraction", 60, (("{lang}", "mgsm.yaml"),),
+        "mgsm",
+        "MGSM",
+        "MGSM (exact match)",
+        "fraction",
+        60,
+        (("{lang}", "mgsm.yaml"),),
         # 8-shot chain of thought with MGSM's own exemplars in the target language (lm-eval mgsm_native_cot_*: the
         # train split's 8 worked answers, the MGSM paper's main setting); greedy; the final number is the answer.
         PaperBenchmark(
-            "exact_match", "flexible-extract",
+            "exact_match",
+            "flexible-extract",
             "8-shot native chain of thought (MGSM train exemplars in the target language); greedy (em@maj1); "
             "flexible-extract: the last number of the generation, regex (-?[$0-9.,]{2,})|(-?[0-9]+) group_select -1, "
-            "take_first; exact_match ignore_case+ignore_punctuation", 8,
-            task="mgsm_native_cot_{code}", folder="mgsm/native_cot", marker="{task}.yaml",
-            missing="MGSM has no {key} split ({task} not in lm-eval)", code="mgsm",
-            hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number"))),
+            "take_first; exact_match ignore_case+ignore_punctuation",
+            8,
+            task="mgsm_native_cot_{code}",
+            folder="mgsm/native_cot",
+            marker="{task}.yaml",
+            missing="MGSM has no {key} split ({task} not in lm-eval)",
+            code="mgsm",
+            hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number")),
+        ),
         table5=("en", "targets", "avg"),
     ),
     Benchmark(
-        "belebele", "Belebele", "Belebele (accuracy)", "fraction", 100, (("{lang}", "belebele.yaml"),),
+        "belebele",
+        "Belebele",
+        "Belebele (accuracy)",
+        "fraction",
+        100,
+        (("{lang}", "belebele.yaml"),),
         PaperBenchmark(
-            "acc", "none", "none (argmax loglikelihood over the letters A-D; lm-eval's first_n few-shot sampler over "
-            "the test split)", 5,
-            task="belebele_{code}", folder="belebele", marker="{task}.yaml",
-            missing="Belebele has no {code} ({task} not in lm-eval)", code="flores",
-            hub=HubSplits("facebook/belebele", "{code}", ("test",),
-                          ("flores_passage", "question", "mc_answer1", "mc_answer4", "correct_answer_num"))),
-        table5=("en", "targets"), toy_scoring="none (argmax loglikelihood over the 4 answer texts)",
+            "acc",
+            "none",
+            "none (argmax loglikelihood over the letters A-D; lm-eval's first_n few-shot sampler over the test split)",
+            5,
+            task="belebele_{code}",
+            folder="belebele",
+            marker="{task}.yaml",
+            missing="Belebele has no {code} ({task} not in lm-eval)",
+            code="flores",
+            hub=HubSplits(
+                "facebook/belebele",
+                "{code}",
+                ("test",),
+                ("flores_passage", "question", "mc_answer1", "mc_answer4", "correct_answer_num"),
+            ),
+        ),
+        table5=("en", "targets"),
+        toy_scoring="none (argmax loglikelihood over the 4 answer texts)",
     ),
     Benchmark(
-        "flores", "FLORES", "FLORES (BLEU)", "bleu", 30,
+        "flores",
+        "FLORES",
+        "FLORES (BLEU)",
+        "bleu",
+        30,
         (("en-{lang}", "flores_from_en.yaml"), ("{lang}-en", "flores_to_en.yaml")),
         PaperBenchmark(
-            None, None, "none (greedy generation up to newline; sacreBLEU corpus BLEU, tokenize ja-mecab for Japanese "
-            "targets, 13a for the others)", 0,
-            task="layerswap_flores_{key}", folder=None, marker="flores_{key}.yaml",
-            missing="no FLORES task YAML for {key} in layerswap/tasks/paper", code="flores",
-            hub=HubSplits(None, "{code}", None, ("id", "text")), directions=True, own_fewshot=False,
-            yaml="_flores_template_yaml"),
-        table5=("directions",), directions=True, corpus=True,
+            None,
+            None,
+            "none (greedy generation up to newline; sacreBLEU corpus BLEU, tokenize ja-mecab for Japanese "
+            "targets, 13a for the others)",
+            0,
+            task="layerswap_flores_{key}",
+            folder=None,
+            marker="flores_{key}.yaml",
+            missing="no FLORES task YAML for {key} in layerswap/tasks/paper",
+            code="flores",
+            hub=HubSplits(None, "{code}", None, ("id", "text")),
+            directions=True,
+            own_fewshot=False,
+            yaml="_flores_template_yaml",
+        ),
+        table5=("directions",),
+        directions=True,
+        corpus=True,
         toy_scoring="none (generation up to newline; sacrebleu corpus BLEU)",
     ),
     Benchmark(
-        "mbpp", "MBPP", "MBPP (pass@1)", "fraction", 40, (("{lang}", "mbpp.yaml"),),
+        "mbpp",
+        "MBPP",
+        "MBPP (pass@1)",
+        "fraction",
+        40,
+        (("{lang}", "mbpp.yaml"),),
         PaperBenchmark(
-            None, None, "execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout", 0,
-            task="layerswap_mbpp", folder=None, marker=None, missing="", code="mgsm",
+            None,
+            None,
+            "execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
+            0,
+            task="layerswap_mbpp",
+            folder=None,
+            marker=None,
+            missing="",
+            code="mgsm",
             hub=HubSplits(None, None, None, ("task_id", "text", "test_list", "test_setup_code")),
-            unsafe=True, own_fewshot=False, yaml="mbpp.yaml", variant=MBPP_VARIANT),
+            unsafe=True,
+            own_fewshot=False,
+            yaml="mbpp.yaml",
+            variant=MBPP_VARIANT,
+        ),
         unsafe=True,
         toy_scoring="execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
     ),
     Benchmark(
-        "mmlu", "MMLU", "MMLU (accuracy)", "fraction", 100, (("{lang}", "mmlu.yaml"),),
+        "mmlu",
+        "MMLU",
+        "MMLU (accuracy)",
+        "fraction",
+        100,
+        (("{lang}", "mmlu.yaml"),),
         PaperBenchmark(
-            "acc", "none", "none (argmax loglikelihood over A-D; group acc weighted by subtask size)", 5,
-            task="global_mmlu_full_{code}", folder="global_mmlu/full/{code}", marker="_{task}.yaml",
-            missing="Global-MMLU has no {code} ({task} not in lm-eval)", code="mgsm",  # ISO 639-1 codes, as MGSM
-            hub=HubSplits("CohereForAI/Global-MMLU", "{code}", ("test", "dev"),
-                          ("question", "option_a", "option_d", "answer", "subject")),
-            group=True),
+            "acc",
+            "none",
+            "none (argmax loglikelihood over A-D; group acc weighted by subtask size)",
+            5,
+            task="global_mmlu_full_{code}",
+            folder="global_mmlu/full/{code}",
+            marker="_{task}.yaml",
+            missing="Global-MMLU has no {code} ({task} not in lm-eval)",
+            code="mgsm",  # ISO 639-1 codes, as MGSM
+            hub=HubSplits(
+                "CohereForAI/Global-MMLU",
+                "{code}",
+                ("test", "dev"),
+                ("question", "option_a", "option_d", "answer", "subject"),
+            ),
+            group=True,
+        ),
         toy_scoring="none (argmax loglikelihood over the 4 choice texts)",
     ),
 )
@@ -180,23 +260,38 @@ END = "  # END benchmarks"
 def schema_defs() -> dict:
     """The schema's $defs that list benchmarks: the evaluation tasks (an unsafe one also takes execute_code), the
     task lists, the toy sizes (each optional, with the registry default)."""
-    unsafe = {"type": "object", "additionalProperties": False, "required": ["shots"], "properties": {
-        "shots": {"type": "integer", "minimum": 0}, "languages": {"$ref": "#/$defs/language_list"},
-        "max_new_tokens": {"$ref": "#/$defs/count"},
-        "batch_size": {"description": "this benchmark's evaluation batch size, in place of evaluation.batch_size (a "
-                                      "job evaluating several benchmarks takes the smallest of theirs)",
-                       "$ref": "#/$defs/count"},
-        "execute_code": {"description": "run model-written code against the tests (sandboxed); off unless opted in",
-                         "type": "boolean", "default": False}}}
+    unsafe = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["shots"],
+        "properties": {
+            "shots": {"type": "integer", "minimum": 0},
+            "languages": {"$ref": "#/$defs/language_list"},
+            "max_new_tokens": {"$ref": "#/$defs/count"},
+            "batch_size": {
+                "description": "this benchmark's evaluation batch size, in place of evaluation.batch_size (a "
+                "job evaluating several benchmarks takes the smallest of theirs)",
+                "$ref": "#/$defs/count",
+            },
+            "execute_code": {
+                "description": "run model-written code against the tests (sandboxed); off unless opted in",
+                "type": "boolean",
+                "default": False,
+            },
+        },
+    }
     return {
-        "benchmark_tasks": {"type": "object", "additionalProperties": False, "minProperties": 1,
-                            "properties": {n: dict(unsafe) if b.unsafe else {"$ref": "#/$defs/task"}
-                                           for n, b in BENCHMARKS.items()}},
+        "benchmark_tasks": {
+            "type": "object",
+            "additionalProperties": False,
+            "minProperties": 1,
+            "properties": {n: dict(unsafe) if b.unsafe else {"$ref": "#/$defs/task"} for n, b in BENCHMARKS.items()},
+        },
         "task_list": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(NAMES)}},
-        "benchmark_sizes": {"description": "items per language of each toy evaluation set (default: "
-                                           "layerswap/benchmarks.py)",
-                            "properties": {n: {"$ref": "#/$defs/count", "default": b.toy_size}
-                                           for n, b in BENCHMARKS.items()}},
+        "benchmark_sizes": {
+            "description": "items per language of each toy evaluation set (default: layerswap/benchmarks.py)",
+            "properties": {n: {"$ref": "#/$defs/count", "default": b.toy_size} for n, b in BENCHMARKS.items()},
+        },
     }
 
 

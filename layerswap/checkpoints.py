@@ -19,8 +19,15 @@ from layerswap.errors import UserError
 from layerswap.workflow.layout import Layout
 
 DTYPES: dict[str, torch.dtype] = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+    "F64": torch.float64,
+    "F32": torch.float32,
+    "F16": torch.float16,
+    "BF16": torch.bfloat16,
+    "I64": torch.int64,
+    "I32": torch.int32,
+    "I16": torch.int16,
+    "I8": torch.int8,
+    "U8": torch.uint8,
     "BOOL": torch.bool,
 }
 DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()}
@@ -138,13 +145,17 @@ def run_record(record: Path) -> list:
         rewrite = f"snakemake --forcerun {record} (with the run's own options, e.g. --configfile)"
         for name in sorted(listed):
             if not (record.parent / name).is_dir():
-                raise UserError(f"{record} lists checkpoint {name}, but {record.parent / name} does not exist; "
-                                f"rebuild the run's checkpoints and record with: {rewrite}")
+                raise UserError(
+                    f"{record} lists checkpoint {name}, but {record.parent / name} does not exist; "
+                    f"rebuild the run's checkpoints and record with: {rewrite}"
+                )
         for ckpt in sorted(record.parent.iterdir()):
             if CHECKPOINT_DIR_RE.match(ckpt.name) and ckpt.is_dir() and ckpt.name not in listed:
-                raise UserError(f"{ckpt}: a checkpoint that {record} does not list (not of the run's schedule, or "
-                                f"the record is stale); remove it (rm -r {ckpt}) or rewrite the record with: "
-                                f"{rewrite}")
+                raise UserError(
+                    f"{ckpt}: a checkpoint that {record} does not list (not of the run's schedule, or "
+                    f"the record is stale); remove it (rm -r {ckpt}) or rewrite the record with: "
+                    f"{rewrite}"
+                )
         _RECORDS[key] = entries
     return _RECORDS[key]
 
@@ -178,8 +189,10 @@ def verify_weights(ckpt_dir: str | Path) -> None:
         if not path.is_file():
             raise UserError(f"{path}: missing, but {record} lists it; {rebuild_hint(ckpt_dir, record)}")
         if sha256_once(path) != expected:
-            raise UserError(f"{path}: sha256 differs from {record} (the file changed after training); "
-                            f"{rebuild_hint(ckpt_dir, record)}")
+            raise UserError(
+                f"{path}: sha256 differs from {record} (the file changed after training); "
+                f"{rebuild_hint(ckpt_dir, record)}"
+            )
 
 
 def weight_files(ckpt: Path) -> list[Path]:
@@ -211,18 +224,23 @@ def verify_export(ckpt: Path, recorded: dict[str, str], record: Path) -> None:
     for name, expected in sorted(recorded.items()):
         path = Path(ckpt) / name
         if not path.is_file():
-            raise UserError(f"{path}: missing, but {record} lists it; "
-                            f"{rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}")
+            raise UserError(
+                f"{path}: missing, but {record} lists it; {rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}"
+            )
         if sha256_once(path) != expected:
-            raise UserError(f"{path}: sha256 differs from the one recorded at export in {record} (the file changed "
-                            f"after training); {rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}")
+            raise UserError(
+                f"{path}: sha256 differs from the one recorded at export in {record} (the file changed "
+                f"after training); {rebuild_hint(Path(ckpt), Path(ckpt).parent / RUN_RECORD)}"
+            )
 
 
 def rebuild_hint(ckpt_dir: Path, record: Path) -> str:
     """The commands that rebuild a run's checkpoint: without the directory the run is no longer complete, so the
     forced `sft` job trains it again (same seed, same weights) and rewrites the record; what read it reruns after."""
-    return (f"rebuild it with: rm -r {ckpt_dir} && snakemake --forcerun {record} (with the run's own options, "
-            "e.g. --configfile)")
+    return (
+        f"rebuild it with: rm -r {ckpt_dir} && snakemake --forcerun {record} (with the run's own options, "
+        "e.g. --configfile)"
+    )
 
 
 def ties_head(config: dict) -> bool:
@@ -238,8 +256,12 @@ class Checkpoint:
         self.path = str(path)
         root = Path(path)
         if not root.is_dir():
-            what = ("exists but is not a directory; a checkpoint is a Hugging Face model folder (config.json and "
-                    "safetensors weights)" if root.exists() else "checkpoint directory does not exist")
+            what = (
+                "exists but is not a directory; a checkpoint is a Hugging Face model folder (config.json and "
+                "safetensors weights)"
+                if root.exists()
+                else "checkpoint directory does not exist"
+            )
             raise UserError(f"{path}: {what}")
         verify_weights(root)  # before anything is read from it: a changed file is named with how to rebuild it
         if not (root / "config.json").is_file():

@@ -32,13 +32,21 @@ def main(argv: list[str] | None = None) -> int:
         import difflib
 
         near = difflib.get_close_matches(argv[0], list(COMMANDS), n=1)
-        print(f"layerswap: error: unknown command '{argv[0]}'" + (f" (did you mean '{near[0]}'?)" if near else "")
-              + "; `layerswap --help` lists the commands", file=sys.stderr)
+        print(
+            f"layerswap: error: unknown command '{argv[0]}'"
+            + (f" (did you mean '{near[0]}'?)" if near else "")
+            + "; `layerswap --help` lists the commands",
+            file=sys.stderr,
+        )
         return 2
     if not argv or argv[0] in {"-h", "--help"}:
         lines = [f"  {name:<13} {help_}" for name, (_, help_) in COMMANDS.items()]
-        print("usage: layerswap [--debug] <command> [options]\n\ncommands:\n" + "\n".join(lines)
-              + f"\n\n--debug (or {DEBUG_ENV}=1): show the traceback behind a one-line error", file=sys.stderr)
+        print(
+            "usage: layerswap [--debug] <command> [options]\n\ncommands:\n"
+            + "\n".join(lines)
+            + f"\n\n--debug (or {DEBUG_ENV}=1): show the traceback behind a one-line error",
+            file=sys.stderr,
+        )
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     module = importlib.import_module(COMMANDS[name][0])

@@ -16,7 +16,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recipes": ("layerswap.merge.recipes", "write merge recipes for the 3x3 pairs of one language"),
     "merge": ("layerswap.merge.cli", "build a merge recipe and write it as a HF model directory"),
     "evaluate": ("layerswap.evaluation.evaluate", "evaluate checkpoints with lm-eval"),
-    "evaluate-merges": ("layerswap.evaluation.evaluate_merges", "evaluate checkpoints and merge recipes (built in memory)"),
+    "evaluate-merges": (
+        "layerswap.evaluation.evaluate_merges",
+        "evaluate checkpoints and merge recipes (built in memory)",
+    ),
     "tables": ("layerswap.report.tables", "build the paper's tables from evaluation files"),
     "heatmap": ("layerswap.report.figures", "plot parameter-change heatmaps"),
     "charts": ("layerswap.report.charts", "figures and report pages from evaluation and table files"),
@@ -27,7 +30,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "gguf-base": ("layerswap.train.gguf_base", "dequantise a GGUF base model into a safetensors HF directory"),
     "manifest": ("layerswap.audit.manifest", "hash every results file with the job, params and software that made it"),
     "audit": ("layerswap.audit.check", "re-hash results against a manifest (drift), trace a table cell, or repair"),
-    "ablation-table": ("layerswap.report.ablation_table",
-                       "an ablation's table (CSV + Markdown) and figure from evaluation files"),
+    "ablation-table": (
+        "layerswap.report.ablation_table",
+        "an ablation's table (CSV + Markdown) and figure from evaluation files",
+    ),
     "cost": ("layerswap.workflow.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
 }

@@ -85,13 +85,17 @@ def expert_type(expert: str) -> str:
 def expert_language(expert: str) -> str | None:
     """Target language of a language or joint expert, None for math."""
     kind = expert_type(expert)
-    return None if kind == "math" else expert[len("joint_"):] if kind == "joint" else expert
+    return None if kind == "math" else expert[len("joint_") :] if kind == "joint" else expert
 
 
 def experts(config: dict) -> list[str]:
     """Every expert the workflow selects checkpoints for: math, each language, joint_<lang> where a run exists."""
     joint = {run["expert"] for run in config["sft"]["runs"].values() if expert_type(run["expert"]) == "joint"}
-    return ["math", *config["languages"], *[f"joint_{lang}" for lang in config["languages"] if f"joint_{lang}" in joint]]
+    return [
+        "math",
+        *config["languages"],
+        *[f"joint_{lang}" for lang in config["languages"] if f"joint_{lang}" in joint],
+    ]
 
 
 def runs_by_expert(config: dict) -> dict[str, list[str]]:
@@ -179,32 +183,47 @@ def check(config: dict) -> None:
         if lang not in eval_ok:
             raise key_error(f"language_names.{lang}", f"unknown language '{lang}'", eval_ok)
     if config["analysis"]["table2_language"] not in languages:
-        raise key_error("analysis.table2_language", f"'{config['analysis']['table2_language']}' is not a target "
-                    "language", languages)
+        raise key_error(
+            "analysis.table2_language", f"'{config['analysis']['table2_language']}' is not a target language", languages
+        )
 
     _check_prompt(config)
     _check_mixes(config, languages, known)
     _check_runs(config, languages)
     table2 = config["analysis"]["table2_language"]
-    joint = sorted({run["expert"][len("joint_"):] for run in effective_runs(config).values()
-                    if run["expert"].startswith("joint_")})
+    joint = sorted(
+        {
+            run["expert"][len("joint_") :]
+            for run in effective_runs(config).values()
+            if run["expert"].startswith("joint_")
+        }
+    )
     if table2 not in joint:
-        raise key_error("analysis.table2_language", f"Table 2 compares the joint expert of '{table2}' with the merges, "
-                    f"but no run of sft.runs has expert 'joint_{table2}'", joint or ["none: add a joint_<lang> run"])
+        raise key_error(
+            "analysis.table2_language",
+            f"Table 2 compares the joint expert of '{table2}' with the merges, "
+            f"but no run of sft.runs has expert 'joint_{table2}'",
+            joint or ["none: add a joint_<lang> run"],
+        )
     _check_selection(config)
     _check_merges(config)
     _check_evaluation(config)
     keep = config.get("storage", {}).get("keep_merged")
     for i, name in enumerate(keep if isinstance(keep, list) else []):
         if name not in config["merges"]["configs"]:
-            raise key_error(f"storage.keep_merged[{i}]", f"unknown merge config '{name}'", list(config["merges"]["configs"]))
+            raise key_error(
+                f"storage.keep_merged[{i}]", f"unknown merge config '{name}'", list(config["merges"]["configs"])
+            )
 
 
 def _check_prompt(config: dict) -> None:
     fields = _placeholders(config.get("prompt_template", "{prompt}"))
     if fields - {"prompt"}:
-        raise key_error("prompt_template", f"unknown placeholder {{{sorted(fields - {'prompt'})[0]}}} (write {{{{ }}}} "
-                    "for a literal brace)", ["{prompt}"])
+        raise key_error(
+            "prompt_template",
+            f"unknown placeholder {{{sorted(fields - {'prompt'})[0]}}} (write {{{{ }}}} for a literal brace)",
+            ["{prompt}"],
+        )
 
 
 def _placeholders(text: str | None) -> set[str]:
@@ -225,11 +244,17 @@ def _check_sources(config: dict, known: list[str]) -> None:
         for field, allowed in (("file", {"lang"}), ("subset", {"lang", "code"}), ("data_files", {"lang", "code"})):
             extra = _placeholders(src.get(field)) - allowed
             if extra:
-                raise key_error(f"{where}.{field}", f"unknown placeholder {{{sorted(extra)[0]}}}",
-                            ", ".join(f"{{{a}}}" for a in sorted(allowed)))
+                raise key_error(
+                    f"{where}.{field}",
+                    f"unknown placeholder {{{sorted(extra)[0]}}}",
+                    ", ".join(f"{{{a}}}" for a in sorted(allowed)),
+                )
             if "code" in _placeholders(src.get(field)) and not src.get("languages"):
-                raise key_error(f"{where}.{field}", "uses {code} but the source has no languages mapping",
-                            "a languages: {<target>: <code>} mapping")
+                raise key_error(
+                    f"{where}.{field}",
+                    "uses {code} but the source has no languages mapping",
+                    "a languages: {<target>: <code>} mapping",
+                )
         for lang in src.get("languages") or {}:
             if lang not in ok_codes:
                 raise key_error(f"{where}.languages.{lang}", f"unknown language '{lang}'", ok_codes)
@@ -246,8 +271,11 @@ def _check_mixes(config: dict, languages: list[str], known: list[str]) -> None:
     lang_mix = mixes["language"]
     per_language = [isinstance(v, dict) for v in lang_mix.values()]
     if any(per_language) and not all(per_language):
-        raise key_error("mixes.language", "mixes {source: count} and {language: {source: count}} forms",
-                    "either one shared {source: count} or one {source: count} per target language")
+        raise key_error(
+            "mixes.language",
+            "mixes {source: count} and {language: {source: count}} forms",
+            "either one shared {source: count} or one {source: count} per target language",
+        )
     if all(per_language):
         for lang in lang_mix:
             if lang not in known:
@@ -263,16 +291,22 @@ def _check_mixes(config: dict, languages: list[str], known: list[str]) -> None:
         if source not in sources:
             raise key_error(f"mixes.math.{source}", f"unknown data source '{source}'", list(sources))
         if _per_language(sources[source]):
-            raise key_error(f"mixes.math.{source}", f"source '{source}' is per target language (the math mix is "
-                        "English)", [n for n, s in sources.items() if not _per_language(s)])
+            raise key_error(
+                f"mixes.math.{source}",
+                f"source '{source}' is per target language (the math mix is English)",
+                [n for n, s in sources.items() if not _per_language(s)],
+            )
     for where, lang, mix in lang_parts:
         for source in mix:
             if source not in sources:
                 raise key_error(f"{where}.{source}", f"unknown data source '{source}'", list(sources))
             mapping = sources[source].get("languages")
             if mapping and lang not in mapping:
-                raise key_error(f"data_sources.{source}.languages", f"no entry for language '{lang}' (used in {where})",
-                            list(mapping))
+                raise key_error(
+                    f"data_sources.{source}.languages",
+                    f"no entry for language '{lang}' (used in {where})",
+                    list(mapping),
+                )
 
 
 def _origin(config: dict, run_name: str, field: str) -> str:
@@ -287,33 +321,48 @@ def _check_runs(config: dict, languages: list[str]) -> None:
         method = run.get("peft_method", "full")
         if method not in PEFT_METHODS:
             why = UNSUPPORTED_PEFT.get(str(method).lower())
-            raise key_error(_origin(config, name, "peft_method"), f"{short(method)} is not supported"
-                        + (f" ({why})" if why else ""), PEFT_METHODS)
+            raise key_error(
+                _origin(config, name, "peft_method"),
+                f"{short(method)} is not supported" + (f" ({why})" if why else ""),
+                PEFT_METHODS,
+            )
         if method != "lora" and "lora" in config["sft"]["runs"][name]:
             raise key_error(f"sft.runs.{name}.lora", "is set but the run's peft_method is full", "peft_method: lora")
         if run["expert"] not in allowed:
             raise key_error(f"sft.runs.{name}.expert", f"unknown expert '{run['expert']}'", allowed)
         outside = [i for i in (run.get("lora") or {}).get("layers") or [] if i >= config["base"]["num_layers"]]
         if method == "lora" and outside:
-            raise key_error(_origin(config, name, "lora") + ".layers", f"layer {outside[0]} does not exist (the base "
-                        f"has {config['base']['num_layers']} layers, 0-based)")
+            raise key_error(
+                _origin(config, name, "lora") + ".layers",
+                f"layer {outside[0]} does not exist (the base has {config['base']['num_layers']} layers, 0-based)",
+            )
         for field in ("num_samples", "checkpoint_every"):
             if field not in run:
-                raise key_error(f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in "
-                            "sft.defaults)")
+                raise key_error(
+                    f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in sft.defaults)"
+                )
         every, total, batch = run["checkpoint_every"], run["num_samples"], run["batch_size"]
         if every <= 0 or every > total:
-            raise key_error(_origin(config, name, "checkpoint_every"),
-                        f"{every} does not fit num_samples {total} of run '{name}'", f"1..{total}")
+            raise key_error(
+                _origin(config, name, "checkpoint_every"),
+                f"{every} does not fit num_samples {total} of run '{name}'",
+                f"1..{total}",
+            )
         if every % batch:
-            raise key_error(_origin(config, name, "checkpoint_every"),
-                        f"{every} is not a multiple of batch_size {batch} of run '{name}' (checkpoints are saved "
-                        "at whole steps)", f"multiples of {batch}")
+            raise key_error(
+                _origin(config, name, "checkpoint_every"),
+                f"{every} is not a multiple of batch_size {batch} of run '{name}' (checkpoints are saved "
+                "at whole steps)",
+                f"multiples of {batch}",
+            )
         if total % every:
-            raise key_error(_origin(config, name, "num_samples"),
-                        f"{total} is not a multiple of checkpoint_every {every} of run '{name}' (every checkpoint is "
-                        "listed, evaluated and checked; samples after the last one would train a model none of them "
-                        "is)", f"multiples of {every}")
+            raise key_error(
+                _origin(config, name, "num_samples"),
+                f"{total} is not a multiple of checkpoint_every {every} of run '{name}' (every checkpoint is "
+                "listed, evaluated and checked; samples after the last one would train a model none of them "
+                "is)",
+                f"multiples of {every}",
+            )
 
 
 def _check_selection(config: dict) -> None:
@@ -324,15 +373,21 @@ def _check_selection(config: dict) -> None:
     for expert in experts(config):
         names = by_expert.get(expert, [])
         if not names:
-            raise key_error("sft.runs", f"no run trains expert '{expert}' (every target language needs one)",
-                        f"runs with expert: {expert}")
+            raise key_error(
+                "sft.runs",
+                f"no run trains expert '{expert}' (every target language needs one)",
+                f"runs with expert: {expert}",
+            )
         counts = {n: len(checkpoints_of(runs[n])) for n in names}
         usable = sum(min(c, cap) if cap else c for c in counts.values())
         if usable < top_k:
             detail = ", ".join(f"{n}: {c}" for n, c in counts.items())
             capped = f", at most {cap} per run (selection.max_per_run)" if cap else ""
-            raise key_error("selection.top_k", f"{top_k} needs {top_k} checkpoints of expert '{expert}' but its runs "
-                        f"give {usable} ({detail}{capped})", f"top_k <= {usable}, or more runs/checkpoints")
+            raise key_error(
+                "selection.top_k",
+                f"{top_k} needs {top_k} checkpoints of expert '{expert}' but its runs give {usable} ({detail}{capped})",
+                f"top_k <= {usable}, or more runs/checkpoints",
+            )
     kinds = {expert_type(e) for e in experts(config)}
     if "joint" in kinds and "joint" not in selection["weights"]:
         raise key_error("selection.weights.joint", "required key is missing (there are joint_<lang> runs)")
@@ -349,8 +404,11 @@ def _check_selection(config: dict) -> None:
                     ok = [m for m, t in METRIC_TASK.items() if t in evaluated]
                     raise key_error(where, f"needs task '{task}' in evaluation.checkpoint_tasks", ok)
                 if BENCHMARKS[task].unsafe and task not in runs_code:
-                    raise key_error(where, f"{BENCHMARKS[task].title} gives no score unless evaluation.tasks.{task}."
-                                "execute_code is true", [m for m, t in METRIC_TASK.items() if not BENCHMARKS[t].unsafe])
+                    raise key_error(
+                        where,
+                        f"{BENCHMARKS[task].title} gives no score unless evaluation.tasks.{task}.execute_code is true",
+                        [m for m, t in METRIC_TASK.items() if not BENCHMARKS[t].unsafe],
+                    )
 
 
 def _check_merges(config: dict) -> None:
@@ -369,8 +427,11 @@ def _check_merges(config: dict) -> None:
     def need(key: str, value: str, method: str) -> None:
         ok = of_method(method)
         if value not in ok:
-            what = (f"unknown config '{value}'" if value not in configs
-                    else f"config '{value}' has method {configs[value]['method']}")
+            what = (
+                f"unknown config '{value}'"
+                if value not in configs
+                else f"config '{value}' has method {configs[value]['method']}"
+            )
             raise key_error(key, f"{what} (needs method {method})", ok or f"none: add a {method} config")
 
     need("merges.default_swap", merges["default_swap"], SWAP)

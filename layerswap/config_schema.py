@@ -92,7 +92,8 @@ def _error_to_user(error) -> UserError:
         if deeper:
             return _error_to_user(max(deeper, key=lambda e: len(e.relative_path)))
         expected = schema.get("description") or " or ".join(
-            str(s.get("type") or s.get("const") or s.get("enum") or "another form") for s in error.validator_value)
+            str(s.get("type") or s.get("const") or s.get("enum") or "another form") for s in error.validator_value
+        )
         return key_error(path, f"{short(value)} is not valid; expected {expected}")
     if kind == "additionalProperties":
         known = list(schema.get("properties", {}))
@@ -105,8 +106,9 @@ def _error_to_user(error) -> UserError:
         from layerswap.benchmarks import NAMES
 
         extra = sorted(set(re.findall(r"'([^']+)'", error.message)))
-        return key_error(path, f"unknown key '{extra[0]}'" if extra else error.message,
-                     [*schema.get("properties", {}), *NAMES])
+        return key_error(
+            path, f"unknown key '{extra[0]}'" if extra else error.message, [*schema.get("properties", {}), *NAMES]
+        )
     if kind == "required":
         missing = error.message.split("'")[1] if "'" in error.message else str(error.validator_value)
         return key_error([*path, missing], "required key is missing")

@@ -54,9 +54,14 @@ def merge_model_parts(model_id: str) -> tuple[str, str, str]:
 #: expert's target language, `*` the mean over the MGSM languages. The selection command computes them
 #: (layerswap/select.py), the config checks and the rules read which benchmark each needs.
 SELECTION_METRICS: dict[str, tuple[str, str]] = {
-    "mgsm_en": ("mgsm", "en"), "mgsm_avg": ("mgsm", "*"), "mgsm_target": ("mgsm", "{lang}"),
-    "belebele": ("belebele", "{lang}"), "flores_from_en": ("flores", "en-{lang}"),
-    "flores_to_en": ("flores", "{lang}-en"), "mmlu": ("mmlu", "{lang}"), "mbpp": ("mbpp", "{lang}"),
+    "mgsm_en": ("mgsm", "en"),
+    "mgsm_avg": ("mgsm", "*"),
+    "mgsm_target": ("mgsm", "{lang}"),
+    "belebele": ("belebele", "{lang}"),
+    "flores_from_en": ("flores", "en-{lang}"),
+    "flores_to_en": ("flores", "{lang}-en"),
+    "mmlu": ("mmlu", "{lang}"),
+    "mbpp": ("mbpp", "{lang}"),
 }
 
 
@@ -78,7 +83,9 @@ def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path"))
         raise UserError(f"{path}: not a selection file with a non-empty 'selected' list")
     for n, entry in enumerate(selected):
         if not isinstance(entry, dict) or any(entry.get(k) in (None, "") for k in ("rank", *fields)):
-            raise UserError(f"{path}: selected[{n}] needs " + ", ".join(f"'{k}'" for k in dict.fromkeys(("rank", *fields))))
+            raise UserError(
+                f"{path}: selected[{n}] needs " + ", ".join(f"'{k}'" for k in dict.fromkeys(("rank", *fields)))
+            )
         if not isinstance(entry["rank"], int) or isinstance(entry["rank"], bool):
             raise UserError(f"{path}: selected[{n}].rank must be an integer")
     return sorted(selected, key=lambda e: e["rank"])
@@ -95,8 +102,9 @@ def read_text(path: str | Path, what: str = "file") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
         line = data.count(b"\n", 0, err.start) + 1
-        raise UserError(f"{what} {path} line {line}: not UTF-8 text (byte 0x{data[err.start]:02x}); "
-                        "save it as UTF-8") from None
+        raise UserError(
+            f"{what} {path} line {line}: not UTF-8 text (byte 0x{data[err.start]:02x}); save it as UTF-8"
+        ) from None
 
 
 def read_json(path: str | Path, kind: str, sha256: str | None = None, recorded_in: str | Path | None = None):
@@ -112,13 +120,16 @@ def read_json(path: str | Path, kind: str, sha256: str | None = None, recorded_i
         import hashlib
 
         if hashlib.sha256(text.encode("utf-8")).hexdigest() != sha256:
-            raise UserError(f"{kind} file {path}: sha256 differs from the one {recorded_in or 'its index'} records "
-                            f"(the file changed after it was written); {REBUILD}")
+            raise UserError(
+                f"{kind} file {path}: sha256 differs from the one {recorded_in or 'its index'} records "
+                f"(the file changed after it was written); {REBUILD}"
+            )
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise UserError(f"{kind} file {path} line {err.lineno} column {err.colno}: not valid JSON ({err.msg}); "
-                        f"{REBUILD}") from None
+        raise UserError(
+            f"{kind} file {path} line {err.lineno} column {err.colno}: not valid JSON ({err.msg}); {REBUILD}"
+        ) from None
 
 
 #: How to rebuild a damaged result file (a file no rule declares, e.g. a checkpoint evaluation, is not rebuilt just
@@ -210,12 +221,22 @@ def refuse_unsafe_target(out: str | Path, label: str | None = None) -> None:
     real = Path(os.path.realpath(out))
     cwd = Path(os.path.realpath(os.getcwd()))
     home = Path(os.path.realpath(os.path.expanduser("~")))
-    reason = ("the file system root" if real == Path(real.anchor) else "the home directory" if real == home
-              else "the working directory" if real == cwd else "a parent of the working directory"
-              if real in cwd.parents else None)
+    reason = (
+        "the file system root"
+        if real == Path(real.anchor)
+        else "the home directory"
+        if real == home
+        else "the working directory"
+        if real == cwd
+        else "a parent of the working directory"
+        if real in cwd.parents
+        else None
+    )
     if reason is not None:
-        raise UserError(f"{label or out} is {reason}, which an output never replaces: name a new or empty directory "
-                        "(nothing was changed)")
+        raise UserError(
+            f"{label or out} is {reason}, which an output never replaces: name a new or empty directory "
+            "(nothing was changed)"
+        )
 
 
 def replace_dir(tmp: Path, out: Path) -> None:

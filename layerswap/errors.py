@@ -34,8 +34,10 @@ def one_line(err: BaseException) -> str | None:
             target = f"{err.filename} -> {err.filename2}: "
         return target + cause + (f"; {hint}" if hint else "")
     if isinstance(err, UnicodeDecodeError):
-        return (f"a file is not UTF-8 text ({err.reason}: byte 0x{err.object[err.start]:02x} at offset {err.start}); "
-                "save it as UTF-8")
+        return (
+            f"a file is not UTF-8 text ({err.reason}: byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+            "save it as UTF-8"
+        )
     yaml = sys.modules.get("yaml")  # a YAML error can only come from an imported yaml
     if yaml is not None and isinstance(err, yaml.YAMLError):
         mark = getattr(err, "problem_mark", None)

@@ -13,8 +13,21 @@ import re
 import subprocess
 from pathlib import Path
 
-PACKAGES = ("torch", "transformers", "accelerate", "lm-eval", "snakemake", "safetensors", "peft", "tokenizers",
-            "pandas", "altair", "numpy", "datasets", "sacrebleu")
+PACKAGES = (
+    "torch",
+    "transformers",
+    "accelerate",
+    "lm-eval",
+    "snakemake",
+    "safetensors",
+    "peft",
+    "tokenizers",
+    "pandas",
+    "altair",
+    "numpy",
+    "datasets",
+    "sacrebleu",
+)
 
 
 def checkout() -> Path:
@@ -24,12 +37,17 @@ def checkout() -> Path:
 
 def git_state(path: Path) -> dict:
     try:
-        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=30)
+        commit = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30
+        )
         if commit.returncode != 0:
             return {"commit": None, "dirty": None, "note": "not a git checkout"}
-        status = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-                                capture_output=True, text=True, timeout=60)
+        status = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}
     except (OSError, subprocess.TimeoutExpired):
         return {"commit": None, "dirty": None, "note": "git not available"}
@@ -66,17 +84,29 @@ def cpu_info(cpuinfo: Path = Path("/proc/cpuinfo")) -> dict:
     flags = fields.get("flags", fields.get("features"))
     model = fields.get("model name") or fields.get("hardware") or fields.get("cpu model")
     if model is None and flags is None:
-        return {"cpu_model": platform.processor() or platform.machine() or None, "cpu_flags": None,
-                "cpu_source": f"platform (no readable {cpuinfo}: instruction-set flags not recorded)"}
-    return {"cpu_model": model, "cpu_flags": sorted(set(flags.split())) if flags is not None else None,
-            "cpu_source": str(cpuinfo)}
+        return {
+            "cpu_model": platform.processor() or platform.machine() or None,
+            "cpu_flags": None,
+            "cpu_source": f"platform (no readable {cpuinfo}: instruction-set flags not recorded)",
+        }
+    return {
+        "cpu_model": model,
+        "cpu_flags": sorted(set(flags.split())) if flags is not None else None,
+        "cpu_source": str(cpuinfo),
+    }
 
 
 def hardware() -> dict:
     """What float results can depend on: CPU model and instruction-set flags, the SIMD level torch's CPU kernels
     dispatch to, CPU count, GPU names. Best effort: an error leaves its entry out and is recorded."""
-    info = {"platform": platform.platform(), "machine": platform.machine(), "processor": platform.processor(),
-            "cpu_count": os.cpu_count(), **cpu_info(), "gpus": []}
+    info = {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor(),
+        "cpu_count": os.cpu_count(),
+        **cpu_info(),
+        "gpus": [],
+    }
     try:
         import torch
 
@@ -89,9 +119,14 @@ def hardware() -> dict:
     return info
 
 
-
-HARDWARE_COMPARED = (("machine", "machine"), ("cpu_model", "cpu model"), ("cpu_flags", "cpu flags"),
-                     ("torch_cpu_capability", "torch CPU kernels"), ("gpus", "gpus"), ("cpu_count", "cpu_count"))
+HARDWARE_COMPARED = (
+    ("machine", "machine"),
+    ("cpu_model", "cpu model"),
+    ("cpu_flags", "cpu flags"),
+    ("torch_cpu_capability", "torch CPU kernels"),
+    ("gpus", "gpus"),
+    ("cpu_count", "cpu_count"),
+)
 ISA_FLAG = re.compile(r"^(avx|amx|fma|f16c|sse|ssse|vnni|vpclmul|gfni|asimd|sve|sme|bf16|i8mm|fp16|neon)")
 FLAGS_SHOWN = 5
 
@@ -117,8 +152,9 @@ def hardware_diff(recorded: dict, here: dict) -> list[str]:
             gone, new = set(was) - set(now), set(now) - set(was)
             if not gone and not new:
                 continue
-            parts = ([f"{_flag_summary(gone)} only in manifest"] if gone else []) + \
-                    ([f"{_flag_summary(new)} only here"] if new else [])
+            parts = ([f"{_flag_summary(gone)} only in manifest"] if gone else []) + (
+                [f"{_flag_summary(new)} only here"] if new else []
+            )
             lines.append(f"hardware: {label}: " + "; ".join(parts))
         elif key == "gpus":
             names = [", ".join(map(str, v)) if isinstance(v, list) else str(v) for v in (was, now)]
@@ -126,6 +162,8 @@ def hardware_diff(recorded: dict, here: dict) -> list[str]:
         else:
             lines.append(f"hardware: {label}: manifest {was}; here {now}")
     if lines:
-        lines.append("hardware: the lines above are informational, not drift: trained weights, evaluations and scores "
-                     "can differ across CPU/GPU types (docs/AUDITS.md), so changed files may come from it")
+        lines.append(
+            "hardware: the lines above are informational, not drift: trained weights, evaluations and scores "
+            "can differ across CPU/GPU types (docs/AUDITS.md), so changed files may come from it"
+        )
     return lines

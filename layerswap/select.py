@@ -41,8 +41,12 @@ def _scores_of(doc, path) -> dict:
 def _index(path: Path) -> dict:
     """A run's evaluation index (`layerswap evaluate --index`): its checkpoints, their files and the files' sha256."""
     index = read_json(path, "evaluation index")
-    if not (isinstance(index, dict) and isinstance(index.get("checkpoints"), list)
-            and isinstance(index.get("files"), dict) and isinstance(index.get("sha256", {}), dict)):
+    if not (
+        isinstance(index, dict)
+        and isinstance(index.get("checkpoints"), list)
+        and isinstance(index.get("files"), dict)
+        and isinstance(index.get("sha256", {}), dict)
+    ):
         raise UserError(f"evaluation index {path}: needs 'checkpoints' (a list), 'files' and 'sha256' (objects)")
     return index
 
@@ -76,12 +80,15 @@ def base_metrics(base_evals: list[Path], names: list[str], lang: str | None, mgs
 
     def get(benchmark):
         if benchmark not in by_benchmark:
-            raise UserError(f"selection constraints: no base evaluation of '{benchmark}' among --base-evals "
-                            f"({', '.join(map(str, base_evals)) or 'none'})")
+            raise UserError(
+                f"selection constraints: no base evaluation of '{benchmark}' among --base-evals "
+                f"({', '.join(map(str, base_evals)) or 'none'})"
+            )
         path, scores = by_benchmark[benchmark]
         if any(v is None for v in scores.values()):
-            raise UserError(f"{path}: the base model has no {benchmark} score for every language ({scores}); a "
-                            "constraint needs one")
+            raise UserError(
+                f"{path}: the base model has no {benchmark} score for every language ({scores}); a constraint needs one"
+            )
         return scores
 
     return metrics_of(names, lang, get, mgsm_languages)
@@ -89,13 +96,25 @@ def base_metrics(base_evals: list[Path], names: list[str], lang: str | None, mgs
 
 def failed_constraints(metrics: dict, base: dict, constraints: dict[str, float]) -> list[dict]:
     """The constraints a candidate fails: its metric is below the base's by more than the margin."""
-    return [{"metric": m, "value": metrics[m], "base": base[m], "margin": margin}
-            for m, margin in constraints.items() if metrics[m] < base[m] - margin - 1e-12]
+    return [
+        {"metric": m, "value": metrics[m], "base": base[m], "margin": margin}
+        for m, margin in constraints.items()
+        if metrics[m] < base[m] - margin - 1e-12
+    ]
 
 
-def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weights: dict[str, float],
-           top_k: int, max_per_run: int, mgsm_languages: list[str], constraints: dict[str, float] | None = None,
-           base_evals: list[Path] = ()) -> dict:
+def select(
+    indexes: list[Path],
+    expert: str,
+    kind: str,
+    lang: str | None,
+    weights: dict[str, float],
+    top_k: int,
+    max_per_run: int,
+    mgsm_languages: list[str],
+    constraints: dict[str, float] | None = None,
+    base_evals: list[Path] = (),
+) -> dict:
     constraints = constraints or {}
     base = base_metrics(list(base_evals), list(constraints), lang, mgsm_languages) if constraints else {}
     names = list(dict.fromkeys([*weights, *constraints]))
@@ -106,9 +125,17 @@ def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weight
             cid = ckpt["model_id"]
             metrics = metrics_of(names, lang, lambda b: _scores(index, cid, b, index_path), mgsm_languages)
             score = sum(w * metrics[m] for m, w in weights.items())
-            candidates.append({"run": index["run"], "checkpoint": ckpt["name"], "path": ckpt["path"],
-                               "model_id": cid, "score": round(score, 6), "metrics": metrics,
-                               "failed": failed_constraints(metrics, base, constraints)})
+            candidates.append(
+                {
+                    "run": index["run"],
+                    "checkpoint": ckpt["name"],
+                    "path": ckpt["path"],
+                    "model_id": cid,
+                    "score": round(score, 6),
+                    "metrics": metrics,
+                    "failed": failed_constraints(metrics, base, constraints),
+                }
+            )
     # Highest score first; ties broken by run then checkpoint name, so the choice is deterministic.
     candidates.sort(key=lambda c: (-c["score"], c["run"], c["checkpoint"]))
     per_run: dict[str, int] = {}
@@ -116,7 +143,8 @@ def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weight
     for c in candidates:
         if c["failed"]:
             c["status"] = "failed constraint " + "; ".join(
-                f"{f['metric']}: {f['value']:.4g} < base {f['base']:.4g} - margin {f['margin']:g}" for f in c["failed"])
+                f"{f['metric']}: {f['value']:.4g} < base {f['base']:.4g} - margin {f['margin']:g}" for f in c["failed"]
+            )
         elif len(selected) == top_k:
             c["status"] = "below top-k"
         elif max_per_run is not None and per_run.get(c["run"], 0) >= max_per_run:  # None: no cap
@@ -128,10 +156,21 @@ def select(indexes: list[Path], expert: str, kind: str, lang: str | None, weight
     if len(selected) < top_k:
         rejected = {m: sum(any(f["metric"] == m for f in c["failed"]) for c in candidates) for m in constraints}
         why = "".join(f", {n} fail selection.constraints.{kind}.{m}" for m, n in rejected.items() if n)
-        raise UserError(f"expert '{expert}': only {len(selected)} checkpoints selectable for top_k={top_k} "
-                        f"(max_per_run={max_per_run}, {len(candidates)} candidates{why})")
-    return {"expert_type": expert, "kind": kind, "top_k": top_k, "max_per_run": max_per_run, "weights": weights,
-            "constraints": constraints, "base": base, "selected": selected, "candidates": candidates}
+        raise UserError(
+            f"expert '{expert}': only {len(selected)} checkpoints selectable for top_k={top_k} "
+            f"(max_per_run={max_per_run}, {len(candidates)} candidates{why})"
+        )
+    return {
+        "expert_type": expert,
+        "kind": kind,
+        "top_k": top_k,
+        "max_per_run": max_per_run,
+        "weights": weights,
+        "constraints": constraints,
+        "base": base,
+        "selected": selected,
+        "candidates": candidates,
+    }
 
 
 def merge_indexes(paths: list[Path]) -> dict:
@@ -167,10 +206,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         return
     parser.add_argument("--index", nargs="+", required=True, type=Path, help="evaluation index files of the runs")
     parser.add_argument("--expert", required=True)
-    parser.add_argument("--params-json", required=True,
-                        help="kind, lang, weights, constraints, top_k, max_per_run, mgsm_languages")
-    parser.add_argument("--base-evals", nargs="*", default=[], type=Path,
-                        help="the base model's evaluation files of the constrained benchmarks")
+    parser.add_argument(
+        "--params-json", required=True, help="kind, lang, weights, constraints, top_k, max_per_run, mgsm_languages"
+    )
+    parser.add_argument(
+        "--base-evals",
+        nargs="*",
+        default=[],
+        type=Path,
+        help="the base model's evaluation files of the constrained benchmarks",
+    )
     parser.add_argument("--out", required=True, type=Path)
 
 
@@ -179,8 +224,18 @@ def run(args: argparse.Namespace) -> None:
         write_json_atomic(args.out, merge_indexes(args.parts))
         return
     p = parse(Params, args.params_json)
-    result = select(args.index, args.expert, p.kind, p.lang, p.weights, p.top_k, p.max_per_run, p.mgsm_languages,
-                    p.constraints, args.base_evals)
+    result = select(
+        args.index,
+        args.expert,
+        p.kind,
+        p.lang,
+        p.weights,
+        p.top_k,
+        p.max_per_run,
+        p.mgsm_languages,
+        p.constraints,
+        args.base_evals,
+    )
     write_json_atomic(args.out, result)
     for s in result["selected"]:
         print(f"{args.expert} #{s['rank']}: {s['run']}/{s['checkpoint']} score={s['score']}")

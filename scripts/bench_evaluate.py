@@ -46,7 +46,7 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
     langs = ["en", "toy_swh", "toy_tel", "toy_ben", "toy_jpn"][: a.langs]
     n_words = max(50, a.vocab - 250)
     words = [f"w{i}" for i in range(n_words)]
-    per_lang = {lang: words[i::len(langs)] for i, lang in enumerate(langs)}
+    per_lang = {lang: words[i :: len(langs)] for i, lang in enumerate(langs)}
     data = work / "data"
     data.mkdir(parents=True, exist_ok=True)
     for lang in langs:
@@ -55,26 +55,44 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
         for _ in range(a.items + 8):
             x, y, z = rng.randint(2, 60), rng.randint(2, 30), rng.randint(1, 20)
             name, obj = rng.choice(w), rng.choice(w)
-            q = (f"{name} {rng.choice(w)} {x} {obj} . {name} {rng.choice(w)} {y} {rng.choice(w)} . "
-                 f"{name} {rng.choice(w)} {z} . {rng.choice(w)} {rng.choice(w)} {obj} {name} {rng.choice(w)}")
+            q = (
+                f"{name} {rng.choice(w)} {x} {obj} . {name} {rng.choice(w)} {y} {rng.choice(w)} . "
+                f"{name} {rng.choice(w)} {z} . {rng.choice(w)} {rng.choice(w)} {obj} {name} {rng.choice(w)}"
+            )
             ans = x + y - z
-            rows.append({"question": q, "answer": f"{x} + {y} = {x + y} . {x + y} - {z} = {ans} . "
-                         f"{w[0]} {w[1]} {w[2]} {ans}", "answer_number": ans,
-                         "equation_solution": f"{x}+{y}={x + y}; {x + y}-{z}={ans}"})
+            rows.append(
+                {
+                    "question": q,
+                    "answer": f"{x} + {y} = {x + y} . {x + y} - {z} = {ans} . {w[0]} {w[1]} {w[2]} {ans}",
+                    "answer_number": ans,
+                    "equation_solution": f"{x}+{y}={x + y}; {x + y}-{z}={ans}",
+                }
+            )
         (data / f"mgsm_{lang}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     specials = ["<pad>", "<unk>", "<s>", "</s>", "\n"]
     tokens = specials + ["Q:", "A:", ".", "+", "-", "=", *langs, *[str(i) for i in range(-50, 200)], *words]
     tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(dict.fromkeys(tokens))}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex("\n"), "isolated"),
-                                                 pre_tokenizers.Split(Regex(r"[^\S\n]+"), "removed")])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<s>",
-                                   eos_token="</s>")
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex("\n"), "isolated"), pre_tokenizers.Split(Regex(r"[^\S\n]+"), "removed")]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
     torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=tok.get_vocab_size(), hidden_size=a.hidden, intermediate_size=3 * a.hidden,
-                      num_hidden_layers=a.layers, num_attention_heads=4, num_key_value_heads=4,
-                      max_position_embeddings=256, bos_token_id=2, eos_token_id=3, pad_token_id=0,
-                      tie_word_embeddings=False)
+    cfg = LlamaConfig(
+        vocab_size=tok.get_vocab_size(),
+        hidden_size=a.hidden,
+        intermediate_size=3 * a.hidden,
+        num_hidden_layers=a.layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        bos_token_id=2,
+        eos_token_id=3,
+        pad_token_id=0,
+        tie_word_embeddings=False,
+    )
     base = work / "base"
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(base)
@@ -88,15 +106,16 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
             recipes.append(f"merge/m{i}={p}")
     else:
         # experts = base + small seeded noise, as checkpoints; recipes = layer swaps of every (lang, task) pair
-        n_side = max(1, int(round(a.models ** 0.5)))
+        n_side = max(1, int(round(a.models**0.5)))
         experts = {}
         for kind in ("task", "lang"):
             for j in range(n_side):
                 g = torch.Generator().manual_seed(1000 * (kind == "lang") + j)
                 with torch.no_grad():
                     expert = LlamaForCausalLM(cfg)
-                    expert.load_state_dict({k: v + 0.01 * torch.randn(v.shape, generator=g)
-                                            for k, v in model.state_dict().items()})
+                    expert.load_state_dict(
+                        {k: v + 0.01 * torch.randn(v.shape, generator=g) for k, v in model.state_dict().items()}
+                    )
                 d = work / "experts" / f"{kind}{j}"
                 expert.save_pretrained(d)
                 fast.save_pretrained(d)
@@ -105,12 +124,22 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
         for i, j in pairs:
             p = work / "recipes" / f"l{i}m{j}.json"
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps({"method": "layer_swap", "base": str(base),
-                                     "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
-                                     "params": {"bottom": 2, "top": 1}}))
+            p.write_text(
+                json.dumps(
+                    {
+                        "method": "layer_swap",
+                        "base": str(base),
+                        "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
+                        "params": {"bottom": 2, "top": 1},
+                    }
+                )
+            )
             recipes.append(f"merge/l{i}m{j}={p}")
-    print(f"world: {len(langs)} languages x {a.items} items, vocab {tok.get_vocab_size()}, "
-          f"{sum(t.numel() for t in LlamaForCausalLM(cfg).parameters()) / 1e6:.2f}M parameters", file=sys.stderr)
+    print(
+        f"world: {len(langs)} languages x {a.items} items, vocab {tok.get_vocab_size()}, "
+        f"{sum(t.numel() for t in LlamaForCausalLM(cfg).parameters()) / 1e6:.2f}M parameters",
+        file=sys.stderr,
+    )
     return recipes
 
 
@@ -131,8 +160,12 @@ def standin_merges():
         g = torch.Generator().manual_seed(int(recipe["bench_seed"]))
         return {k: v + 0.01 * torch.randn(v.shape, generator=g, dtype=v.dtype) for k, v in cache[base_dir].items()}
 
-    return types.SimpleNamespace(load_recipe=lambda path: json.loads(Path(path).read_text()), ExpertCache=Cache,
-                                 model_dir_of=lambda recipe: recipe["base"], build_state_dict=build_state_dict)
+    return types.SimpleNamespace(
+        load_recipe=lambda path: json.loads(Path(path).read_text()),
+        ExpertCache=Cache,
+        model_dir_of=lambda recipe: recipe["base"],
+        build_state_dict=build_state_dict,
+    )
 
 
 def child(a: argparse.Namespace) -> None:
@@ -146,9 +179,20 @@ def child(a: argparse.Namespace) -> None:
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
     work = Path(a.work)
-    argv = ["--data-dir", str(work / "data"), "--out-dir", str(work / "evals"), "--benchmarks-json",
-            json.dumps({"mgsm": {"shots": a.shots}}), "--batch-size", str(a.batch_size), "--seed", "0",
-            "--threads", str(a.threads)]
+    argv = [
+        "--data-dir",
+        str(work / "data"),
+        "--out-dir",
+        str(work / "evals"),
+        "--benchmarks-json",
+        json.dumps({"mgsm": {"shots": a.shots}}),
+        "--batch-size",
+        str(a.batch_size),
+        "--seed",
+        "0",
+        "--threads",
+        str(a.threads),
+    ]
     for m in a.model_args:
         argv += ["--model", m]
     t_run = time.time()
@@ -171,8 +215,11 @@ def main() -> None:
     p.add_argument("--layers", type=int, default=8)
     p.add_argument("--vocab", type=int, default=900)
     p.add_argument("--work", default=None)
-    p.add_argument("--standin-merge", action="store_true",
-                   help="perturbed copies of the base instead of layerswap.merge layer swaps")
+    p.add_argument(
+        "--standin-merge",
+        action="store_true",
+        help="perturbed copies of the base instead of layerswap.merge layer swaps",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--model-args", nargs="*", default=[], help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -182,12 +229,26 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-eval-") as tmp:
         work = Path(a.work or tmp)
         recipes = build_world(work, a)
-        cmd = [sys.executable, __file__, "--child", "--work", str(work), "--shots", str(a.shots), "--threads",
-               str(a.threads), "--batch-size", str(a.batch_size), *(["--standin-merge"] if a.standin_merge else []),
-               "--model-args", *recipes]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--work",
+            str(work),
+            "--shots",
+            str(a.shots),
+            "--threads",
+            str(a.threads),
+            "--batch-size",
+            str(a.batch_size),
+            *(["--standin-merge"] if a.standin_merge else []),
+            "--model-args",
+            *recipes,
+        ]
         t0 = time.time()
-        done = subprocess.run(cmd, capture_output=True, text=True, env={**__import__("os").environ,
-                                                                         "PYTHONPATH": str(ROOT)})
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)}
+        )
         wall = time.time() - t0
         if done.returncode != 0:
             sys.stderr.write(done.stderr)
@@ -196,32 +257,45 @@ def main() -> None:
         t = json.loads(next(l for l in done.stdout.splitlines() if l.startswith("TIMINGS "))[8:])
         startup = t["child_start_epoch"] - t0
         per = t["per_model"]
-        print(f"child wall time            {wall:7.2f} s  ({a.models} models, {a.langs} langs x {a.items} items, "
-              f"{a.shots}-shot, threads {a.threads}, batch {a.batch_size})")
+        print(
+            f"child wall time            {wall:7.2f} s  ({a.models} models, {a.langs} langs x {a.items} items, "
+            f"{a.shots}-shot, threads {a.threads}, batch {a.batch_size})"
+        )
         print(f"  interpreter start-up     {startup:7.2f} s")
         print(f"  imports (torch, lm_eval) {t['script_before_run'] + t['imports']:7.2f} s")
         print(f"  task loading             {t['tasks']:7.2f} s")
         ph = per[0]["load_phases"]
-        print(f"  model load, first        {per[0]['load']:7.2f} s  (state dict {ph.get('state_dict', 0):.2f}, "
-              f"from_pretrained + HFLM {ph.get('build', 0):.2f}, load_state_dict {ph.get('load_state_dict', 0):.2f})")
+        print(
+            f"  model load, first        {per[0]['load']:7.2f} s  (state dict {ph.get('state_dict', 0):.2f}, "
+            f"from_pretrained + HFLM {ph.get('build', 0):.2f}, load_state_dict {ph.get('load_state_dict', 0):.2f})"
+        )
         rest = [m["load"] for m in per[1:]]
         if rest:
-            print(f"  model load, others       {sum(rest) / len(rest):7.2f} s each "
-                  "(build state dict + load_state_dict)")
+            print(
+                f"  model load, others       {sum(rest) / len(rest):7.2f} s each (build state dict + load_state_dict)"
+            )
         evs = [m["evaluate"] for m in per]
         print(f"  evaluate, first model    {evs[0]:7.2f} s  (builds + caches the requests)")
         if evs[1:]:
-            print(f"  evaluate, others         {sum(evs[1:]) / len(evs[1:]):7.2f} s each "
-                  f"(min {min(evs[1:]):.2f}, max {max(evs[1:]):.2f})")
+            print(
+                f"  evaluate, others         {sum(evs[1:]) / len(evs[1:]):7.2f} s each "
+                f"(min {min(evs[1:]):.2f}, max {max(evs[1:]):.2f})"
+            )
             cpus = [m["cpu"] for m in per[1:]]
-            print(f"  CPU time per model       {sum(cpus) / len(cpus):7.2f} s (process CPU; wall minus this = waiting "
-                  f"for a core on a busy machine)")
+            print(
+                f"  CPU time per model       {sum(cpus) / len(cpus):7.2f} s (process CPU; wall minus this = waiting "
+                f"for a core on a busy machine)"
+            )
         print(f"  writing outputs          {t['write']:7.2f} s total")
         print(f"  interpreter exit         {t0 + wall - t['child_end_epoch']:7.2f} s")
-        print(f"  child CPU time           {t['cpu_total']:7.2f} s until run() returned; load average now "
-              f"{open('/proc/loadavg').read().split()[0]} on {__import__('os').cpu_count()} cores")
-        print(f"  per model, amortised     {(wall - startup) / a.models:7.2f} s; fixed cost "
-              f"{startup + t['script_before_run'] + t['imports'] + t['tasks']:.2f} s")
+        print(
+            f"  child CPU time           {t['cpu_total']:7.2f} s until run() returned; load average now "
+            f"{open('/proc/loadavg').read().split()[0]} on {__import__('os').cpu_count()} cores"
+        )
+        print(
+            f"  per model, amortised     {(wall - startup) / a.models:7.2f} s; fixed cost "
+            f"{startup + t['script_before_run'] + t['imports'] + t['tasks']:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -33,22 +33,38 @@ def shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
     for l in range(cfg["layers"]):
         p = f"model.layers.{l}."
         out |= {
-            p + "self_attn.q_proj.weight": (h, h), p + "self_attn.k_proj.weight": (cfg["kv_heads"] * hd, h),
-            p + "self_attn.v_proj.weight": (cfg["kv_heads"] * hd, h), p + "self_attn.o_proj.weight": (h, h),
-            p + "mlp.gate_proj.weight": (cfg["inter"], h), p + "mlp.up_proj.weight": (cfg["inter"], h),
+            p + "self_attn.q_proj.weight": (h, h),
+            p + "self_attn.k_proj.weight": (cfg["kv_heads"] * hd, h),
+            p + "self_attn.v_proj.weight": (cfg["kv_heads"] * hd, h),
+            p + "self_attn.o_proj.weight": (h, h),
+            p + "mlp.gate_proj.weight": (cfg["inter"], h),
+            p + "mlp.up_proj.weight": (cfg["inter"], h),
             p + "mlp.down_proj.weight": (h, cfg["inter"]),
-            p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+            p + "input_layernorm.weight": (h,),
+            p + "post_attention_layernorm.weight": (h,),
         }
     return out | {"model.norm.weight": (h,), "lm_head.weight": (cfg["vocab"], h)}
 
 
 def hf_config(cfg: dict) -> dict:
     return {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": cfg["vocab"],
-        "hidden_size": cfg["hidden"], "intermediate_size": cfg["inter"], "num_hidden_layers": cfg["layers"],
-        "num_attention_heads": cfg["heads"], "num_key_value_heads": cfg["kv_heads"], "head_dim": cfg["hidden"] // cfg["heads"],
-        "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 500000.0, "hidden_act": "silu",
-        "tie_word_embeddings": False, "torch_dtype": "bfloat16", "bos_token_id": 1, "eos_token_id": 2,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": cfg["vocab"],
+        "hidden_size": cfg["hidden"],
+        "intermediate_size": cfg["inter"],
+        "num_hidden_layers": cfg["layers"],
+        "num_attention_heads": cfg["heads"],
+        "num_key_value_heads": cfg["kv_heads"],
+        "head_dim": cfg["hidden"] // cfg["heads"],
+        "max_position_embeddings": 2048,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+        "bos_token_id": 1,
+        "eos_token_id": 2,
     }
 
 
@@ -76,11 +92,19 @@ def write_sharded(tmp: Path, shp: dict[str, tuple[int, ...]], dtype: torch.dtype
         write_shard(str(tmp / file), entries, fill, 1 << 22)
         weight_map |= {name: file for name, _, _ in entries}
     total = sum(item * torch.Size(s).numel() for s in shp.values())
-    (tmp / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}))
+    (tmp / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
+    )
 
 
-def make_model(path: Path, cfg: dict, seed: int, base_seed: int | None = None, dtype: torch.dtype = torch.bfloat16,
-               max_shard_bytes: int = 2 * 2**30) -> None:
+def make_model(
+    path: Path,
+    cfg: dict,
+    seed: int,
+    base_seed: int | None = None,
+    dtype: torch.dtype = torch.bfloat16,
+    max_shard_bytes: int = 2 * 2**30,
+) -> None:
     """A random checkpoint (N(0, 0.02)); with base_seed: that base plus N(0, 0.002) noise (an 'expert')."""
     if (path / "config.json").is_file():
         return
@@ -109,13 +133,19 @@ def make_model(path: Path, cfg: dict, seed: int, base_seed: int | None = None, d
 
 def swap_slices(task: str, lang: str, n_layers: int, bottom: int, top: int, tb: int = 0, tu: int = 0) -> list[dict]:
     """mergekit slices for a swap: lang weight 1 / 0.5 (transition) / 0; non-layer tensors averaged via filters."""
+
     def src(model: str, lo: int, hi: int, w: float, filters: list[str]) -> dict:
         weight = [{"filter": f, "value": 0.5} for f in filters] + [{"value": w}]
         return {"model": model, "layer_range": [lo, hi], "parameters": {"weight": weight}}
 
     L = n_layers
-    ranges = [(0, bottom, 1.0), (bottom, bottom + tb, 0.5), (bottom + tb, L - top - tu, 0.0),
-              (L - top - tu, L - top, 0.5), (L - top, L, 1.0)]
+    ranges = [
+        (0, bottom, 1.0),
+        (bottom, bottom + tb, 0.5),
+        (bottom + tb, L - top - tu, 0.0),
+        (L - top - tu, L - top, 0.5),
+        (L - top, L, 1.0),
+    ]
     ranges = [r for r in ranges if r[0] < r[1]]
     slices = []
     for i, (lo, hi, w_lang) in enumerate(ranges):
@@ -124,26 +154,57 @@ def swap_slices(task: str, lang: str, n_layers: int, bottom: int, top: int, tb: 
     return slices
 
 
-def mergekit_config(method: str, base: str, a: str, b: str, n_layers: int, p: dict, out_dtype: str = "bfloat16") -> dict:
+def mergekit_config(
+    method: str, base: str, a: str, b: str, n_layers: int, p: dict, out_dtype: str = "bfloat16"
+) -> dict:
     common = {"dtype": "float32", "out_dtype": out_dtype}
     if method == "swap":
-        return {"merge_method": "linear", "base_model": a, "parameters": {"normalize": True},
-                "slices": swap_slices(a, b, n_layers, p["bottom"], p["top"], p.get("tb", 0), p.get("tu", 0)), **common}
+        return {
+            "merge_method": "linear",
+            "base_model": a,
+            "parameters": {"normalize": True},
+            "slices": swap_slices(a, b, n_layers, p["bottom"], p["top"], p.get("tb", 0), p.get("tu", 0)),
+            **common,
+        }
     if method == "soup":
-        return {"merge_method": "linear", "base_model": a, "parameters": {"normalize": True},
-                "models": [{"model": m, "parameters": {"weight": 1.0}} for m in (a, b)], **common}
-    return {"merge_method": "ties", "base_model": base, "parameters": {"normalize": True, "lambda": p["lam"]},
-            "models": [{"model": m, "parameters": {"weight": 1.0, "density": p["density"]}} for m in (a, b)], **common}
+        return {
+            "merge_method": "linear",
+            "base_model": a,
+            "parameters": {"normalize": True},
+            "models": [{"model": m, "parameters": {"weight": 1.0}} for m in (a, b)],
+            **common,
+        }
+    return {
+        "merge_method": "ties",
+        "base_model": base,
+        "parameters": {"normalize": True, "lambda": p["lam"]},
+        "models": [{"model": m, "parameters": {"weight": 1.0, "density": p["density"]}} for m in (a, b)],
+        **common,
+    }
 
 
 def our_recipe(method: str, base: str, a: str, b: str, p: dict) -> dict:
     if method == "swap":
-        return {"method": "layer_swap", "base": base, "inputs": {"task": a, "lang": b},
-                "params": {"bottom": p["bottom"], "top": p["top"], "transition_bottom": p.get("tb", 0),
-                           "transition_top": p.get("tu", 0), "non_layer": "average"}}
+        return {
+            "method": "layer_swap",
+            "base": base,
+            "inputs": {"task": a, "lang": b},
+            "params": {
+                "bottom": p["bottom"],
+                "top": p["top"],
+                "transition_bottom": p.get("tb", 0),
+                "transition_top": p.get("tu", 0),
+                "non_layer": "average",
+            },
+        }
     if method == "soup":
         return {"method": "soup", "base": base, "inputs": {"models": [a, b]}, "params": {"weighting": "uniform"}}
-    return {"method": "ties", "base": base, "inputs": {"models": [a, b]}, "params": {"density": p["density"], "lam": p["lam"]}}
+    return {
+        "method": "ties",
+        "base": base,
+        "inputs": {"models": [a, b]},
+        "params": {"density": p["density"], "lam": p["lam"]},
+    }
 
 
 def measure(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
@@ -168,8 +229,19 @@ def run_pair(method: str, models: dict[str, str], work: Path, mergekit: str, n_l
     (work / f"{method}.yml").write_text(yaml.safe_dump(mergekit_config(method, base, a, b, n_layers, p)))
     row = {"method": method}
     for tool, cmd in (
-        ("ours", [sys.executable, "-m", "layerswap.cli", "merge", "--recipe", str(work / f"{method}.json"),
-                  "--out", str(work / f"out_ours_{method}")]),
+        (
+            "ours",
+            [
+                sys.executable,
+                "-m",
+                "layerswap.cli",
+                "merge",
+                "--recipe",
+                str(work / f"{method}.json"),
+                "--out",
+                str(work / f"out_ours_{method}"),
+            ],
+        ),
         ("mergekit", [mergekit, str(work / f"{method}.yml"), str(work / f"out_mk_{method}"), "--quiet"]),
     ):
         out = work / f"out_{'ours' if tool == 'ours' else 'mk'}_{method}"
@@ -196,7 +268,11 @@ def main() -> None:
     args = ap.parse_args()
     cfg = LLAMA_1B | {"layers": args.layers}
     work = Path(args.workdir)
-    models = {"base": str(work / "models" / "base"), "a": str(work / "models" / "expert_a"), "b": str(work / "models" / "expert_b")}
+    models = {
+        "base": str(work / "models" / "base"),
+        "a": str(work / "models" / "expert_a"),
+        "b": str(work / "models" / "expert_b"),
+    }
     t0 = time.perf_counter()
     make_model(Path(models["base"]), cfg, seed=1)
     make_model(Path(models["a"]), cfg, seed=2, base_seed=1)
@@ -205,11 +281,15 @@ def main() -> None:
     print(f"checkpoints: 3 x {n / 1e9:.2f}B parameters, bf16 ({time.perf_counter() - t0:.0f} s to generate/find)")
     p = {"bottom": args.bottom, "top": args.top, "density": args.density, "lam": args.lam}
     rows = [run_pair(m, models, work, args.mergekit, cfg["layers"], p) for m in args.methods.split(",")]
-    print("\n| merge | ours wall s | mergekit wall s | speed-up | ours peak RSS GiB | mergekit peak RSS GiB | RSS ratio |")
+    print(
+        "\n| merge | ours wall s | mergekit wall s | speed-up | ours peak RSS GiB | mergekit peak RSS GiB | RSS ratio |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['method']} | {r['ours_s']:.1f} | {r['mergekit_s']:.1f} | {r['mergekit_s'] / r['ours_s']:.2f}x "
-              f"| {r['ours_gib']:.2f} | {r['mergekit_gib']:.2f} | {r['ours_gib'] / r['mergekit_gib']:.2f} |")
+        print(
+            f"| {r['method']} | {r['ours_s']:.1f} | {r['mergekit_s']:.1f} | {r['mergekit_s'] / r['ours_s']:.2f}x "
+            f"| {r['ours_gib']:.2f} | {r['mergekit_gib']:.2f} | {r['ours_gib'] / r['mergekit_gib']:.2f} |"
+        )
     if not args.keep_models:
         shutil.rmtree(work / "models", ignore_errors=True)
 

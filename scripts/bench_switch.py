@@ -43,8 +43,9 @@ def write_tokenizer(path: Path) -> None:
     words = ["<unk>", "<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(60)]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-                            eos_token="</s>").save_pretrained(path)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    ).save_pretrained(path)
 
 
 def make_expert(path: Path, seed: int) -> None:
@@ -75,9 +76,11 @@ def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
     out = []
     for i in range(3):  # the order `layerswap recipes` writes: language rank, then task rank
         for j in range(3):
-            recipe = {"method": "layer_swap", "inputs": {"task": str(models / f"task{j}"),
-                                                        "lang": str(models / f"lang{i}")},
-                      "params": {"bottom": bottom, "top": top}}
+            recipe = {
+                "method": "layer_swap",
+                "inputs": {"task": str(models / f"task{j}"), "lang": str(models / f"lang{i}")},
+                "params": {"bottom": bottom, "top": top},
+            }
             path = workdir / f"{i + 1}x{j + 1}.json"
             path.write_text(json.dumps(recipe))
             out.append((f"{i + 1}x{j + 1}", path))
@@ -97,8 +100,17 @@ def one_pass(host: ModelHost, models: list[tuple[str, Path]], full: bool) -> lis
         dt = time.perf_counter() - t0
         n, total, nbytes, total_bytes = host.switched
         if prev is not None:
-            rows.append({"switch": f"{prev}->{model_id}", "s": dt, "tensors": n, "of": total, "bytes": nbytes,
-                         "model_bytes": total_bytes, **{k: round(v, 3) for k, v in host.phase.items()}})
+            rows.append(
+                {
+                    "switch": f"{prev}->{model_id}",
+                    "s": dt,
+                    "tensors": n,
+                    "of": total,
+                    "bytes": nbytes,
+                    "model_bytes": total_bytes,
+                    **{k: round(v, 3) for k, v in host.phase.items()},
+                }
+            )
         prev = model_id
     return rows
 
@@ -128,26 +140,35 @@ def main() -> None:
             host.held = None
             rows = one_pass(host, ordered, full=False)
             after += rows
-            print(f"rep {rep} after:  " + ", ".join(f"{r['switch']} {r['s']:.2f}s {r['bytes'] / 1e9:.2f}GB"
-                                                    for r in rows), flush=True)
+            print(
+                f"rep {rep} after:  "
+                + ", ".join(f"{r['switch']} {r['s']:.2f}s {r['bytes'] / 1e9:.2f}GB" for r in rows),
+                flush=True,
+            )
     finally:
         host.close()
     gb = 1e9
-    print(f"\nLlama-3.2-1B shapes, bf16, tied head; layer swap bottom {args.bottom} top {args.top}; "
-          f"{args.reps} reps x 8 switches each way; torch threads {args.threads}")
+    print(
+        f"\nLlama-3.2-1B shapes, bf16, tied head; layer swap bottom {args.bottom} top {args.top}; "
+        f"{args.reps} reps x 8 switches each way; torch threads {args.threads}"
+    )
     print(f"{'':8} {'median s/switch':>16} {'min':>6} {'max':>6} {'GB loaded/switch':>17} {'GB/s':>6}")
     for label, rows in (("before", before), ("after", after)):
         s = [r["s"] for r in rows]
         b = statistics.mean(r["bytes"] for r in rows) / gb
-        print(f"{label:8} {statistics.median(s):16.2f} {min(s):6.2f} {max(s):6.2f} {b:17.2f} "
-              f"{sum(r['bytes'] for r in rows) / gb / sum(s):6.2f}")
+        print(
+            f"{label:8} {statistics.median(s):16.2f} {min(s):6.2f} {max(s):6.2f} {b:17.2f} "
+            f"{sum(r['bytes'] for r in rows) / gb / sum(s):6.2f}"
+        )
     print("\nafter, per switch kind (median s, GB loaded of the model's GB):")
     kinds: dict[tuple[int, int], list[float]] = {}
     for r in after:
         kinds.setdefault((r["tensors"], r["bytes"]), []).append(r["s"])
     for (n, nbytes), s in sorted(kinds.items()):
-        print(f"  {n:4d} of {after[0]['of']} tensors, {nbytes / gb:.2f} of {after[0]['model_bytes'] / gb:.2f} GB: "
-              f"{statistics.median(s):.2f} s (n={len(s)})")
+        print(
+            f"  {n:4d} of {after[0]['of']} tensors, {nbytes / gb:.2f} of {after[0]['model_bytes'] / gb:.2f} GB: "
+            f"{statistics.median(s):.2f} s (n={len(s)})"
+        )
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
 
 

@@ -50,8 +50,9 @@ def world(work: Path, a: argparse.Namespace) -> list[tuple[str, Path, Path]]:
     """(merge id, our recipe, mergekit config) per merge of the 3x3 grid."""
     import yaml
 
-    ns = argparse.Namespace(models=9, langs=len(LANGS), items=a.items, hidden=128, layers=a.layers, vocab=a.vocab,
-                            standin_merge=False)
+    ns = argparse.Namespace(
+        models=9, langs=len(LANGS), items=a.items, hidden=128, layers=a.layers, vocab=a.vocab, standin_merge=False
+    )
     build_world(work, ns)  # writes base, experts/{task,lang}{0,1,2}, data/, recipes/ (its own recipes: unused)
     merges = []
     for i in range(a.side):
@@ -61,8 +62,11 @@ def world(work: Path, a: argparse.Namespace) -> list[tuple[str, Path, Path]]:
             recipe, config = work / "grid" / f"{rid}.json", work / "grid" / f"{rid}.yml"
             recipe.parent.mkdir(parents=True, exist_ok=True)
             recipe.write_text(json.dumps(our_recipe("swap", str(work / "base"), task, lang, SWAP)))
-            config.write_text(yaml.safe_dump(mergekit_config("swap", str(work / "base"), task, lang, a.layers, SWAP,
-                                                             out_dtype="float32")))
+            config.write_text(
+                yaml.safe_dump(
+                    mergekit_config("swap", str(work / "base"), task, lang, a.layers, SWAP, out_dtype="float32")
+                )
+            )
             merges.append((rid, recipe, config))
     return merges
 
@@ -72,9 +76,27 @@ def bench_json(a) -> str:
 
 
 def ours(backend: str, work: Path, merges, a, out: Path) -> tuple[float, dict]:
-    argv = ["evaluate-merges", "--backend", backend, "--device", "cpu", "--dtype", "float32", "--data-dir",
-            str(work / "data"), "--out-dir", str(out), "--benchmarks-json", bench_json(a), "--batch-size",
-            str(a.batch_size), "--seed", "0", "--threads", str(a.threads)]
+    argv = [
+        "evaluate-merges",
+        "--backend",
+        backend,
+        "--device",
+        "cpu",
+        "--dtype",
+        "float32",
+        "--data-dir",
+        str(work / "data"),
+        "--out-dir",
+        str(out),
+        "--benchmarks-json",
+        bench_json(a),
+        "--batch-size",
+        str(a.batch_size),
+        "--seed",
+        "0",
+        "--threads",
+        str(a.threads),
+    ]
     for rid, recipe, _ in merges:
         argv += ["--model", f"{rid}={recipe}"]
     env = {"PYTHONPATH": str(ROOT)}
@@ -82,14 +104,22 @@ def ours(backend: str, work: Path, merges, a, out: Path) -> tuple[float, dict]:
     if backend == "vllm":
         proc = vllm_cpu_env.run(["layerswap", *argv], env_extra=env, capture_output=True, text=True)
     else:
-        proc = subprocess.run([sys.executable, "-m", "layerswap.cli", *argv], env={**os.environ, **env},
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "layerswap.cli", *argv], env={**os.environ, **env}, capture_output=True, text=True
+        )
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise SystemExit(f"{backend} failed:\n{proc.stderr[-3000:]}")
     scores = {rid: json.loads((out / rid / "mgsm.json").read_text())["scores"] for rid, _, _ in merges}
-    answers = {rid: {lang: [s["extracted"] for s in map(json.loads, (out / rid / "mgsm.samples.jsonl").open())
-                            if s["key"] == lang] for lang in LANGS} for rid, _, _ in merges}
+    answers = {
+        rid: {
+            lang: [
+                s["extracted"] for s in map(json.loads, (out / rid / "mgsm.samples.jsonl").open()) if s["key"] == lang
+            ]
+            for lang in LANGS
+        }
+        for rid, _, _ in merges
+    }
     return wall, scores, answers
 
 
@@ -112,10 +142,27 @@ def naive(work: Path, merges, a, mergekit: Path, out: Path) -> tuple[float, dict
         t2 = time.perf_counter()
         res = out / "lm_eval" / rid
         proc = vllm_cpu_env.run(
-            ["lm_eval", "--model", "vllm", "--model_args",
-             f"pretrained={merged},dtype=float32,enforce_eager=True,seed=0", "--tasks", ",".join(names),
-             "--include_path", str(inc), "--batch_size", str(a.batch_size), "--seed", "0,0,0,0",
-             "--output_path", str(res), "--log_samples"], capture_output=True, text=True)
+            [
+                "lm_eval",
+                "--model",
+                "vllm",
+                "--model_args",
+                f"pretrained={merged},dtype=float32,enforce_eager=True,seed=0",
+                "--tasks",
+                ",".join(names),
+                "--include_path",
+                str(inc),
+                "--batch_size",
+                str(a.batch_size),
+                "--seed",
+                "0,0,0,0",
+                "--output_path",
+                str(res),
+                "--log_samples",
+            ],
+            capture_output=True,
+            text=True,
+        )
         t3 = time.perf_counter()
         if proc.returncode != 0:
             raise SystemExit(f"lm_eval failed on {rid}:\n{proc.stderr[-3000:]}")
@@ -123,8 +170,9 @@ def naive(work: Path, merges, a, mergekit: Path, out: Path) -> tuple[float, dict
         scores[rid] = {lang: result[f"toy_mgsm_{lang}"]["exact_match,last-integer"] for lang in LANGS}
         answers[rid] = {}
         for lang in LANGS:
-            rows = sorted(map(json.loads, next(res.rglob(f"samples_toy_mgsm_{lang}_*.jsonl")).open()),
-                          key=lambda r: r["doc_id"])
+            rows = sorted(
+                map(json.loads, next(res.rglob(f"samples_toy_mgsm_{lang}_*.jsonl")).open()), key=lambda r: r["doc_id"]
+            )
             answers[rid][lang] = [_first(r["filtered_resps"]) for r in rows]
         shutil.rmtree(merged)
         t_merge, t_eval = t_merge + t2 - t1, t_eval + t3 - t2
@@ -176,23 +224,29 @@ def main() -> None:
                 answers[way].append(ans)
                 print(f"rep {rep} {way:5s} {wall:7.1f} s{extra}", flush=True)
                 shutil.rmtree(out, ignore_errors=True)
-        print(f"\n{a.side ** 2} merges ({a.side}x{a.side} swaps), MGSM-format {len(LANGS)} languages x {a.items} "
-              f"items, {a.shots}-shot, 32 new tokens max, batch {a.batch_size}, float32; load average now "
-              f"{open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores")
+        print(
+            f"\n{a.side**2} merges ({a.side}x{a.side} swaps), MGSM-format {len(LANGS)} languages x {a.items} "
+            f"items, {a.shots}-shot, 32 new tokens max, batch {a.batch_size}, float32; load average now "
+            f"{open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores"
+        )
         for way in ("vllm", "hf", "naive"):
             w = walls[way]
             if w:
-                print(f"  {way:5s} n={len(w)}  median {statistics.median(w):7.1f} s  (min {min(w):.1f}, "
-                      f"max {max(w):.1f})")
+                print(
+                    f"  {way:5s} n={len(w)}  median {statistics.median(w):7.1f} s  (min {min(w):.1f}, max {max(w):.1f})"
+                )
         med = {k: statistics.median(v) for k, v in walls.items() if v}
         if "naive" in med:
-            print(f"  naive / vllm {med['naive'] / med['vllm']:.1f}x, naive / hf {med['naive'] / med['hf']:.1f}x, "
-                  f"vllm / hf {med['vllm'] / med['hf']:.2f}x")
+            print(
+                f"  naive / vllm {med['naive'] / med['vllm']:.1f}x, naive / hf {med['naive'] / med['hf']:.1f}x, "
+                f"vllm / hf {med['vllm'] / med['hf']:.2f}x"
+            )
         ref = scores["vllm"][0]
         for way, runs in scores.items():
             same = all(r == ref for r in runs)
-            print(f"  scores {way:5s} {'equal to' if same else 'DIFFER from'} vllm's first run, every merge and "
-                  f"language")
+            print(
+                f"  scores {way:5s} {'equal to' if same else 'DIFFER from'} vllm's first run, every merge and language"
+            )
             if not same:
                 for r in runs:
                     for rid in r:
@@ -203,8 +257,9 @@ def main() -> None:
         n_items = sum(len(v) for r in first.values() for v in r.values())
         for way, runs in answers.items():
             for k, r in enumerate(runs):
-                same = sum(x == y for rid in r for lang in LANGS
-                           for x, y in zip(r[rid][lang], first[rid][lang], strict=True))
+                same = sum(
+                    x == y for rid in r for lang in LANGS for x, y in zip(r[rid][lang], first[rid][lang], strict=True)
+                )
                 print(f"  extracted answers {way} run {k}: {same} of {n_items} items equal to vllm's first run")
 
 

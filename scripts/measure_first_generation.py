@@ -58,21 +58,31 @@ def phase_seconds(stats: dict) -> dict[str, float]:
     """The largest cumulative time of each phase's function (the outermost call when it nests, e.g. forward)."""
     out = {}
     for phase, (suffix, name) in PHASES.items():
-        cums = [v[3] for (file, _, func), v in stats.items()
-                if func == name and file.replace("\\", "/").endswith(suffix)]
+        cums = [
+            v[3] for (file, _, func), v in stats.items() if func == name and file.replace("\\", "/").endswith(suffix)
+        ]
         out[phase] = round(max(cums, default=0.0), 4)
     return out
 
 
 def top_differences(first: dict, second: dict, n: int = 12) -> list[dict]:
     """Functions whose cumulative time in the first call exceeds that in the second the most."""
+
     def key(k):
         file, line, func = k
         return f"{file.split('site-packages/')[-1]}:{line}:{func}"
 
     rows = sorted(((v[3] - second.get(k, (0, 0, 0, 0.0))[3], k) for k, v in first.items()), reverse=True)[:n]
-    return [{"function": key(k), "extra_s": round(d, 4), "first_s": round(first[k][3], 4),
-             "second_s": round(second.get(k, (0, 0, 0, 0.0))[3], 4), "calls": first[k][1]} for d, k in rows]
+    return [
+        {
+            "function": key(k),
+            "extra_s": round(d, 4),
+            "first_s": round(first[k][3], 4),
+            "second_s": round(second.get(k, (0, 0, 0, 0.0))[3], 4),
+            "calls": first[k][1],
+        }
+        for d, k in rows
+    ]
 
 
 def dynamo_counters() -> dict:
@@ -90,10 +100,14 @@ def main() -> None:
     p.add_argument("--items", type=int, default=16)
     p.add_argument("--shots", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=32)
-    p.add_argument("--shape", choices=("world", "llama8b", "tiny_sharded"), default="world",
-                   help="world: bench_evaluate's random Llama (--hidden, --layers; 256 positions); llama8b: "
-                        "Llama-3.1-8B shapes, random bf16 (benchmark_costs.py's base, 16 GB of disk), for a GPU; "
-                        "tiny_sharded: that code path at a size for tests")
+    p.add_argument(
+        "--shape",
+        choices=("world", "llama8b", "tiny_sharded"),
+        default="world",
+        help="world: bench_evaluate's random Llama (--hidden, --layers; 256 positions); llama8b: "
+        "Llama-3.1-8B shapes, random bf16 (benchmark_costs.py's base, 16 GB of disk), for a GPU; "
+        "tiny_sharded: that code path at a size for tests",
+    )
     p.add_argument("--hidden", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
@@ -129,8 +143,11 @@ def main() -> None:
             if on_cuda:
                 torch.cuda.synchronize()
             prof.disable()
-            row = {"seconds": round(time.perf_counter() - t0, 4), "cpu_s": round(time.process_time() - c0, 4),
-                   "stats": pstats.Stats(prof).stats}
+            row = {
+                "seconds": round(time.perf_counter() - t0, 4),
+                "cpu_s": round(time.process_time() - c0, 4),
+                "stats": pstats.Stats(prof).stats,
+            }
             after = dynamo_counters()
             row["compiled"] = {k: v - before.get(k, 0) for k, v in after.items() if v != before.get(k, 0)}
             if on_cuda:
@@ -151,46 +168,94 @@ def main() -> None:
             base = work / "base" if (work / "base" / "config.json").is_file() else make[a.shape](work)
         else:
             if not (work / "base" / "config.json").is_file():
-                build_world(work, argparse.Namespace(langs=1, vocab=300, items=a.items, hidden=a.hidden,
-                                                     layers=a.layers, models=0, standin_merge=True))
+                build_world(
+                    work,
+                    argparse.Namespace(
+                        langs=1,
+                        vocab=300,
+                        items=a.items,
+                        hidden=a.hidden,
+                        layers=a.layers,
+                        models=0,
+                        standin_merge=True,
+                    ),
+                )
             base, data = work / "base", work / "data"
         records = []
         for build in range(a.builds):
             batch = batch_sizes[build % len(batch_sizes)]
             parser = argparse.ArgumentParser()
             ev.add_arguments(parser)
-            argv = ["--data-dir", str(data), "--out-dir", str(work / f"evals-{build}"), "--benchmarks-json",
-                    json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens, "limit": a.items}}),
-                    "--batch-size", str(batch), "--threads", str(a.threads), "--device", a.device, "--dtype", a.dtype,
-                    "--model", f"first={base}", "--model", f"second={base}"]
+            argv = [
+                "--data-dir",
+                str(data),
+                "--out-dir",
+                str(work / f"evals-{build}"),
+                "--benchmarks-json",
+                json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens, "limit": a.items}}),
+                "--batch-size",
+                str(batch),
+                "--threads",
+                str(a.threads),
+                "--device",
+                a.device,
+                "--dtype",
+                a.dtype,
+                "--model",
+                f"first={base}",
+                "--model",
+                f"second={base}",
+            ]
             start = len(calls)
             timings = ev.run(parser.parse_args(argv))
             first, second = calls[start], calls[start + 1]
             for i, (row, per) in enumerate(zip((first, second), timings["per_model"])):
-                records.append({"build": build, "batch_size": batch, "model": per["model_id"],
-                                "load_s": round(per["load"], 4), "load_phases": per["load_phases"],
-                                "evaluate_call_s": row["seconds"], "evaluate_call_cpu_s": row["cpu_s"],
-                                "phases": phase_seconds(row["stats"]),
-                                "compiled": row["compiled"], **({"cuda": row["cuda"]} if "cuda" in row else {}),
-                                **({"extra_vs_second": top_differences(first["stats"], second["stats"])}
-                                   if i == 0 else {})})
+                records.append(
+                    {
+                        "build": build,
+                        "batch_size": batch,
+                        "model": per["model_id"],
+                        "load_s": round(per["load"], 4),
+                        "load_phases": per["load_phases"],
+                        "evaluate_call_s": row["seconds"],
+                        "evaluate_call_cpu_s": row["cpu_s"],
+                        "phases": phase_seconds(row["stats"]),
+                        "compiled": row["compiled"],
+                        **({"cuda": row["cuda"]} if "cuda" in row else {}),
+                        **({"extra_vs_second": top_differences(first["stats"], second["stats"])} if i == 0 else {}),
+                    }
+                )
     from layerswap.machine import hardware
 
     hw = hardware()
-    result = {"script": "scripts/measure_first_generation.py", "argv": sys.argv[1:],
-              "machine": {"cpu": hw["cpu_model"], "gpus": hw["gpus"], "torch": torch.__version__,
-                          "device": "cuda" if on_cuda else "cpu"}, "records": records}
+    result = {
+        "script": "scripts/measure_first_generation.py",
+        "argv": sys.argv[1:],
+        "machine": {
+            "cpu": hw["cpu_model"],
+            "gpus": hw["gpus"],
+            "torch": torch.__version__,
+            "device": "cuda" if on_cuda else "cpu",
+        },
+        "records": records,
+    }
     if a.out:
         a.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"device: {result['machine']['device']} ({hw['gpus'][0] if on_cuda and hw['gpus'] else hw['cpu_model']})")
     names = list(PHASES)
-    print(f"{'build':>5} {'batch':>5} {'model':>6} {'load s':>7} {'eval s':>7} {'cpu s':>7} "
-          + " ".join(f"{n[:12]:>12}" for n in names) + "  compiled"
-          + ("  cuda allocs/frees/retries  peak GB" if on_cuda else ""))
+    print(
+        f"{'build':>5} {'batch':>5} {'model':>6} {'load s':>7} {'eval s':>7} {'cpu s':>7} "
+        + " ".join(f"{n[:12]:>12}" for n in names)
+        + "  compiled"
+        + ("  cuda allocs/frees/retries  peak GB" if on_cuda else "")
+    )
     for r in records:
-        line = (f"{r['build']:>5} {r['batch_size']:>5} {r['model']:>6} {r['load_s']:>7.3f} "
-                f"{r['evaluate_call_s']:>7.3f} {r['evaluate_call_cpu_s']:>7.3f} "
-                + " ".join(f"{r['phases'][n]:>12.3f}" for n in names) + f"  {r['compiled'] or '-'}")
+        line = (
+            f"{r['build']:>5} {r['batch_size']:>5} {r['model']:>6} {r['load_s']:>7.3f} "
+            f"{r['evaluate_call_s']:>7.3f} {r['evaluate_call_cpu_s']:>7.3f} "
+            + " ".join(f"{r['phases'][n]:>12.3f}" for n in names)
+            + f"  {r['compiled'] or '-'}"
+        )
         if "cuda" in r:
             c = r["cuda"]
             line += f"  {c['num_device_alloc']}/{c['num_device_free']}/{c['num_alloc_retries']}  {c['peak_gb']}"

@@ -96,8 +96,10 @@ def main() -> None:
     print(f"{'rule':<28} {'jobs':>5} {'files':>6} {'MiB':>8} {'hash s':>8} {'job s':>9} {'share':>7}")
     for rule, r in sorted(per_rule.items()) + [("total", total)]:
         share = r["hash_s"] / r["job_s"] if r["job_s"] else 0.0
-        print(f"{rule:<28} {r['jobs']:>5} {r['files']:>6} {r['bytes'] / 2**20:>8.1f} {r['hash_s']:>8.3f} "
-              f"{r['job_s']:>9.1f} {share:>7.2%}")
+        print(
+            f"{rule:<28} {r['jobs']:>5} {r['files']:>6} {r['bytes'] / 2**20:>8.1f} {r['hash_s']:>8.3f} "
+            f"{r['job_s']:>9.1f} {share:>7.2%}"
+        )
 
 
 if __name__ == "__main__":

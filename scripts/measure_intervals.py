@@ -50,8 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     params = tables.Params.from_json(text)
     t1 = tables.build_tables(layout.selection_dir(), layout.evals(), params)["table1"]
     builder = Builder(Workspace(layout.selection_dir(), Evals(layout.evals()), params), None)
-    print(f"{'cell':<56} {'value':>6} {'95% interval':>15} {'half':>5} {'n':>4} {'items part':>10} "
-          f"{'spread part':>11}  N for <= {args.target:g}")
+    print(
+        f"{'cell':<56} {'value':>6} {'95% interval':>15} {'half':>5} {'n':>4} {'items part':>10} "
+        f"{'spread part':>11}  N for <= {args.target:g}"
+    )
     worst, needs = 0.0, []
     for row, labels in t1.rows:
         lang, stat = row
@@ -73,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
             needs.append(need)
             items_part = Z * math.sqrt((s2_items + c / units) / n)
             units_part = Z * math.sqrt(between / units)
-            print(f"{labels[0] + ' / ' + col:<56} {t1.cells[(row, col)]:6.1f} [{lo:5.1f}, {hi:5.1f}] {half:5.1f} "
-                  f"{n:4d} {items_part:10.1f} {units_part:11.1f}  "
-                  + (str(need) if need is not None else "none: the spread between models alone exceeds it"))
+            print(
+                f"{labels[0] + ' / ' + col:<56} {t1.cells[(row, col)]:6.1f} [{lo:5.1f}, {hi:5.1f}] {half:5.1f} "
+                f"{n:4d} {items_part:10.1f} {units_part:11.1f}  "
+                + (str(need) if need is not None else "none: the spread between models alone exceeds it")
+            )
     print(f"largest half-width: {worst:.1f} points")
     if None in needs:
         print(f"no item count brings every avg cell to <= {args.target:g} points (see 'none' above)")
@@ -86,13 +90,17 @@ def main(argv: list[str] | None = None) -> int:
         secs, items, models = rate
         per_item = secs / items
         total = mgsm_items(args.results)
-        print(f"cost: the merge jobs evaluated {models} models on {items} MGSM items in {secs:.1f} s of evaluation "
-              f"({1000 * per_item:.2f} ms per item, model loading and process start-up excluded); the run evaluated "
-              f"{total} MGSM items in all ({total // n} model-language evaluations of {n} items: Tables 1, 2, 5 and "
-              "checkpoint selection read the same per-language files, so all of them grow with it)")
+        print(
+            f"cost: the merge jobs evaluated {models} models on {items} MGSM items in {secs:.1f} s of evaluation "
+            f"({1000 * per_item:.2f} ms per item, model loading and process start-up excluded); the run evaluated "
+            f"{total} MGSM items in all ({total // n} model-language evaluations of {n} items: Tables 1, 2, 5 and "
+            "checkpoint selection read the same per-language files, so all of them grow with it)"
+        )
         for n_items in sorted({200, 400, 800} | ({max(needs)} if None not in needs else set())):
-            print(f"  at {n_items:5d} items per language: about {total // n * n_items * per_item:6.0f} core-s of "
-                  f"MGSM evaluation (now {total * per_item:.0f}; estimate: the measured rate times the items)")
+            print(
+                f"  at {n_items:5d} items per language: about {total // n * n_items * per_item:6.0f} core-s of "
+                f"MGSM evaluation (now {total * per_item:.0f}; estimate: the measured rate times the items)"
+            )
     return 0
 
 

@@ -45,17 +45,27 @@ def main() -> int:
     bin_dir = Path(sys.executable).parent
     layerswap = str(bin_dir / "layerswap")
     with Replica(root / "hub", lifetime=1800) as hub:
-        env = {**os.environ, **hub.env(), "HF_HOME": str(root / "hf"),
-               "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+        env = {
+            **os.environ,
+            **hub.env(),
+            "HF_HOME": str(root / "hf"),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        }
         shaped = write_shaped(root / "shaped.yaml", hub.url)
-        secs, rc, out = timed([layerswap, "prestage", "--configfile", str(REPO / "config" / "paper.yaml"),
-                               "--verify"], env, root / "verify_paper.log")
+        secs, rc, out = timed(
+            [layerswap, "prestage", "--configfile", str(REPO / "config" / "paper.yaml"), "--verify"],
+            env,
+            root / "verify_paper.log",
+        )
         lines = [line for line in out.splitlines() if line.startswith(("ok  ", "FAIL"))]
         fails = [line for line in lines if line.startswith("FAIL")]
-        print(f"pre-flight check, config/paper.yaml vs replica: {secs:.1f} s, {len(lines)} artefacts, "
-              f"{len(lines) - len(fails)} ok, {len(fails)} fail (exit {rc}; log {root / 'verify_paper.log'})")
-        secs, rc, out = timed([layerswap, "prestage", "--configfile", str(shaped), "--verify"], env,
-                              root / "verify_shaped.log")
+        print(
+            f"pre-flight check, config/paper.yaml vs replica: {secs:.1f} s, {len(lines)} artefacts, "
+            f"{len(lines) - len(fails)} ok, {len(fails)} fail (exit {rc}; log {root / 'verify_paper.log'})"
+        )
+        secs, rc, out = timed(
+            [layerswap, "prestage", "--configfile", str(shaped), "--verify"], env, root / "verify_shaped.log"
+        )
         print(f"pre-flight check, paper-shaped config vs replica: {secs:.1f} s (exit {rc})")
         if rc or args.no_run:
             return rc
@@ -64,9 +74,25 @@ def main() -> int:
         print(f"prestage (check + download), paper-shaped: {secs:.1f} s (exit {rc})")
         if rc:
             return rc
-        secs, rc, _ = timed([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
-                             str(root / "work"), "--configfile", str(shaped), "--cores", "2",
-                             "--set-resources", "sft:gpu=2"], env, root / "snakemake.log")
+        secs, rc, _ = timed(
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-s",
+                str(REPO / "Snakefile"),
+                "--directory",
+                str(root / "work"),
+                "--configfile",
+                str(shaped),
+                "--cores",
+                "2",
+                "--set-resources",
+                "sft:gpu=2",
+            ],
+            env,
+            root / "snakemake.log",
+        )
         jobs = (root / "snakemake.log").read_text().count("Finished jobid")
         print(f"paper-shaped DAG to the tables: {secs:.1f} s, {jobs} jobs (exit {rc})")
         print(f"prestage to tables: {time.monotonic() - start:.1f} s")

@@ -33,8 +33,18 @@ from layerswap.workflow.layout import R  # noqa: E402
 
 def snakemake(workdir: Path, config: Path, env: dict, *args: str) -> tuple[float, int, str]:
     """Wall seconds, jobs run (Snakemake's own count) and the log of one run."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(config), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(config),
+        *args,
+    ]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0
@@ -50,8 +60,12 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("--config", type=Path, default=REPO / "config" / "micro.yaml")
     ap.add_argument("--jobs", type=int, default=None, help="SLURM jobs at once (--jobs; default: the profile's)")
-    ap.add_argument("--init-seconds", type=int, default=None,
-                    help="the plugin's first status check delay (default: the plugin's 40 s; 5 suits a short run)")
+    ap.add_argument(
+        "--init-seconds",
+        type=int,
+        default=None,
+        help="the plugin's first status check delay (default: the plugin's 40 s; 5 suits a short run)",
+    )
     args = ap.parse_args()
     reason = Cluster.unavailable()
     if reason:
@@ -63,23 +77,39 @@ def main() -> None:
     local_wall, local_jobs, _ = snakemake(work / "local", args.config, env, "--cores", "2")
     print(f"local: {local_jobs} jobs in {local_wall:.0f} s", flush=True)
     site = work / "site.yaml"
-    site.write_text(yaml.safe_dump({"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"},
-                                    "gpu_model": None, "gpus_per_node": 8}))
+    site.write_text(
+        yaml.safe_dump(
+            {"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"}, "gpu_model": None, "gpus_per_node": 8}
+        )
+    )
     with Cluster(work / "slurm") as cluster:
         slurm_env = {**env, **cluster.env, "LAYERSWAP_SITE": str(site)}
         overrides = ([] if args.jobs is None else ["--jobs", str(args.jobs)]) + (
-            [] if args.init_seconds is None else ["--slurm-init-seconds-before-status-checks", str(args.init_seconds)])
-        wall, jobs, _ = snakemake(work / "cluster", args.config, slurm_env, "--profile", str(REPO / "cluster"),
-                                  *overrides)
-        sacct = subprocess.run(["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,State", "-S", "now-1days"],
-                               env=slurm_env, capture_output=True, text=True).stdout.split()
+            [] if args.init_seconds is None else ["--slurm-init-seconds-before-status-checks", str(args.init_seconds)]
+        )
+        wall, jobs, _ = snakemake(
+            work / "cluster", args.config, slurm_env, "--profile", str(REPO / "cluster"), *overrides
+        )
+        sacct = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-a", "-o", "JobID,State", "-S", "now-1days"],
+            env=slurm_env,
+            capture_output=True,
+            text=True,
+        ).stdout.split()
     diff = differing(work / "local" / R, work / "cluster" / R)
-    record = {"config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
-              "local": {"jobs": local_jobs, "wall_s": round(local_wall, 1)},
-              "slurm": {"jobs": jobs, "slurm_jobs": len(sacct), "local_jobs": jobs - len(sacct),
-                        "wall_s": round(wall, 1), "jobs_at_once": args.jobs or "profile",
-                        "init_seconds": args.init_seconds or "plugin default"},
-              "differing_files": diff}
+    record = {
+        "config": str(args.config.relative_to(REPO) if args.config.is_relative_to(REPO) else args.config),
+        "local": {"jobs": local_jobs, "wall_s": round(local_wall, 1)},
+        "slurm": {
+            "jobs": jobs,
+            "slurm_jobs": len(sacct),
+            "local_jobs": jobs - len(sacct),
+            "wall_s": round(wall, 1),
+            "jobs_at_once": args.jobs or "profile",
+            "init_seconds": args.init_seconds or "plugin default",
+        },
+        "differing_files": diff,
+    }
     print(f"SLURM: {jobs} jobs ({len(sacct)} through the queue, {jobs - len(sacct)} local rules) in {wall:.0f} s")
     print(f"results/ differing (run records aside): {diff or 'none'}")
     (work / "measure_slurm.json").write_text(json.dumps(record, indent=1) + "\n")

@@ -62,7 +62,11 @@ def compare(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> d
         if a.dtype != b.dtype or a.shape != b.shape:
             return {"error": f"{name}: {a.dtype}{list(a.shape)} vs {b.dtype}{list(b.shape)}"}
         n += a.numel()
-        equal += int((a.view(-1).view(torch.uint8).view(a.numel(), -1) == b.view(-1).view(torch.uint8).view(b.numel(), -1)).all(1).sum())
+        equal += int(
+            (a.view(-1).view(torch.uint8).view(a.numel(), -1) == b.view(-1).view(torch.uint8).view(b.numel(), -1))
+            .all(1)
+            .sum()
+        )
         diff = float((a.float() - b.float()).abs().max())
         if diff > max_abs:
             max_abs, worst = diff, name
@@ -98,8 +102,13 @@ def main() -> None:
         out_dtype = "float32" if dtype == torch.float32 else "bfloat16"
         cfg = mergekit_config(method, models["base"], models["a"], models["b"], SMALL["layers"], p, out_dtype)
         (case / "mergekit.yml").write_text(yaml.safe_dump(cfg))
-        subprocess.run([str(exe), str(case / "mergekit.yml"), str(case / "mk"), "--quiet"], check=True, env=env,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [str(exe), str(case / "mergekit.yml"), str(case / "mk"), "--quiet"],
+            check=True,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         recipe = our_recipe(method, models["base"], models["a"], models["b"], p)
         (case / "recipe.json").write_text(json.dumps(recipe, indent=1))
         write_merged(recipe, str(case / "ours"))
@@ -110,7 +119,9 @@ def main() -> None:
         results.append((label, res))
         print(f"{label:26s} {json.dumps(res)}", flush=True)
     print(f"\nworkdir: {work}")
-    bad = [label for label, r in results if "error" in r or (r["max_abs_diff"] > 1e-6 and "bf16" not in label.split()[-1])]
+    bad = [
+        label for label, r in results if "error" in r or (r["max_abs_diff"] > 1e-6 and "bf16" not in label.split()[-1])
+    ]
     if bad:
         raise SystemExit(f"parity failures: {bad}")
 

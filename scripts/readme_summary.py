@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         args.readme.write_text(f"{before}{README_BEGIN}\n{wrapped}\n{README_END}{after}")
         print(f"{args.readme}: summary paragraph updated from {source}")
         return 0
-    print(f"{args.readme}: the summary paragraph differs from {source}\n--- README\n{current}\n--- run\n{generated}",
-          file=sys.stderr)
+    print(
+        f"{args.readme}: the summary paragraph differs from {source}\n--- README\n{current}\n--- run\n{generated}",
+        file=sys.stderr,
+    )
     return 1
 
 

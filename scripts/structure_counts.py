@@ -55,8 +55,10 @@ def _strings(path: Path) -> list[tuple[int, str]]:
     if path.suffix == ".py":
         tree = ast.parse(text)
     else:  # a Snakemake file: its string literals, by a regex (it is no Python file)
-        return [(text.count("\n", 0, m.start()) + 1, m.group(2))
-                for m in re.finditer(r"""(?:f|rf|fr)?(["'])((?:(?!\1).)*)\1""", text)]
+        return [
+            (text.count("\n", 0, m.start()) + 1, m.group(2))
+            for m in re.finditer(r"""(?:f|rf|fr)?(["'])((?:(?!\1).)*)\1""", text)
+        ]
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
@@ -83,9 +85,11 @@ def results_paths() -> dict:
                         spelled.append((where, kind))
                         kinds[kind].add(where)
     twice = {k: sorted(v) for k, v in kinds.items() if len(v) > 1}
-    return {"spelled outside the layout module": len(spelled),
-            "kinds spelled twice or more": len(twice),
-            "most spelled": sorted(((len(v), k) for k, v in twice.items()), reverse=True)[:5]}
+    return {
+        "spelled outside the layout module": len(spelled),
+        "kinds spelled twice or more": len(twice),
+        "most spelled": sorted(((len(v), k) for k, v in twice.items()), reverse=True)[:5],
+    }
 
 
 def _class_node(cls) -> ast.ClassDef:
@@ -99,8 +103,12 @@ def spec_members() -> dict:
     counts = _members(spec_module.Spec)
     parts = {}
     for sub in ast.walk(_class_node(spec_module.Spec)):
-        if (isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Call) and isinstance(sub.value.func, ast.Name)
-                and isinstance(getattr(spec_module, sub.value.func.id, None), type)):
+        if (
+            isinstance(sub, ast.Assign)
+            and isinstance(sub.value, ast.Call)
+            and isinstance(sub.value.func, ast.Name)
+            and isinstance(getattr(spec_module, sub.value.func.id, None), type)
+        ):
             cls = getattr(spec_module, sub.value.func.id)
             if cls.__module__.startswith("layerswap."):
                 parts[ast.unparse(sub.targets[0]).removeprefix("self.")] = {"class": cls.__name__, **_members(cls)}
@@ -113,8 +121,11 @@ def _members(top) -> dict:
     for cls in own:
         members.update(n for n in vars(cls) if not (n.startswith("__") and n.endswith("__")))
         for sub in ast.walk(_class_node(cls)):
-            targets = sub.targets if isinstance(sub, ast.Assign) else (
-                [sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else [])
+            targets = (
+                sub.targets
+                if isinstance(sub, ast.Assign)
+                else ([sub.target] if isinstance(sub, (ast.AnnAssign, ast.AugAssign)) else [])
+            )
             for t in targets:
                 for e in ast.walk(t):
                     if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
@@ -149,7 +160,9 @@ def import_graph():
 
     names = sorted(
         ".".join(("layerswap", *p.relative_to(REPO / "layerswap").with_suffix("").parts))
-        for p in (REPO / "layerswap").rglob("*.py") if p.name != "__init__.py")
+        for p in (REPO / "layerswap").rglob("*.py")
+        if p.name != "__init__.py"
+    )
     graph = nx.DiGraph()
     for name in names:
         graph.add_node(name)
@@ -179,8 +192,10 @@ def main() -> None:
         return
     paths, spec, imp = counts["results paths"], counts["Spec"], counts["imports"]
     print(f"results paths spelled outside the layout module: {paths['spelled outside the layout module']}")
-    print(f"  kinds spelled twice or more: {paths['kinds spelled twice or more']}; most spelled: "
-          + ", ".join(f"{k} ({n})" for n, k in paths["most spelled"]))
+    print(
+        f"  kinds spelled twice or more: {paths['kinds spelled twice or more']}; most spelled: "
+        + ", ".join(f"{k} ({n})" for n, k in paths["most spelled"])
+    )
     print(f"Spec: {spec['members']} members ({spec['methods']} methods) over {', '.join(spec['classes in its MRO'])}")
     if spec["parts"]:
         parts = spec["parts"].items()

@@ -49,8 +49,19 @@ def configfiles(levers: list[str]) -> list[Path]:
 
 
 def run_dag(work: Path, files: list[Path], cores: int) -> None:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-           "--configfile", *map(str, files), "--cores", str(cores)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        "--configfile",
+        *map(str, files),
+        "--cores",
+        str(cores),
+    ]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=REPO, env=env)  # Snakemake's own progress lines go to the terminal
     if proc.returncode:
@@ -80,14 +91,20 @@ def score(results: Path) -> dict:
     swap = config["merges"]["configs"][config["merges"]["default_swap"]]
     middle = range(swap["bottom"], config["base"]["num_layers"] - swap["top"])
     t1 = built["table1"]
-    cells = {lang: {col: [round(t1.cells[((lang, "avg"), col)], 1), *(round(v, 1) for v in
-                          t1.intervals[((lang, "avg"), col)])]
-                    for col, _ in t1.columns}
-             for lang in langs}
-    return {"a": transfer.skills(built["table5"], langs),
-            "b": transfer.transfer(t1, langs, MIN_LANGUAGES),
-            "c": transfer.layer_profile(Path(layout.figure("param_change_mean", "csv")), middle),
-            "table1_avg": cells, "middle_layers": [middle.start, middle.stop - 1]}
+    cells = {
+        lang: {
+            col: [round(t1.cells[((lang, "avg"), col)], 1), *(round(v, 1) for v in t1.intervals[((lang, "avg"), col)])]
+            for col, _ in t1.columns
+        }
+        for lang in langs
+    }
+    return {
+        "a": transfer.skills(built["table5"], langs),
+        "b": transfer.transfer(t1, langs, MIN_LANGUAGES),
+        "c": transfer.layer_profile(Path(layout.figure("param_change_mean", "csv")), middle),
+        "table1_avg": cells,
+        "middle_layers": [middle.start, middle.stop - 1],
+    }
 
 
 def _cell(values: list[float]) -> str:
@@ -97,30 +114,38 @@ def _cell(values: list[float]) -> str:
 def row(record: dict) -> str:
     s = record["scores"]
     en = s["a"].get("mgsm_en", {})
-    misses = [] if s["a"]["math_en_above_base"] else [
-        "math on English MGSM" + (f" ({en['math']} vs base {en['base']})" if en else "")]
+    misses = (
+        []
+        if s["a"]["math_en_above_base"]
+        else ["math on English MGSM" + (f" ({en['math']} vs base {en['base']})" if en else "")]
+    )
     misses += [f"{lang} {k}" for lang, v in s["a"]["languages"].items() for k, ok in v.items() if not ok]
     a = "yes" if s["a"]["holds"] else "no: " + ", ".join(misses)
     won = s["b"]["languages_won"]
     b = ("yes" if s["b"]["holds"] else "no") + f", {len(won)}/{len(s['table1_avg'])}"
-    swaps = "; ".join(f"{lang}: {_cell(v['swap_default'])} vs best rival "
-                      + _cell(max((v[r] for r in transfer.RIVALS), key=lambda x: x[0]))
-                      for lang, v in s["table1_avg"].items())
+    swaps = "; ".join(
+        f"{lang}: {_cell(v['swap_default'])} vs best rival "
+        + _cell(max((v[r] for r in transfer.RIVALS), key=lambda x: x[0]))
+        for lang, v in s["table1_avg"].items()
+    )
     c = s["c"]
-    c_text = (f"math {c['math']['middle_share']:.3f} / lang {c['language']['middle_share']:.3f} (flat "
-              f"{c['flat_share']:.3f}): " + ("paper-like" if c.get("paper_pattern") else "not paper-like"))
+    c_text = (
+        f"math {c['math']['middle_share']:.3f} / lang {c['language']['middle_share']:.3f} (flat "
+        f"{c['flat_share']:.3f}): " + ("paper-like" if c.get("paper_pattern") else "not paper-like")
+    )
     levers = " + ".join(record["levers"]) or "(none: default knobs)"
     runs = record.get("invocations", 1)
     wall = f"{record['wall_s'] / 60:.1f} min" + (f" ({runs} invocations)" if runs != 1 else "")
-    return (f"| {record['world']} | {levers} | {a} | {b} | {swaps} | {c_text} | {wall} | "
-            f"`{record['command']}` |")
+    return f"| {record['world']} | {levers} | {a} | {b} | {swaps} | {c_text} | {wall} | `{record['command']}` |"
 
 
 def write_page(records: list[dict]) -> None:
-    head = ("| world | levers | (a) skills learned | (b) swap beats base, both experts, best soup "
-            "(intervals separate) | Table 1 avg, swap (default) vs the best of the four, per language | "
-            "(c) share of change in the middle layers | DAG wall time | reproduce |\n"
-            "|---|---|---|---|---|---|---|---|\n")
+    head = (
+        "| world | levers | (a) skills learned | (b) swap beats base, both experts, best soup "
+        "(intervals separate) | Table 1 avg, swap (default) vs the best of the four, per language | "
+        "(c) share of change in the middle layers | DAG wall time | reproduce |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+    )
     table = head + "\n".join(row(r) for r in records) + "\n"
     text = PAGE.read_text()
     start, stop = text.index(BEGIN) + len(BEGIN), text.index(END)
@@ -142,16 +167,24 @@ def main(argv: list[str] | None = None) -> int:
     wall, invocations = dag_wall(args.workdir)
     scores = score(args.workdir / R)
     world = "+".join(args.levers) or "default"
-    command = "python scripts/toy_worlds.py --workdir DIR" + (" --levers " + " ".join(args.levers)
-                                                             if args.levers else "")
-    record = {"world": world, "levers": args.levers, "command": command, "wall_s": wall, "invocations": invocations,
-              "machine": hardware(), "scores": scores}
+    command = "python scripts/toy_worlds.py --workdir DIR" + (
+        " --levers " + " ".join(args.levers) if args.levers else ""
+    )
+    record = {
+        "world": world,
+        "levers": args.levers,
+        "command": command,
+        "wall_s": wall,
+        "invocations": invocations,
+        "machine": hardware(),
+        "scores": scores,
+    }
     (args.workdir / "transfer.json").write_text(json.dumps(record, indent=1))
     print(json.dumps({k: scores[k] for k in ("a", "b", "c")}, indent=1))
     if args.record:
         records = json.loads(RECORDS.read_text()) if RECORDS.is_file() else []
         at = next((i for i, r in enumerate(records) if r["world"] == world), len(records))  # a rerun keeps its row
-        records[at:at + 1] = [record]
+        records[at : at + 1] = [record]
         RECORDS.write_text(json.dumps(records, indent=1) + "\n")
         write_page(records)
         print(row(record))

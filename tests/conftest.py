@@ -22,8 +22,15 @@ os.environ.pop("LAYERSWAP_SITE", None)
 HANG_GUARD = 3600
 MICRO = REPO / "config" / "micro.yaml"
 # every benchmark of the registry gets a tiny evaluation set (8 items per language; FLORES and MBPP 4)
-TINY_SIZES = {"pretrain_docs": 300, "math_sft": 80, "aya_per_language": 80, "nllb_per_language": 60,
-              **{name: 8 for name in BENCHMARKS}, "flores": 4, "mbpp": 4}
+TINY_SIZES = {
+    "pretrain_docs": 300,
+    "math_sft": 80,
+    "aya_per_language": 80,
+    "nllb_per_language": 60,
+    **{name: 8 for name in BENCHMARKS},
+    "flores": 4,
+    "mbpp": 4,
+}
 TINY_LANGS = {"toy_swh": {"stands_for": "swh", "word_order": "sov"}}
 
 
@@ -43,8 +50,13 @@ def tiny_base(toy_world, tmp_path_factory) -> Path:
     from layerswap.train.pretrain import pretrain
 
     out = tmp_path_factory.mktemp("base") / "base"
-    model = {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
-             "max_position_embeddings": 128}
+    model = {
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+    }
     train = {"steps": 3, "batch_size": 4, "seq_len": 32, "lr": 1e-3, "warmup_steps": 1, "threads": 1}
     pretrain(toy_world / "raw" / "pretrain.jsonl", toy_world / "raw" / "vocab.json", out, model, train, 2, 0)
     return out
@@ -58,8 +70,19 @@ def snakemake(workdir: Path, *args: str, configfile: Path | None = MICRO) -> sub
     """snakemake on the repo's Snakefile in `workdir`; configfile None: the embedded default."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     config = ["--configfile", str(configfile)] if configfile else []
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           *config, "--cores", "2", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        *config,
+        "--cores",
+        "2",
+        *args,
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_GUARD)
 
 

@@ -30,7 +30,9 @@ from layerswap.workflow.layout import LOGS, Layout
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch")
 ACCOUNT = "layerswap_test"
 NODE = {"cpus": 64, "mem_mb": 1_000_000, "gpus": 8}
-GPU_MAX_TIME = "4:00:00"  # the gpu partition's time limit, which caps what jobs ask for (layerswap/workflow/resources.py)
+GPU_MAX_TIME = (
+    "4:00:00"  # the gpu partition's time limit, which caps what jobs ask for (layerswap/workflow/resources.py)
+)
 # srun inside a job finds the config only at the default path: the jobstep plugin drops SLURM_CONF (every SLURM_*
 # variable but the job's identity) from the job step's environment. So the cluster links it there while it runs.
 ETC_CONF = Path("/etc/slurm/slurm.conf")
@@ -144,8 +146,10 @@ class Cluster:
         self.pids[name] = proc.pid
         time.sleep(0.2)
         if proc.poll() is not None:
-            raise RuntimeError(f"{name} exited at start ({proc.returncode}): {self.log(name)} "
-                               f"{(self.root / 'log' / f'{name}.out').read_text(errors='replace')[-2000:]}")
+            raise RuntimeError(
+                f"{name} exited at start ({proc.returncode}): {self.log(name)} "
+                f"{(self.root / 'log' / f'{name}.out').read_text(errors='replace')[-2000:]}"
+            )
 
     def _munge(self) -> None:
         # munged runs as user munge, which cannot reach a folder under root's temporary folders: its key, seed, PID and
@@ -161,29 +165,64 @@ class Cluster:
         key.write_bytes(os.urandom(1024))
         shutil.chown(key, "munge", "munge")
         os.chmod(key, 0o400)
-        cmd = [_which("munged"), "-F", "--key-file", str(key), "--socket", str(MUNGE_SOCKET),
-               "--pid-file", str(MUNGE_RUN / "layerswap-test.pid"), "--log-file", str(MUNGE_LOG),
-               "--seed-file", str(MUNGE_RUN / "layerswap-test.seed"), "--force"]
+        cmd = [
+            _which("munged"),
+            "-F",
+            "--key-file",
+            str(key),
+            "--socket",
+            str(MUNGE_SOCKET),
+            "--pid-file",
+            str(MUNGE_RUN / "layerswap-test.pid"),
+            "--log-file",
+            str(MUNGE_LOG),
+            "--seed-file",
+            str(MUNGE_RUN / "layerswap-test.seed"),
+            "--force",
+        ]
         self._daemon("munged", ["runuser", "-u", "munge", "--", *cmd])
         self._wait(MUNGE_SOCKET.exists, "munged")
 
     def _mariadb(self) -> None:
         db = self.root / "db"
         sock = db / "mysqld.sock"
-        subprocess.run([_which("mariadb-install-db"), f"--datadir={db / 'data'}", "--user=root",
-                        "--auth-root-authentication-method=normal", "--skip-test-db"],
-                       check=True, capture_output=True)
-        self._daemon("mariadbd", [_which("mariadbd"), "--no-defaults", f"--datadir={db / 'data'}", "--user=root",
-                                  f"--socket={sock}", "--bind-address=127.0.0.1", f"--port={self.ports['db']}",
-                                  f"--pid-file={db / 'mariadbd.pid'}", f"--log-error={self.root / 'log' / 'mariadbd.log'}",
-                                  "--innodb-buffer-pool-size=64M", "--skip-log-bin"])
+        subprocess.run(
+            [
+                _which("mariadb-install-db"),
+                f"--datadir={db / 'data'}",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        self._daemon(
+            "mariadbd",
+            [
+                _which("mariadbd"),
+                "--no-defaults",
+                f"--datadir={db / 'data'}",
+                "--user=root",
+                f"--socket={sock}",
+                "--bind-address=127.0.0.1",
+                f"--port={self.ports['db']}",
+                f"--pid-file={db / 'mariadbd.pid'}",
+                f"--log-error={self.root / 'log' / 'mariadbd.log'}",
+                "--innodb-buffer-pool-size=64M",
+                "--skip-log-bin",
+            ],
+        )
         self._wait(lambda: sock.exists() and self._port_open(self.ports["db"]), "mariadbd")
-        sql = ("CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';"
-               "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm';"
-               "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
-               "FLUSH PRIVILEGES;")
-        subprocess.run([_which("mariadb") or "mysql", f"--socket={sock}", "-uroot", "-e", sql], check=True,
-                       capture_output=True)
+        sql = (
+            "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY 'slurm';"
+            "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY 'slurm';"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1'; GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
+            "FLUSH PRIVILEGES;"
+        )
+        subprocess.run(
+            [_which("mariadb") or "mysql", f"--socket={sock}", "-uroot", "-e", sql], check=True, capture_output=True
+        )
 
     def _write_configs(self) -> None:
         r = self.root
@@ -194,32 +233,74 @@ class Cluster:
                 os.mknod(dev, 0o666 | 0o020000, os.makedev(1, 3))  # a character device equal to /dev/null
         (r / "etc" / "gres.conf").write_text(f"AutoDetect=off\nName=gpu File={r / 'gpu'}/gpu[0-{gpus - 1}]\n")
         dbd = r / "etc" / "slurmdbd.conf"
-        dbd.write_text("\n".join([
-            "AuthType=auth/munge", f"AuthInfo=socket={MUNGE_SOCKET}",
-            "DbdHost=localhost", "DbdAddr=127.0.0.1", f"DbdPort={self.ports['dbd']}", "SlurmUser=root",
-            f"LogFile={r / 'log' / 'slurmdbd.log'}", f"PidFile={r / 'run' / 'slurmdbd.pid'}",
-            "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={self.ports['db']}",
-            "StorageUser=slurm", "StoragePass=slurm", "StorageLoc=slurm_acct_db", ""]))
+        dbd.write_text(
+            "\n".join(
+                [
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={MUNGE_SOCKET}",
+                    "DbdHost=localhost",
+                    "DbdAddr=127.0.0.1",
+                    f"DbdPort={self.ports['dbd']}",
+                    "SlurmUser=root",
+                    f"LogFile={r / 'log' / 'slurmdbd.log'}",
+                    f"PidFile={r / 'run' / 'slurmdbd.pid'}",
+                    "StorageType=accounting_storage/mysql",
+                    "StorageHost=127.0.0.1",
+                    f"StoragePort={self.ports['db']}",
+                    "StorageUser=slurm",
+                    "StoragePass=slurm",
+                    "StorageLoc=slurm_acct_db",
+                    "",
+                ]
+            )
+        )
         os.chmod(dbd, 0o600)
-        self.conf.write_text("\n".join([
-            "ClusterName=layerswap", f"SlurmctldHost={self.host}(127.0.0.1)", "SlurmUser=root",
-            f"SlurmctldPort={self.ports['ctld']}", f"SlurmdPort={self.ports['slurmd']}",
-            "AuthType=auth/munge", f"AuthInfo=socket={MUNGE_SOCKET}", "CredType=cred/munge",
-            f"StateSaveLocation={r / 'state'}", f"SlurmdSpoolDir={r / 'spool'}",
-            f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}", f"SlurmdPidFile={r / 'run' / 'slurmd.pid'}",
-            f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}", f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
-            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core_Memory", "GresTypes=gpu",
-            "SlurmdParameters=config_overrides", "ReturnToService=2", "MpiDefault=none",
-            # a finished job stays visible to squeue for 5 minutes (the plugin's squeue status needs >= 120 s)
-            "MinJobAge=300", "SchedulerType=sched/backfill", "SchedulerParameters=sched_interval=2",
-            "AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=127.0.0.1",
-            f"AccountingStoragePort={self.ports['dbd']}", "AccountingStorageEnforce=associations",
-            "JobCompType=jobcomp/none", "KillWait=5", "InactiveLimit=0", "OverTimeLimit=0",
-            f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={NODE['cpus']} RealMemory={NODE['mem_mb']} "
-            f"Gres=gpu:{gpus} State=UNKNOWN",
-            f"PartitionName=cpu Nodes={self.host} Default=YES MaxTime=INFINITE State=UP",
-            f"PartitionName=gpu Nodes={self.host} MaxTime={GPU_MAX_TIME} State=UP", ""]))
+        self.conf.write_text(
+            "\n".join(
+                [
+                    "ClusterName=layerswap",
+                    f"SlurmctldHost={self.host}(127.0.0.1)",
+                    "SlurmUser=root",
+                    f"SlurmctldPort={self.ports['ctld']}",
+                    f"SlurmdPort={self.ports['slurmd']}",
+                    "AuthType=auth/munge",
+                    f"AuthInfo=socket={MUNGE_SOCKET}",
+                    "CredType=cred/munge",
+                    f"StateSaveLocation={r / 'state'}",
+                    f"SlurmdSpoolDir={r / 'spool'}",
+                    f"SlurmctldPidFile={r / 'run' / 'slurmctld.pid'}",
+                    f"SlurmdPidFile={r / 'run' / 'slurmd.pid'}",
+                    f"SlurmctldLogFile={r / 'log' / 'slurmctld.log'}",
+                    f"SlurmdLogFile={r / 'log' / 'slurmd.log'}",
+                    "ProctrackType=proctrack/linuxproc",
+                    "TaskPlugin=task/none",
+                    "JobAcctGatherType=jobacct_gather/none",
+                    "SelectType=select/cons_tres",
+                    "SelectTypeParameters=CR_Core_Memory",
+                    "GresTypes=gpu",
+                    "SlurmdParameters=config_overrides",
+                    "ReturnToService=2",
+                    "MpiDefault=none",
+                    # a finished job stays visible to squeue for 5 minutes (the plugin's squeue status needs >= 120 s)
+                    "MinJobAge=300",
+                    "SchedulerType=sched/backfill",
+                    "SchedulerParameters=sched_interval=2",
+                    "AccountingStorageType=accounting_storage/slurmdbd",
+                    "AccountingStorageHost=127.0.0.1",
+                    f"AccountingStoragePort={self.ports['dbd']}",
+                    "AccountingStorageEnforce=associations",
+                    "JobCompType=jobcomp/none",
+                    "KillWait=5",
+                    "InactiveLimit=0",
+                    "OverTimeLimit=0",
+                    f"NodeName={self.host} NodeAddr=127.0.0.1 CPUs={NODE['cpus']} RealMemory={NODE['mem_mb']} "
+                    f"Gres=gpu:{gpus} State=UNKNOWN",
+                    f"PartitionName=cpu Nodes={self.host} Default=YES MaxTime=INFINITE State=UP",
+                    f"PartitionName=gpu Nodes={self.host} MaxTime={GPU_MAX_TIME} State=UP",
+                    "",
+                ]
+            )
+        )
 
     # --- helpers ---------------------------------------------------------------------------------------------------
     def _sacctmgr(self, *args: str) -> None:

@@ -54,17 +54,33 @@ def test_scaling_rule():
     assert scale(1, 4, 32) == 1  # a requested swap never vanishes
 
 
-@pytest.mark.parametrize("depth, default, count, location, zone", [
-    (8, {"bottom": 2, "top": 1},
-     [(0, 0, 0, 0), (1, 1, 0, 0), (1, 1, 0, 0), (2, 1, 0, 0)],
-     [(2, 1, 0, 0), [2, 3, 4], [0, 4, 6], [1, 5, 7], [3, 6, 7], [0, 2, 4], [0, 6, 7]],
-     [(2, 1, tb, tu) for tb in (0, 1, 2) for tu in (0, 1, 2)]),
-    (32, {"bottom": 5, "top": 2},
-     [(0, 0, 0, 0), (3, 1, 0, 0), (5, 2, 0, 0), (8, 4, 0, 0)],
-     [(5, 2, 0, 0), [12, 13, 14, 15, 16, 17, 18], [2, 6, 10, 16, 20, 24, 28], [3, 7, 11, 17, 21, 25, 29],
-      [1, 8, 13, 16, 24, 28, 31], [2, 8, 18, 24, 25, 27, 31], [2, 3, 5, 11, 23, 26, 30]],
-     [(5, 2, tb, tu) for tb in (0, 1, 2) for tu in (0, 1, 2)]),
-])
+@pytest.mark.parametrize(
+    "depth, default, count, location, zone",
+    [
+        (
+            8,
+            {"bottom": 2, "top": 1},
+            [(0, 0, 0, 0), (1, 1, 0, 0), (1, 1, 0, 0), (2, 1, 0, 0)],
+            [(2, 1, 0, 0), [2, 3, 4], [0, 4, 6], [1, 5, 7], [3, 6, 7], [0, 2, 4], [0, 6, 7]],
+            [(2, 1, tb, tu) for tb in (0, 1, 2) for tu in (0, 1, 2)],
+        ),
+        (
+            32,
+            {"bottom": 5, "top": 2},
+            [(0, 0, 0, 0), (3, 1, 0, 0), (5, 2, 0, 0), (8, 4, 0, 0)],
+            [
+                (5, 2, 0, 0),
+                [12, 13, 14, 15, 16, 17, 18],
+                [2, 6, 10, 16, 20, 24, 28],
+                [3, 7, 11, 17, 21, 25, 29],
+                [1, 8, 13, 16, 24, 28, 31],
+                [2, 8, 18, 24, 25, 27, 31],
+                [2, 3, 5, 11, 23, 26, 30],
+            ],
+            [(5, 2, tb, tu) for tb in (0, 1, 2) for tu in (0, 1, 2)],
+        ),
+    ],
+)
 def test_ablations_expand_to_exact_layers(depth, default, count, location, zone):
     config = _config(REPO / "config" / "config.yaml", depth, default)
     before = copy.deepcopy(config)
@@ -144,11 +160,20 @@ def test_table_from_eval_files(tmp_path):
     for cfg, score in (("c1", 0.25), ("c2", 0.5)):
         for i, pair in enumerate(("l1m1", "l1m2", "l2m1", "l2m2")):
             write_eval(evals, f"merge/{cfg}/toy_swh/{pair}", "mgsm", {"toy_swh": score + 0.1 * i})
-    variants = [{"label": "one", "config": "c1", "layers": "b=1", "n_lang_layers": 1, "skipped": ""},
-                {"label": "two", "config": "c2", "layers": "lang 1", "n_lang_layers": 1, "skipped": ""},
-                {"label": "too big", "config": "", "layers": "", "n_lang_layers": None, "skipped": "no fit"}]
-    given = {"name": "t", "title": "T", "metrics": ["mgsm"], "variants": variants, "languages": ["toy_swh"],
-             "top_k": 2, "world": "toy"}
+    variants = [
+        {"label": "one", "config": "c1", "layers": "b=1", "n_lang_layers": 1, "skipped": ""},
+        {"label": "two", "config": "c2", "layers": "lang 1", "n_lang_layers": 1, "skipped": ""},
+        {"label": "too big", "config": "", "layers": "", "n_lang_layers": None, "skipped": "no fit"},
+    ]
+    given = {
+        "name": "t",
+        "title": "T",
+        "metrics": ["mgsm"],
+        "variants": variants,
+        "languages": ["toy_swh"],
+        "top_k": 2,
+        "world": "toy",
+    }
     params = parse(ablation_table.Params, json.dumps(given))
     rows = ablation_table.records(evals, params)
     assert [r["mgsm_avg"] for r in rows[:2]] == [40.0, 65.0] and [r["mgsm_max"] for r in rows[:2]] == [55.0, 80.0]
@@ -165,8 +190,13 @@ def test_table_from_eval_files(tmp_path):
     assert "TOY WORLD" in md and f"n per model and language: mgsm {ITEMS} items." in md
     grid = [[c.strip() for c in line.strip("|").split("|")] for line in md.splitlines() if line.startswith("| ")]
     assert grid[0] == ["variant", "layers", "mgsm_avg", "mgsm_max", "note"]  # the paper tables' renderer's grid
-    assert grid[1] == ["one", "b=1", f"40.0 [{one['mgsm_avg_lo']:.1f}, {one['mgsm_avg_hi']:.1f}]",
-                       f"55.0 [{one['mgsm_max_lo']:.1f}, {one['mgsm_max_hi']:.1f}]", ""]
+    assert grid[1] == [
+        "one",
+        "b=1",
+        f"40.0 [{one['mgsm_avg_lo']:.1f}, {one['mgsm_avg_hi']:.1f}]",
+        f"55.0 [{one['mgsm_max_lo']:.1f}, {one['mgsm_max_hi']:.1f}]",
+        "",
+    ]
     assert grid[3][:4] == ["too big", "", "", ""] and "no fit" in grid[3][4]
 
 
@@ -189,14 +219,19 @@ def _jobs(stdout: str) -> dict[str, int]:
 def test_dry_run_lists_only_the_ablation_jobs(micro_run, tmp_path):
     # main jobs already stale without the ablation (code edited since the fixture ran, in a shared checkout)
     stale = set(_jobs(snakemake(micro_run.parent, "-n").stdout)) - {"all"}
-    proc = snakemake(micro_run.parent, "-n", "ablation_layer_count",
-                     configfile=_enabled_config(tmp_path, ["layer_count"]))
+    proc = snakemake(
+        micro_run.parent, "-n", "ablation_layer_count", configfile=_enabled_config(tmp_path, ["layer_count"])
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # micro (4 layers): (0,0) is new; (3,1), (5,2), (8,4) all scale to b1 u1 = swap_default, already evaluated
     jobs = _jobs(proc.stdout)
     assert not stale, f"main DAG stale before enabling the ablation: {sorted(stale)}"
-    assert jobs == {"merge_recipes": 1, "evaluate_merges": 1, "ablation_table_layer_count": 1,
-                                  "ablation_layer_count": 1}
+    assert jobs == {
+        "merge_recipes": 1,
+        "evaluate_merges": 1,
+        "ablation_table_layer_count": 1,
+        "ablation_layer_count": 1,
+    }
     assert "abl_b0u0t00" in proc.stdout
 
 
@@ -217,13 +252,16 @@ def test_layer_count_runs_on_micro(micro_run, tmp_path):
     assert (out / "figure.svg").read_text().lstrip().startswith("<svg") and (out / "figure.png").stat().st_size
     # the report of `all` and `ablations` holds the table and the figure under "Ablations"
     report = tmp_path / "report.html"
-    proc = snakemake(work, "all", "ablations", "--report", str(report),
-                     configfile=_enabled_config(tmp_path, "layer_count"))
+    proc = snakemake(
+        work, "all", "ablations", "--report", str(report), configfile=_enabled_config(tmp_path, "layer_count")
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     parser = Scripts()
     parser.feed(report.read_text(encoding="utf-8"))
-    results = {Path(k).as_posix().split("results/", 1)[-1]: v
-               for k, v in js_value(parser.scripts["results"], "results").items()}
+    results = {
+        Path(k).as_posix().split("results/", 1)[-1]: v
+        for k, v in js_value(parser.scripts["results"], "results").items()
+    }
     assert "Ablations" in js_value(parser.scripts["categories"], "categories")
     for file in ("table.csv", "table.md", "figure.svg", "figure.png"):
         assert decode(results[f"ablations/layer_count/{file}"]["data_uri"]) == (out / file).read_bytes(), file
@@ -233,16 +271,32 @@ def test_layer_count_runs_on_micro(micro_run, tmp_path):
     spec = yaml.safe_load((abl_dir / "layer_count.yaml").read_text())
     spec["variants"].append({"kind": "bottom_top", "bottom": 2, "top": 0, "label": "b2 u0"})
     (abl_dir / "layer_count.yaml").write_text(yaml.safe_dump(spec))
-    proc = snakemake(work, "-n", "ablation_layer_count", "--config", f"ablations_dir={abl_dir}",
-                     configfile=_enabled_config(tmp_path, "layer_count"))
+    proc = snakemake(
+        work,
+        "-n",
+        "ablation_layer_count",
+        "--config",
+        f"ablations_dir={abl_dir}",
+        configfile=_enabled_config(tmp_path, "layer_count"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _jobs(proc.stdout) == {"merge_recipes": 1, "evaluate_merges": 1, "ablation_table_layer_count": 1,
-                                  "ablation_layer_count": 1}, proc.stdout[-3000:]
+    assert _jobs(proc.stdout) == {
+        "merge_recipes": 1,
+        "evaluate_merges": 1,
+        "ablation_table_layer_count": 1,
+        "ablation_layer_count": 1,
+    }, proc.stdout[-3000:]
     assert "abl_b2u0t00" in proc.stdout
     # the unchanged copy is up to date: the ablation's files reach its jobs as params, not their location
     shutil.copy(ABL_DIR / "layer_count.yaml", abl_dir / "layer_count.yaml")
-    proc = snakemake(work, "-n", "ablation_layer_count", "--config", f"ablations_dir={abl_dir}",
-                     configfile=_enabled_config(tmp_path, "layer_count"))
+    proc = snakemake(
+        work,
+        "-n",
+        "ablation_layer_count",
+        "--config",
+        f"ablations_dir={abl_dir}",
+        configfile=_enabled_config(tmp_path, "layer_count"),
+    )
     assert proc.returncode == 0 and not _jobs(proc.stdout), proc.stdout[-3000:]
     # with the ablation enabled the main DAG reruns nothing more than without it, but the config record
     stale = set(_jobs(snakemake(work, "-n").stdout))
@@ -272,8 +326,9 @@ def test_expert_set_ablations_add_runs_outside_sft_runs():
     assert config == before
     assert added and all(name.startswith("abl_") for name in added)
     div = out["divergence"]
-    assert sorted(div["runs"]) == sorted(f"ax_divergence_{s}_{r}" for s in ("lr2", "lr4", "long2")
-                                         for r in ("math_1", "toy_swh_1"))  # joint runs are not copied
+    assert sorted(div["runs"]) == sorted(
+        f"ax_divergence_{s}_{r}" for s in ("lr2", "lr4", "long2") for r in ("math_1", "toy_swh_1")
+    )  # joint runs are not copied
     assert div["runs"]["ax_divergence_lr4_math_1"]["lr"] == pytest.approx(4e-3)
     assert div["runs"]["ax_divergence_long2_toy_swh_1"]["num_samples"] == 64
     assert div["runs"]["ax_divergence_long2_toy_swh_1"]["scheduler"] == "wsd"  # the run's own settings kept
@@ -290,17 +345,23 @@ def test_expert_set_ablations_add_runs_outside_sft_runs():
     assert m["lang_from"] == "main" and m["task_from"] == "set" and m["merge"]["allow_different_base"] is True
 
 
-@pytest.mark.parametrize("method, why", [("adapterfusion", "AdapterFusion needs a fusion layer"),
-                                         ("prefix", "prefix tuning adds virtual tokens")])
+@pytest.mark.parametrize(
+    "method, why",
+    [("adapterfusion", "AdapterFusion needs a fusion layer"), ("prefix", "prefix tuning adds virtual tokens")],
+)
 def test_unsupported_peft_in_an_ablation_is_refused_in_one_line(tmp_path, method, why):
-    spec = {"variants": [{"kind": "bottom_top"}],
-            "expert_sets": [{"name": "p", "experts": ["math"], "lang_from": "main", "set": {"peft_method": method}}]}
+    spec = {
+        "variants": [{"kind": "bottom_top"}],
+        "expert_sets": [{"name": "p", "experts": ["math"], "lang_from": "main", "set": {"peft_method": method}}],
+    }
     d = _write(tmp_path, "peft", spec)
     config = _config(MICRO, enabled="peft")
     with pytest.raises(UserError) as err:
         abl.plan(config, d)
     msg = str(err.value)
-    assert "\n" not in msg and msg.startswith("ablation peft: expert_sets: config key 'sft.runs.ax_peft_p_math_1.peft_method'")
+    assert "\n" not in msg and msg.startswith(
+        "ablation peft: expert_sets: config key 'sft.runs.ax_peft_p_math_1.peft_method'"
+    )
     assert f"'{method}' is not supported ({why}" in msg and "allowed: full, lora" in msg
 
 
@@ -308,8 +369,11 @@ def test_second_base_of_another_shape_is_refused_naming_tensor_and_shapes(tmp_pa
     spec = yaml.safe_load((ABL_DIR / "different_base.yaml").read_text())
     spec["bases"]["b2"]["toy"]["model"] = {"hidden_size": 48}
     d = _write(tmp_path, "different_base", spec)
-    with pytest.raises(UserError, match=r"bases\.b2: tensor lm_head\.weight has shape \[64, 48\] in this base but "
-                                        r"\[64, 32\] in the main base"):
+    with pytest.raises(
+        UserError,
+        match=r"bases\.b2: tensor lm_head\.weight has shape \[64, 48\] in this base but "
+        r"\[64, 32\] in the main base",
+    ):
         abl.plan(_config(MICRO, enabled="different_base"), d)
 
 
@@ -319,8 +383,9 @@ def test_experts_of_different_bases_need_the_opt_in():
     from layerswap.merge.engine import check_bases
 
     fa, fb = "a" * 64, "b" * 64
-    root = SimpleNamespace(experts=[SimpleNamespace(base_fingerprint=fa, path="lang"),
-                                    SimpleNamespace(base_fingerprint=fb, path="math")])
+    root = SimpleNamespace(
+        experts=[SimpleNamespace(base_fingerprint=fa, path="lang"), SimpleNamespace(base_fingerprint=fb, path="math")]
+    )
     with pytest.raises(UserError, match=f"base_sha256 {fb[:12]} differs from {fa[:12]} in lang .*allow_different_base"):
         check_bases(root, False)
     assert check_bases(root, True) is None
@@ -332,18 +397,33 @@ def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path)
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     proc = snakemake(work, "-n", "ablation_divergence", configfile=_enabled_config(tmp_path, "divergence"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _jobs(proc.stdout) == {"sft": 6, "evaluate_checkpoints": 6, "ablation_select": 6,
-                                  "ablation_merge_recipes": 6, "evaluate_merges": 6, "evaluate_ablation_merges": 24,
-                                  "ablation_table_divergence": 1, "ablation_divergence": 1}
+    assert _jobs(proc.stdout) == {
+        "sft": 6,
+        "evaluate_checkpoints": 6,
+        "ablation_select": 6,
+        "ablation_merge_recipes": 6,
+        "evaluate_merges": 6,
+        "evaluate_ablation_merges": 24,
+        "ablation_table_divergence": 1,
+        "ablation_divergence": 1,
+    }
     assert "results/ablations/divergence/selection/lr4/toy_swh.json" in proc.stdout
     proc = snakemake(work, "-n", "ablation_different_base", configfile=_enabled_config(tmp_path, "different_base"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     # the base-B runs train from the second base; the swap reads the main language selection (already built); the
     # selection constraints of the base-B language expert (micro.yaml: MGSM) compare with base B, evaluated for it
-    assert _jobs(proc.stdout) == {"ablation_toy_base": 1, "ablation_sft": 2, "evaluate_checkpoints": 2,
-                                  "ablation_select": 2, "ablation_merge_recipes": 1, "evaluate_merges": 1,
-                                  "evaluate_ablation_merges": 2, "ablation_table_different_base": 1,
-                                  "ablation_different_base": 1, "evaluate_ablation_base": 1}
+    assert _jobs(proc.stdout) == {
+        "ablation_toy_base": 1,
+        "ablation_sft": 2,
+        "evaluate_checkpoints": 2,
+        "ablation_select": 2,
+        "ablation_merge_recipes": 1,
+        "evaluate_merges": 1,
+        "evaluate_ablation_merges": 2,
+        "ablation_table_different_base": 1,
+        "ablation_different_base": 1,
+        "evaluate_ablation_base": 1,
+    }
     assert "--base results/ablations/different_base/bases/b2 " in proc.stdout
     assert "--base-evals results/evals/ablations/different_base/bases/b2/mgsm.json --expert toy_swh" in proc.stdout
     # enabling them changes no main job
@@ -357,31 +437,45 @@ def test_method_variants_sweep_the_params_of_any_registered_method(tmp_path):
     """Kind `method` (layerswap/workflow/sweeps.py): one merge config per combination, named after the params that
     differ from the method's defaults; an equal config of merges.configs is reused."""
     spec_file = tmp_path / "sweep.yaml"
-    spec_file.write_text(yaml.safe_dump({"title": "sweep", "variants": [
-        {"kind": "method", "method": "ties", "density": [0.2, 0.5]},
-        {"kind": "method", "method": "dare", "density": 0.3, "seed": [0, 1], "label": "DARE 0.3"},
-        {"kind": "method", "method": "layer_swap", "bottom": [1, 9], "top": 0}]}))
+    spec_file.write_text(
+        yaml.safe_dump(
+            {
+                "title": "sweep",
+                "variants": [
+                    {"kind": "method", "method": "ties", "density": [0.2, 0.5]},
+                    {"kind": "method", "method": "dare", "density": 0.3, "seed": [0, 1], "label": "DARE 0.3"},
+                    {"kind": "method", "method": "layer_swap", "bottom": [1, 9], "top": 0},
+                ],
+            }
+        )
+    )
     config = _config(MICRO)
     spec = abl.load(spec_file)
     variants = abl.expand(spec, config)
     added = abl.assign_names(variants, dict(config["merges"]["configs"]))
     rows = [(v["label"], v["config"], bool(v["skipped"])) for v in variants]
-    assert rows == [("ties density=0.2", "abl_ties_density0p2", False), ("ties density=0.5", "ties_d05", False),
-                    ("DARE 0.3 seed=0", "abl_dare_density0p3", False),
-                    ("DARE 0.3 seed=1", "abl_dare_density0p3_seed1", False),
-                    ("layer_swap bottom=1 top=0", "abl_b1u0t00", False),
-                    ("layer_swap bottom=9 top=0", "", True)]
+    assert rows == [
+        ("ties density=0.2", "abl_ties_density0p2", False),
+        ("ties density=0.5", "ties_d05", False),
+        ("DARE 0.3 seed=0", "abl_dare_density0p3", False),
+        ("DARE 0.3 seed=1", "abl_dare_density0p3_seed1", False),
+        ("layer_swap bottom=1 top=0", "abl_b1u0t00", False),
+        ("layer_swap bottom=9 top=0", "", True),
+    ]
     assert added["abl_ties_density0p2"] == {"method": "ties", "density": 0.2, "lam": 1.0, "allow_different_base": False}
     assert added["abl_dare_density0p3_seed1"]["seed"] == 1 and "exceeds the 4 layers" in variants[-1]["skipped"]
     assert abl.describe(added["abl_ties_density0p2"], 4) == "" and abl.describe(added["abl_b1u0t00"], 4)
 
 
-@pytest.mark.parametrize("variant, message", [
-    ({"kind": "method", "method": "slerp"}, "kind method needs method; allowed: layer_swap, soup, ties"),
-    ({"kind": "method", "method": "ties", "density": 0.5, "bottom": 2}, "unknown key 'bottom' for kind method"),
-    ({"kind": "method", "method": "ties", "density": [0.5, 2]}, r"variants\[0\]: ties density=2: 2 is greater"),
-    ({"kind": "method", "method": "dare"}, r"variants\[0\]: dare: 'density' is a required property"),
-])
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        ({"kind": "method", "method": "slerp"}, "kind method needs method; allowed: layer_swap, soup, ties"),
+        ({"kind": "method", "method": "ties", "density": 0.5, "bottom": 2}, "unknown key 'bottom' for kind method"),
+        ({"kind": "method", "method": "ties", "density": [0.5, 2]}, r"variants\[0\]: ties density=2: 2 is greater"),
+        ({"kind": "method", "method": "dare"}, r"variants\[0\]: dare: 'density' is a required property"),
+    ],
+)
 def test_bad_method_variants_name_the_file_and_variant(tmp_path, variant, message):
     spec_file = tmp_path / "bad.yaml"
     spec_file.write_text(yaml.safe_dump({"variants": [variant]}))

@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_module_table_names_exactly_the_package_modules():
     text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
-    table = text[text.index("## Package `layerswap/`"):text.index("## results/ layout")]
+    table = text[text.index("## Package `layerswap/`") : text.index("## results/ layout")]
     named = set()
     for row in table.splitlines():
         if row.startswith("| `"):
@@ -30,14 +30,14 @@ def test_the_stage_picture_names_real_rule_files_commands_and_modules():
     from layerswap.commands import COMMANDS
 
     text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
-    picture = text[text.index("## The stages at a glance"):text.index("## Package `layerswap/`")]
+    picture = text[text.index("## The stages at a glance") : text.index("## Package `layerswap/`")]
     lines = picture.split("```")[1].splitlines()
     header = lines[1]
     cols = [header.index(c) for c in ("rules/", "command(s)", "modules", "writes")]
     rows = [r for r in lines[3:] if not r.startswith("every rule")]
     assert rows
     for row in rows:
-        files, commands, modules = row[cols[0]:cols[1]], row[cols[1]:cols[2]], row[cols[2]:cols[3]]
+        files, commands, modules = row[cols[0] : cols[1]], row[cols[1] : cols[2]], row[cols[2] : cols[3]]
         for smk in re.findall(r"[a-z]+\.smk", files):
             assert (REPO / "rules" / smk).is_file(), smk
         for command in re.findall(r"[a-z][a-z-]+", commands.replace("(+ above)", "")):

@@ -53,7 +53,8 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     assert not m["foreign"]
     # the training logs (wall-clock timings) are listed apart from the results
     assert set(m["run_logs"]) == {f"{L.base()}.work/log.jsonl"} | {
-        f"{L.run_dir(r)}/log.jsonl" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")}
+        f"{L.run_dir(r)}/log.jsonl" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")
+    }
     assert set(files) == expected - set(m["run_logs"])
     for path in [L.table("table1", "csv"), L.eval_file("base", "mgsm"), L.selection("math")]:
         assert files[path]["sha256"] == sha256_file(micro_run.parent / path)
@@ -104,19 +105,30 @@ def test_audit_reports_another_machine_first_and_informational(run_copy, capsys,
     assert "hardware" not in capsys.readouterr().out  # same machine: no hardware line
     path = run_copy / L.manifest()
     m = json.loads(path.read_text())
-    m["hardware"] |= {"cpu_model": "Intel(R) Xeon(R) Platinum 8480+", "torch_cpu_capability": "AVX512",
-                      "cpu_flags": ["amx_tile", "avx", "avx2", "avx512bw", "avx512f", "fma", "hypervisor", "sse2"],
-                      "gpus": ["NVIDIA H100 80GB HBM3"], "cpu_count": 64}
+    m["hardware"] |= {
+        "cpu_model": "Intel(R) Xeon(R) Platinum 8480+",
+        "torch_cpu_capability": "AVX512",
+        "cpu_flags": ["amx_tile", "avx", "avx2", "avx512bw", "avx512f", "fma", "hypervisor", "sse2"],
+        "gpus": ["NVIDIA H100 80GB HBM3"],
+        "cpu_count": 64,
+    }
     path.write_text(json.dumps(m))
-    here = {**m["hardware"], "cpu_model": "AMD EPYC", "torch_cpu_capability": "AVX2", "gpus": [], "cpu_count": 2,
-            "cpu_flags": ["avx", "avx2", "fma", "sse2", "sse4a"]}  # this machine, made explicit
+    here = {
+        **m["hardware"],
+        "cpu_model": "AMD EPYC",
+        "torch_cpu_capability": "AVX2",
+        "gpus": [],
+        "cpu_count": 2,
+        "cpu_flags": ["avx", "avx2", "fma", "sse2", "sse4a"],
+    }  # this machine, made explicit
     monkeypatch.setattr("layerswap.audit.check.hardware", lambda: here)
-    expected = ["hardware: cpu model: manifest Intel(R) Xeon(R) Platinum 8480+; here AMD EPYC",
-                "hardware: cpu flags: 4 (avx512f, amx_tile, avx512bw, hypervisor) only in manifest; "
-                "1 (sse4a) only here",
-                "hardware: torch CPU kernels: manifest AVX512; here AVX2",
-                "hardware: gpus: manifest NVIDIA H100 80GB HBM3; here none",
-                "hardware: cpu_count: manifest 64; here 2"]
+    expected = [
+        "hardware: cpu model: manifest Intel(R) Xeon(R) Platinum 8480+; here AMD EPYC",
+        "hardware: cpu flags: 4 (avx512f, amx_tile, avx512bw, hypervisor) only in manifest; 1 (sse4a) only here",
+        "hardware: torch CPU kernels: manifest AVX512; here AVX2",
+        "hardware: gpus: manifest NVIDIA H100 80GB HBM3; here none",
+        "hardware: cpu_count: manifest 64; here 2",
+    ]
     assert main(["audit", "--manifest", L.manifest()]) == 0  # informational: a clean audit stays clean
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[:5] == expected
@@ -132,10 +144,15 @@ def test_audit_reports_another_machine_first_and_informational(run_copy, capsys,
 
 def test_cpu_info_from_proc_cpuinfo_or_platform(tmp_path):
     info = tmp_path / "cpuinfo"
-    info.write_text("processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: sse2 avx2 fma avx2\n\n"
-                    "processor\t: 1\nmodel name\t: Other\nflags\t\t: avx512f\n")
-    assert cpu_info(info) == {"cpu_model": "Some CPU 9000", "cpu_flags": ["avx2", "fma", "sse2"],
-                              "cpu_source": str(info)}
+    info.write_text(
+        "processor\t: 0\nmodel name\t: Some CPU 9000\nflags\t\t: sse2 avx2 fma avx2\n\n"
+        "processor\t: 1\nmodel name\t: Other\nflags\t\t: avx512f\n"
+    )
+    assert cpu_info(info) == {
+        "cpu_model": "Some CPU 9000",
+        "cpu_flags": ["avx2", "fma", "sse2"],
+        "cpu_source": str(info),
+    }
     info.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd sve\nCPU part\t: 0xd40\n")
     assert cpu_info(info)["cpu_flags"] == ["asimd", "fp", "sve"]  # ARM Linux
     missing = cpu_info(tmp_path / "none")
@@ -143,13 +160,22 @@ def test_cpu_info_from_proc_cpuinfo_or_platform(tmp_path):
 
 
 def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys):
-    args = ["audit", "--manifest", L.manifest(), "--json", "--trace", L.table("table1", "csv"),
-            "toy-Swahili (synthetic) avg", "layer swap (default config, 4 pairs)"]
+    args = [
+        "audit",
+        "--manifest",
+        L.manifest(),
+        "--json",
+        "--trace",
+        L.table("table1", "csv"),
+        "toy-Swahili (synthetic) avg",
+        "layer swap (default config, 4 pairs)",
+    ]
     assert main(args) == 0
     t = json.loads(capsys.readouterr().out)
     pairs = ["l1m1", "l1m2", "l2m1", "l2m2"]
-    assert [e["path"] for e in t["evaluations"]] == [f"results/evals/merge/swap_default/toy_swh/{p}/mgsm.json"
-                                                     for p in pairs]
+    assert [e["path"] for e in t["evaluations"]] == [
+        f"results/evals/merge/swap_default/toy_swh/{p}/mgsm.json" for p in pairs
+    ]
     assert [e["path"] for e in t["recipes"]] == [f"results/merges/swap_default/toy_swh/{p}.json" for p in pairs]
     assert all(e["status"] == "ok" for e in t["evaluations"] + t["recipes"] + t["samples"])
     assert {c["path"] for c in t["checkpoints"]} >= {"results/base"}
@@ -165,11 +191,23 @@ def test_trace_one_cell_to_evaluations_recipes_and_checkpoints(run_copy, capsys)
     assert main(["audit", "--trace", L.table("table5", "csv"), "MGSM (exact match)/English", "math"]) == 0
     assert "results/evals/ckpt/math_1/" in capsys.readouterr().out
     # Table 2's English row of a merge: the score is in the file of that language alone, recipes still found
-    assert main(["audit", "--json", "--trace", L.table("table2", "csv"), "English avg",
-                 "layer swap (default config, 4 pairs)"]) == 0
+    assert (
+        main(
+            [
+                "audit",
+                "--json",
+                "--trace",
+                L.table("table2", "csv"),
+                "English avg",
+                "layer swap (default config, 4 pairs)",
+            ]
+        )
+        == 0
+    )
     t2 = json.loads(capsys.readouterr().out)
     assert [e["path"] for e in t2["evaluations"]] == [
-        f"results/evals/by_language/en/merge/swap_default/toy_swh/{p}/mgsm.json" for p in pairs]
+        f"results/evals/by_language/en/merge/swap_default/toy_swh/{p}/mgsm.json" for p in pairs
+    ]
     assert all(e["status"] == "ok" for e in t2["evaluations"]) and len(t2["recipes"]) == 4
     assert main(["audit", "--trace", L.table("table1", "csv"), "nope", "base"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
@@ -182,8 +220,22 @@ def test_manifest_writes_no_secret_and_tolerates_no_git(run_copy, tmp_path, monk
     config = {"seed": 0, "hub": {"token": FAKE_TOKEN, "hf_token_file": "x"}, "storage": {"hf_home": "/hf"}}
     no_git = tmp_path / "not_a_checkout"
     no_git.mkdir()
-    assert main(["manifest", "--root", L.root, "--out", L.manifest(), "--workflow-dir", str(no_git),
-                 "--config-json", json.dumps(config)]) == 0
+    assert (
+        main(
+            [
+                "manifest",
+                "--root",
+                L.root,
+                "--out",
+                L.manifest(),
+                "--workflow-dir",
+                str(no_git),
+                "--config-json",
+                json.dumps(config),
+            ]
+        )
+        == 0
+    )
     text = Path(L.manifest()).read_text()
     assert FAKE_TOKEN not in text and "sk-fake-0123456789" not in text
     m = json.loads(text)
@@ -217,11 +269,14 @@ def test_repair_prints_then_runs_what_rebuilds_the_drift(run_copy, tmp_path, cap
         "repair: changed results/experts/toy_swh_1/s0000016/model.safetensors: rule sft "
         "(results/experts/toy_swh_1/checkpoints.json) wrote it in the export results/experts/toy_swh_1/s0000016, "
         "which is removed first",
-        "repair: missing results/selection/math.json: rule select writes it"]
+        "repair: missing results/selection/math.json: rule select writes it",
+    ]
     assert out[-1].startswith("rm -r results/experts/toy_swh_1/s0000016 && ")
-    assert out[-1].endswith(" ".join(options) + " --forcerun results/evals/ckpt/math_1/index.other.json "
-                            "results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json "
-                            "results/experts/toy_swh_1/checkpoints.json results/selection/math.json")
+    assert out[-1].endswith(
+        " ".join(options) + " --forcerun results/evals/ckpt/math_1/index.other.json "
+        "results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json "
+        "results/experts/toy_swh_1/checkpoints.json results/selection/math.json"
+    )
     assert weights.read_bytes() == bytes(data)  # printing changes nothing
     assert main(["audit", "--repair", "--run", "--", *options]) == 0
     assert main(["audit", "--manifest", str(old)]) == 0, capsys.readouterr().out[-3000:]
@@ -271,7 +326,9 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
     monkeypatch.chdir(work)
     assert main(["audit", "--manifest", str(micro_run / "manifest.json")]) == 0
     assert main(["audit", "--logs", "--manifest", str(micro_run / "manifest.json")]) in (0, 1)
-    drifted = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("changed", "missing", "extra"))]
+    drifted = [
+        line for line in capsys.readouterr().out.splitlines() if line.startswith(("changed", "missing", "extra"))
+    ]
     assert all(line.split()[1].endswith("/log.jsonl") for line in drifted), drifted
     for p in first:
         if p.startswith(("results/tables/", "results/evals/", "results/merges/", "results/selection/")):
@@ -282,8 +339,14 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
     shards = []
     for root in (micro_run.parent, work):
         out = tmp_path_factory.mktemp("merged") / "m"
-        run = subprocess.run([sys.executable, "-m", "layerswap.cli", "merge", "--recipe", recipe, "--out", str(out)],
-                             cwd=root, env=env, capture_output=True, text=True, timeout=300)
+        run = subprocess.run(
+            [sys.executable, "-m", "layerswap.cli", "merge", "--recipe", recipe, "--out", str(out)],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stderr
         shards.append({p.name: p.read_bytes() for p in sorted(out.glob("*.safetensors"))})
     assert shards[0] and shards[0] == shards[1]

@@ -11,9 +11,32 @@ from conftest import HANG_GUARD, REPO
 
 def test_benchmark_costs_tiny(tmp_path):
     out = tmp_path / "costs.json"
-    cmd = [sys.executable, str(REPO / "scripts" / "benchmark_costs.py"), "--out", str(out), "--models", "tiny",
-           "--backends", "hf,vllm", "--limit", "2", "--shots", "1", "--max-new-tokens", "4", "--threads", "1",
-           "--sft-steps", "2", "--sft-batch", "2", "--sft-seq-len", "32", "--work", str(tmp_path / "work")]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "benchmark_costs.py"),
+        "--out",
+        str(out),
+        "--models",
+        "tiny",
+        "--backends",
+        "hf,vllm",
+        "--limit",
+        "2",
+        "--shots",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--threads",
+        "1",
+        "--sft-steps",
+        "2",
+        "--sft-batch",
+        "2",
+        "--sft-seq-len",
+        "32",
+        "--work",
+        str(tmp_path / "work"),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-3000:]
     rec = json.loads(out.read_text())
@@ -40,9 +63,33 @@ def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_
     from layerswap.evaluation.hosts import check_model_dir
 
     out, work = tmp_path / "costs.json", tmp_path / "work"
-    cmd = [sys.executable, str(REPO / "scripts" / "benchmark_costs.py"), "--out", str(out), "--models", "tiny_sharded",
-           "--backends", "hf", "--limit", "2", "--shots", "1", "--max-new-tokens", "4", "--threads", "1",
-           "--batch-sizes", "1,2", "--sweep-merges", "2", "--expert-shards", "1", "--no-sft", "--work", str(work)]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "benchmark_costs.py"),
+        "--out",
+        str(out),
+        "--models",
+        "tiny_sharded",
+        "--backends",
+        "hf",
+        "--limit",
+        "2",
+        "--shots",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--threads",
+        "1",
+        "--batch-sizes",
+        "1,2",
+        "--sweep-merges",
+        "2",
+        "--expert-shards",
+        "1",
+        "--no-sft",
+        "--work",
+        str(work),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-3000:]
     base = work / "tiny_sharded" / "base"
@@ -72,15 +119,36 @@ def test_measure_first_generation_reports_each_phase_per_model(tmp_path):
     """scripts/measure_first_generation.py on the 8B code path at a size for tests: two fresh builds, each a first
     model and a weight swap, with the phases of each lm-eval call and nothing compiled."""
     out = tmp_path / "first.json"
-    cmd = [sys.executable, str(REPO / "scripts" / "measure_first_generation.py"), "--shape", "tiny_sharded",
-           "--builds", "2", "--batch-sizes", "2,1", "--items", "2", "--shots", "1", "--max-new-tokens", "4",
-           "--work", str(tmp_path / "work"), "--out", str(out)]
+    cmd = [
+        sys.executable,
+        str(REPO / "scripts" / "measure_first_generation.py"),
+        "--shape",
+        "tiny_sharded",
+        "--builds",
+        "2",
+        "--batch-sizes",
+        "2,1",
+        "--items",
+        "2",
+        "--shots",
+        "1",
+        "--max-new-tokens",
+        "4",
+        "--work",
+        str(tmp_path / "work"),
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=HANG_GUARD)
     assert done.returncode == 0, done.stderr[-3000:]
     rec = json.loads(out.read_text())
     rows = rec["records"]
     assert [(r["build"], r["batch_size"], r["model"]) for r in rows] == [
-        (0, 2, "first"), (0, 2, "second"), (1, 1, "first"), (1, 1, "second")]
+        (0, 2, "first"),
+        (0, 2, "second"),
+        (1, 1, "first"),
+        (1, 1, "second"),
+    ]
     for r in rows:
         assert r["evaluate_call_s"] > 0 and r["phases"]["generate"] > 0 and r["compiled"] == {}
         assert r["phases"]["generate"] <= r["phases"]["generate_until"] <= r["evaluate_call_s"]

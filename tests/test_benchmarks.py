@@ -36,21 +36,27 @@ def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
     assert set(toyworld.WRITERS) == set(BENCHMARKS)
     raw = {name.split("_", 1)[0] for name in ("pretrain", "orca_math", *toyworld.SOURCES)}
     assert not raw & set(BENCHMARKS), "a benchmark named as a toy source's files would make them evaluation sets"
-    assert {d.split("_", 1)[0] for d in toyworld.datasets(["toy_xx"]) if toyworld.is_evaluation_set(d)} == \
-        set(BENCHMARKS)
+    assert {d.split("_", 1)[0] for d in toyworld.datasets(["toy_xx"]) if toyworld.is_evaluation_set(d)} == set(
+        BENCHMARKS
+    )
     for name, bench in BENCHMARKS.items():
         for _, template in bench.toy_templates:
             task = et.read_task_yaml(et.TASK_DIR / template)
             assert task["metric_list"][0]["metric"] == et.BENCHMARKS[name].metric, (name, template)
             assert bool(task.get("unsafe_code")) == bench.unsafe, name
     assert et.BENCHMARKS["mgsm"].filter_doc == f"last-integer: regex {et.LAST_INTEGER} group_select -1, take_first"
-    assert ablation_table.COLUMNS.count("flores_n") == 1 and "flores_avg_lo" not in ablation_table.COLUMNS  # corpus metric
+    assert (
+        ablation_table.COLUMNS.count("flores_n") == 1 and "flores_avg_lo" not in ablation_table.COLUMNS
+    )  # corpus metric
 
 
 def test_our_paper_tasks_take_dataset_split_and_metric_from_their_yaml():
     flores, mbpp = et.PAPER_BENCHMARKS["flores"], et.PAPER_BENCHMARKS["mbpp"]
-    assert (flores.hub.hub_id, flores.hub.subset, flores.hub.splits) == ("openlanguagedata/flores_plus", "{code}",
-                                                                         ("devtest",))
+    assert (flores.hub.hub_id, flores.hub.subset, flores.hub.splits) == (
+        "openlanguagedata/flores_plus",
+        "{code}",
+        ("devtest",),
+    )
     assert (flores.metric, flores.filter) == ("bleu", "none")
     assert (mbpp.hub.hub_id, mbpp.hub.subset, mbpp.hub.splits) == ("google-research-datasets/mbpp", "full", ("test",))
     assert (mbpp.metric, mbpp.filter) == ("pass_at_1", "execute")

@@ -46,20 +46,23 @@ def test_a_valid_object_gets_its_defaults_and_nested_types():
     assert isinstance(got.weight, int)  # a number is passed on as given (params are not re-spelled)
 
 
-@pytest.mark.parametrize("text, message", [
-    ('{"languages": ["en"]}', "--params-json: missing key 'top_k'"),
-    ('{"top_k": true, "languages": ["en"]}', "'top_k' must be an integer >= 1, got True"),
-    ('{"top_k": 0, "languages": ["en"]}', "'top_k' must be an integer >= 1, got 0"),
-    ('{"top_k": 1, "languages": []}', "'languages' must be a non-empty list of strings, got []"),
-    ('{"top_k": 1, "languages": [1]}', "'languages[0]' must be a string, got 1"),
-    ('{"top_k": 1, "languages": ["en"], "best_of": {"soup": []}}', "'best_of.soup' must be a non-empty list"),
-    ('{"top_k": 1, "languages": ["en"], "world": "moon"}', "'world' must be one of 'toy', 'hf', got 'moon'"),
-    ('{"top_k": 1, "languages": ["en"], "weight": NaN}', "'weight' must be a number, got nan"),
-    ('{"top_k": 1, "languages": ["en"], "limit": 0}', "'limit' must be null or an integer >= 1, got 0"),
-    ('{"top_k": 1, "languages": ["en"], "inner": [{"b": 1}]}', "unknown key 'inner[0].b'; known: a"),
-    ('{"top_k": 1, "languages": ["en"], "topk": 1}', "unknown key 'topk'; known: top_k, languages"),
-    ('[1, 2]', "--params-json: expected a JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('{"languages": ["en"]}', "--params-json: missing key 'top_k'"),
+        ('{"top_k": true, "languages": ["en"]}', "'top_k' must be an integer >= 1, got True"),
+        ('{"top_k": 0, "languages": ["en"]}', "'top_k' must be an integer >= 1, got 0"),
+        ('{"top_k": 1, "languages": []}', "'languages' must be a non-empty list of strings, got []"),
+        ('{"top_k": 1, "languages": [1]}', "'languages[0]' must be a string, got 1"),
+        ('{"top_k": 1, "languages": ["en"], "best_of": {"soup": []}}', "'best_of.soup' must be a non-empty list"),
+        ('{"top_k": 1, "languages": ["en"], "world": "moon"}', "'world' must be one of 'toy', 'hf', got 'moon'"),
+        ('{"top_k": 1, "languages": ["en"], "weight": NaN}', "'weight' must be a number, got nan"),
+        ('{"top_k": 1, "languages": ["en"], "limit": 0}', "'limit' must be null or an integer >= 1, got 0"),
+        ('{"top_k": 1, "languages": ["en"], "inner": [{"b": 1}]}', "unknown key 'inner[0].b'; known: a"),
+        ('{"top_k": 1, "languages": ["en"], "topk": 1}', "unknown key 'topk'; known: top_k, languages"),
+        ("[1, 2]", "--params-json: expected a JSON object"),
+    ],
+)
 def test_a_bad_object_is_one_line_naming_the_key(text, message):
     with pytest.raises(UserError) as err:
         parse(Example, text)
@@ -92,8 +95,11 @@ def test_every_params_word_of_the_rules_parses_into_its_command_s_type(name):
     for expert in spec.runs.expert_types():
         assert parse(select.Params, _word(spec.evals.selection_params(expert))).kind == expert_type(expert)
     for run in [*spec.runs.main, *spec.runs.extra]:
-        settings = parse_benchmarks(_word(spec.evals.benchmark_params(spec.evals.selection_benchmarks(run),
-                                                                      spec.evals.checkpoint_languages(run))))
+        settings = parse_benchmarks(
+            _word(
+                spec.evals.benchmark_params(spec.evals.selection_benchmarks(run), spec.evals.checkpoint_languages(run))
+            )
+        )
         assert all(isinstance(s, TaskSettings) for s in settings.values())
 
 

@@ -23,8 +23,9 @@ _LOADED: dict[str, dict] = {}
 
 def load(name: str) -> dict:
     if name not in _LOADED:
-        _LOADED[name] = yaml.load((ROOT / "config" / name).read_text(), Loader=getattr(yaml, "CSafeLoader", None)
-                                  or yaml.SafeLoader)
+        _LOADED[name] = yaml.load(
+            (ROOT / "config" / name).read_text(), Loader=getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+        )
     return copy.deepcopy(_LOADED[name])
 
 
@@ -131,21 +132,35 @@ def test_paper_config_matches_paper():
     assert {run["checkpoint_every"] for run in runs.values()} == {5000}
     configs = paper["merges"]["configs"]
     assert configs[paper["merges"]["default_swap"]] == {
-        "method": "layer_swap", "bottom": 5, "top": 2, "transition_bottom": 0, "transition_top": 0, "w_task": 1.0,
-        "w_lang": 1.0, "non_layer": "average", "lang_layers": None, "allow_different_base": False}
+        "method": "layer_swap",
+        "bottom": 5,
+        "top": 2,
+        "transition_bottom": 0,
+        "transition_top": 0,
+        "w_task": 1.0,
+        "w_lang": 1.0,
+        "non_layer": "average",
+        "lang_layers": None,
+        "allow_different_base": False,
+    }
     assert len([c for c in configs.values() if c["method"] == "layer_swap"]) == 81
     assert paper["evaluation"]["tasks"]["mgsm"]["shots"] == 8 and paper["evaluation"]["tasks_per_job"] == "single"
 
 
 def test_cli_ok_and_error(tmp_path, default):
-    ok = subprocess.run([sys.executable, "-m", "layerswap.cli", "check-config", str(ROOT / "config" / "paper.yaml")],
-                        capture_output=True, text=True, cwd=ROOT)
+    ok = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "check-config", str(ROOT / "config" / "paper.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert ok.returncode == 0 and ok.stdout.strip() == "ok", ok.stderr
     default["languages"].append("toy_xyz")
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(default))
-    out = subprocess.run([sys.executable, "-m", "layerswap.cli", "check-config", str(bad)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "check-config", str(bad)], capture_output=True, text=True, cwd=ROOT
+    )
     assert out.returncode == 1 and out.stdout == ""
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "config key 'languages[4]'" in lines[0], out.stderr
@@ -154,8 +169,9 @@ def test_cli_ok_and_error(tmp_path, default):
 def test_cli_unparsable_file(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("world: toy\n  languages: [a\n")
-    out = subprocess.run([sys.executable, "-m", "layerswap.cli", "check-config", str(bad)],
-                         capture_output=True, text=True, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "check-config", str(bad)], capture_output=True, text=True, cwd=ROOT
+    )
     assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
     assert f"config file {bad} line 2 column" in out.stderr and "not valid YAML" in out.stderr, out.stderr
 
@@ -180,28 +196,65 @@ DELETE = object()
 BAD = [
     # (description, dotted key to set, value, substrings the one line must contain)
     ("unknown top-level key", "colour", "red", ["config: unknown key 'colour' at top level", "allowed: world,"]),
-    ("unknown nested key", "merges.foo", 1, ["config key 'merges': unknown key 'foo'", "allowed: configs, default_swap"]),
-    ("unknown key in a run", "sft.runs.math_1.learning_rate", 0.1,
-     ["config key 'sft.runs.math_1': unknown key 'learning_rate'", "lr"]),
-    ("unknown key in a merge config", "merges.configs.swap_default.bottom_layers", 2,
-     ["config key 'merges.configs.swap_default': unknown key 'bottom_layers'", "transition_bottom"]),
+    (
+        "unknown nested key",
+        "merges.foo",
+        1,
+        ["config key 'merges': unknown key 'foo'", "allowed: configs, default_swap"],
+    ),
+    (
+        "unknown key in a run",
+        "sft.runs.math_1.learning_rate",
+        0.1,
+        ["config key 'sft.runs.math_1': unknown key 'learning_rate'", "lr"],
+    ),
+    (
+        "unknown key in a merge config",
+        "merges.configs.swap_default.bottom_layers",
+        2,
+        ["config key 'merges.configs.swap_default': unknown key 'bottom_layers'", "transition_bottom"],
+    ),
     ("wrong type", "sft.defaults.lr", "abc", ["config key 'sft.defaults.lr': 'abc' is not of type 'number'"]),
     ("number written 1e-3", "sft.defaults.lr", "1e-3", ["config key 'sft.defaults.lr'", "write 1.0e-5"]),
     ("wrong type nested", "selection.top_k", 2.5, ["config key 'selection.top_k'", "integer"]),
     ("unknown world", "world", "real", ["config key 'world': 'real' is not allowed; allowed: toy, hf"]),
-    ("unknown scheduler", "sft.runs.toy_swh_2.scheduler", "cosine",
-     ["config key 'sft.runs.toy_swh_2.scheduler': 'cosine' is not allowed; allowed: linear, wsd"]),
-    ("unknown merge method", "merges.configs.ties_d05.method", "slerp",
-     ["config key 'merges.configs.ties_d05.method'", "allowed: layer_swap, soup, ties"]),
-    ("unknown soup weighting", "merges.configs.soup_uniform.weighting", "fisher",
-     ["config key 'merges.configs.soup_uniform.weighting'", "allowed: uniform, magnitude"]),
-    ("unknown non_layer", "merges.configs.swap_default.non_layer", "base",
-     ["config key 'merges.configs.swap_default.non_layer'", "allowed: average, lang, task"]),
-    ("evaluation batch size auto", "evaluation.batch_size", "auto",
-     ["config key 'evaluation.batch_size': 'auto' is not of type 'integer'"]),
+    (
+        "unknown scheduler",
+        "sft.runs.toy_swh_2.scheduler",
+        "cosine",
+        ["config key 'sft.runs.toy_swh_2.scheduler': 'cosine' is not allowed; allowed: linear, wsd"],
+    ),
+    (
+        "unknown merge method",
+        "merges.configs.ties_d05.method",
+        "slerp",
+        ["config key 'merges.configs.ties_d05.method'", "allowed: layer_swap, soup, ties"],
+    ),
+    (
+        "unknown soup weighting",
+        "merges.configs.soup_uniform.weighting",
+        "fisher",
+        ["config key 'merges.configs.soup_uniform.weighting'", "allowed: uniform, magnitude"],
+    ),
+    (
+        "unknown non_layer",
+        "merges.configs.swap_default.non_layer",
+        "base",
+        ["config key 'merges.configs.swap_default.non_layer'", "allowed: average, lang, task"],
+    ),
+    (
+        "evaluation batch size auto",
+        "evaluation.batch_size",
+        "auto",
+        ["config key 'evaluation.batch_size': 'auto' is not of type 'integer'"],
+    ),
     ("evaluation batch size zero", "evaluation.batch_size", 0, ["config key 'evaluation.batch_size'", "minimum of 1"]),
-    ("unknown tasks_per_job", "evaluation.tasks_per_job", "all",
-     ["config key 'evaluation.tasks_per_job'", "allowed: grouped, single"]),
+    (
+        "unknown tasks_per_job",
+        "evaluation.tasks_per_job",
+        "all",
+        ["config key 'evaluation.tasks_per_job'", "allowed: grouped, single"],
+    ),
     ("missing required key", "selection.top_k", DELETE, ["config key 'selection.top_k': required key is missing"]),
     ("toy_world missing in toy world", "toy_world", DELETE, ["config key 'toy_world': required key is missing"]),
     ("empty runs", "sft.runs", {}, ["config key 'sft.runs': must not be empty"]),
@@ -213,95 +266,265 @@ BAD = [
     ("bad mix count", "mixes.math.toy_orca_math", "many", ["config key 'mixes.math.toy_orca_math'", "integer"]),
     ("negative mix count", "mixes.language.toy_aya", 0, ["config key 'mixes.language.toy_aya'"]),
     ("prompt without {prompt}", "prompt_template", "Q: {question}", ["config key 'prompt_template'", "{prompt}"]),
-    ("unknown selection metric", "selection.weights.math.mgsm_fr", 1.0,
-     ["config key 'selection.weights.math': unknown key 'mgsm_fr'", "allowed: mgsm_en, mgsm_avg"]),
-    ("unknown language", "languages", ["toy_swh", "toy_xyz"],
-     ["config key 'languages[1]': unknown language 'toy_xyz'; allowed: toy_swh, toy_tel, toy_ben, toy_jpn"]),
+    (
+        "unknown selection metric",
+        "selection.weights.math.mgsm_fr",
+        1.0,
+        ["config key 'selection.weights.math': unknown key 'mgsm_fr'", "allowed: mgsm_en, mgsm_avg"],
+    ),
+    (
+        "unknown language",
+        "languages",
+        ["toy_swh", "toy_xyz"],
+        ["config key 'languages[1]': unknown language 'toy_xyz'; allowed: toy_swh, toy_tel, toy_ben, toy_jpn"],
+    ),
     ("real language in toy world", "languages", ["swh"], ["config key 'languages[0]'", "'swh'"]),
-    ("unknown MGSM language", "mgsm_languages", ["en", "fr"],
-     ["config key 'mgsm_languages[1]': unknown MGSM language 'fr'; allowed: en, toy_swh"]),
-    ("unknown eval language", "evaluation.tasks.mgsm.languages", ["en", "toy_deu"],
-     ["config key 'evaluation.tasks.mgsm.languages[1]'", "toy_deu"]),
-    ("unknown expert", "sft.runs.toy_swh_1.expert", "toy_xyz",
-     ["config key 'sft.runs.toy_swh_1.expert': unknown expert 'toy_xyz'; allowed: math, toy_swh,", "joint_toy_swh"]),
-    ("impossible layer range", "merges.configs.swap_b3u1t1",
-     {"method": "layer_swap", "bottom": 4, "top": 2, "transition_bottom": 2, "transition_top": 1},
-     ["config key 'merges.configs.swap_b3u1t1'", "4+2+1+2 = 9 exceeds base.num_layers = 8", "allowed: a sum <= 8"]),
-    ("lang_layers out of range", "merges.configs.swap_list", {"method": "layer_swap", "lang_layers": [0, 1, 8]},
-     ["config key 'merges.configs.swap_list.lang_layers[2]'", "allowed: 0..7"]),
-    ("lang_layers negative", "merges.configs.swap_list", {"method": "layer_swap", "lang_layers": [-1]},
-     ["config key 'merges.configs.swap_list.lang_layers[0]'", "allowed: 0..7"]),
-    ("layer_swap without bottom", "merges.configs.swap_x", {"method": "layer_swap", "top": 1},
-     ["config key 'merges.configs.swap_x.bottom': required key is missing"]),
-    ("ties without density", "merges.configs.ties_d05", {"method": "ties"},
-     ["config key 'merges.configs.ties_d05.density': required key is missing"]),
-    ("top_k above available checkpoints", "selection.top_k", 5,
-     ["config key 'selection.top_k': 5 needs 5 checkpoints of expert", "allowed: top_k <= 4"]),
-    ("checkpoint_every above num_samples", "sft.runs.math_1.checkpoint_every", 4800,
-     ["config key 'sft.runs.math_1.checkpoint_every': 4800 does not fit num_samples 2400", "allowed: 1..2400"]),
-    ("checkpoint_every zero", "sft.defaults.checkpoint_every", 0,
-     ["config key 'sft.defaults.checkpoint_every'", "allowed: 1..2400"]),
-    ("checkpoint_every not a multiple of batch", "sft.defaults.checkpoint_every", 810,
-     ["config key 'sft.defaults.checkpoint_every'", "batch_size 16"]),
-    ("num_samples not a multiple of checkpoint_every", "sft.defaults.num_samples", 2000,
-     ["config key 'sft.defaults.num_samples': 2000 is not a multiple of checkpoint_every 800 of run 'math_1'",
-      "allowed: multiples of 800"]),
-    ("num_samples not a multiple of batch_size", "sft.runs.math_1.num_samples", 2404,
-     ["config key 'sft.runs.math_1.num_samples': 2404 is not a multiple of checkpoint_every 800",
-      "allowed: multiples of 800"]),
-    ("default_swap unknown", "merges.default_swap", "swap_nope",
-     ["config key 'merges.default_swap': unknown config 'swap_nope'", "allowed: swap_default, swap_b3u1t1"]),
-    ("default_swap wrong method", "merges.default_swap", "soup_uniform",
-     ["config key 'merges.default_swap': config 'soup_uniform' has method soup", "allowed: swap_default, swap_b3u1t1"]),
-    ("best_of wrong method", "merges.best_of.soup", ["soup_uniform", "ties_d05"],
-     ["config key 'merges.best_of.soup[1]'", "allowed: soup_uniform, soup_magnitude"]),
+    (
+        "unknown MGSM language",
+        "mgsm_languages",
+        ["en", "fr"],
+        ["config key 'mgsm_languages[1]': unknown MGSM language 'fr'; allowed: en, toy_swh"],
+    ),
+    (
+        "unknown eval language",
+        "evaluation.tasks.mgsm.languages",
+        ["en", "toy_deu"],
+        ["config key 'evaluation.tasks.mgsm.languages[1]'", "toy_deu"],
+    ),
+    (
+        "unknown expert",
+        "sft.runs.toy_swh_1.expert",
+        "toy_xyz",
+        ["config key 'sft.runs.toy_swh_1.expert': unknown expert 'toy_xyz'; allowed: math, toy_swh,", "joint_toy_swh"],
+    ),
+    (
+        "impossible layer range",
+        "merges.configs.swap_b3u1t1",
+        {"method": "layer_swap", "bottom": 4, "top": 2, "transition_bottom": 2, "transition_top": 1},
+        ["config key 'merges.configs.swap_b3u1t1'", "4+2+1+2 = 9 exceeds base.num_layers = 8", "allowed: a sum <= 8"],
+    ),
+    (
+        "lang_layers out of range",
+        "merges.configs.swap_list",
+        {"method": "layer_swap", "lang_layers": [0, 1, 8]},
+        ["config key 'merges.configs.swap_list.lang_layers[2]'", "allowed: 0..7"],
+    ),
+    (
+        "lang_layers negative",
+        "merges.configs.swap_list",
+        {"method": "layer_swap", "lang_layers": [-1]},
+        ["config key 'merges.configs.swap_list.lang_layers[0]'", "allowed: 0..7"],
+    ),
+    (
+        "layer_swap without bottom",
+        "merges.configs.swap_x",
+        {"method": "layer_swap", "top": 1},
+        ["config key 'merges.configs.swap_x.bottom': required key is missing"],
+    ),
+    (
+        "ties without density",
+        "merges.configs.ties_d05",
+        {"method": "ties"},
+        ["config key 'merges.configs.ties_d05.density': required key is missing"],
+    ),
+    (
+        "top_k above available checkpoints",
+        "selection.top_k",
+        5,
+        ["config key 'selection.top_k': 5 needs 5 checkpoints of expert", "allowed: top_k <= 4"],
+    ),
+    (
+        "checkpoint_every above num_samples",
+        "sft.runs.math_1.checkpoint_every",
+        4800,
+        ["config key 'sft.runs.math_1.checkpoint_every': 4800 does not fit num_samples 2400", "allowed: 1..2400"],
+    ),
+    (
+        "checkpoint_every zero",
+        "sft.defaults.checkpoint_every",
+        0,
+        ["config key 'sft.defaults.checkpoint_every'", "allowed: 1..2400"],
+    ),
+    (
+        "checkpoint_every not a multiple of batch",
+        "sft.defaults.checkpoint_every",
+        810,
+        ["config key 'sft.defaults.checkpoint_every'", "batch_size 16"],
+    ),
+    (
+        "num_samples not a multiple of checkpoint_every",
+        "sft.defaults.num_samples",
+        2000,
+        [
+            "config key 'sft.defaults.num_samples': 2000 is not a multiple of checkpoint_every 800 of run 'math_1'",
+            "allowed: multiples of 800",
+        ],
+    ),
+    (
+        "num_samples not a multiple of batch_size",
+        "sft.runs.math_1.num_samples",
+        2404,
+        [
+            "config key 'sft.runs.math_1.num_samples': 2404 is not a multiple of checkpoint_every 800",
+            "allowed: multiples of 800",
+        ],
+    ),
+    (
+        "default_swap unknown",
+        "merges.default_swap",
+        "swap_nope",
+        ["config key 'merges.default_swap': unknown config 'swap_nope'", "allowed: swap_default, swap_b3u1t1"],
+    ),
+    (
+        "default_swap wrong method",
+        "merges.default_swap",
+        "soup_uniform",
+        [
+            "config key 'merges.default_swap': config 'soup_uniform' has method soup",
+            "allowed: swap_default, swap_b3u1t1",
+        ],
+    ),
+    (
+        "best_of wrong method",
+        "merges.best_of.soup",
+        ["soup_uniform", "ties_d05"],
+        ["config key 'merges.best_of.soup[1]'", "allowed: soup_uniform, soup_magnitude"],
+    ),
     ("soup_then_swap unknown", "merges.soup_then_swap", "swap_zzz", ["config key 'merges.soup_then_swap'"]),
-    ("merge task not evaluated", "evaluation.merge_tasks", ["mgsm", "xnli"],
-     ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mbpp, mmlu"]),
-    ("table2 language not a target", "analysis.table2_language", "toy_abc",
-     ["config key 'analysis.table2_language'", "allowed: toy_swh"]),
-    ("table2 language without a joint run", "analysis.table2_language", "toy_tel",
-     ["config key 'analysis.table2_language': Table 2 compares the joint expert of 'toy_tel' with the merges, but no "
-      "run of sft.runs has expert 'joint_toy_tel'; allowed: toy_swh"]),
-    ("pretraining mix above one", "toy_world.pretrain_mix", {"toy_math": 0.5, "parallel": 0.6},
-     ["toy_world.pretrain_mix: toy_math + parallel + code_switched is 1.1, more than 1"]),
-    ("pretraining mix unknown share", "toy_world.pretrain_mix", {"math": 0.5},
-     ["config key 'toy_world.pretrain_mix'", "'math'"]),
-    ("unknown data source", "mixes.math", {"orca_math": 100},
-     ["config key 'mixes.math.orca_math': unknown data source 'orca_math'; allowed: toy_orca_math, toy_aya"]),
-    ("per-language source in the math mix", "mixes.math", {"toy_aya": 100},
-     ["config key 'mixes.math.toy_aya'", "allowed: toy_orca_math"]),
-    ("data source with file and hub_id", "data_sources.toy_aya.hub_id", "CohereForAI/aya_dataset",
-     ["config key 'data_sources.toy_aya': needs exactly one of file, hub_id"]),
-    ("unknown normaliser", "data_sources.toy_aya.schema", "dolly",
-     ["config key 'data_sources.toy_aya.schema': 'dolly' is not allowed; allowed: orca_math, aya, nllb"]),
-    ("bad file placeholder", "data_sources.toy_aya.file", "aya_{language}.jsonl",
-     ["config key 'data_sources.toy_aya.file': unknown placeholder {language}; allowed: {lang}"]),
+    (
+        "merge task not evaluated",
+        "evaluation.merge_tasks",
+        ["mgsm", "xnli"],
+        ["config key 'evaluation.merge_tasks[1]'", "allowed: mgsm, belebele, flores, mbpp, mmlu"],
+    ),
+    (
+        "table2 language not a target",
+        "analysis.table2_language",
+        "toy_abc",
+        ["config key 'analysis.table2_language'", "allowed: toy_swh"],
+    ),
+    (
+        "table2 language without a joint run",
+        "analysis.table2_language",
+        "toy_tel",
+        [
+            "config key 'analysis.table2_language': Table 2 compares the joint expert of 'toy_tel' with the merges, but no "
+            "run of sft.runs has expert 'joint_toy_tel'; allowed: toy_swh"
+        ],
+    ),
+    (
+        "pretraining mix above one",
+        "toy_world.pretrain_mix",
+        {"toy_math": 0.5, "parallel": 0.6},
+        ["toy_world.pretrain_mix: toy_math + parallel + code_switched is 1.1, more than 1"],
+    ),
+    (
+        "pretraining mix unknown share",
+        "toy_world.pretrain_mix",
+        {"math": 0.5},
+        ["config key 'toy_world.pretrain_mix'", "'math'"],
+    ),
+    (
+        "unknown data source",
+        "mixes.math",
+        {"orca_math": 100},
+        ["config key 'mixes.math.orca_math': unknown data source 'orca_math'; allowed: toy_orca_math, toy_aya"],
+    ),
+    (
+        "per-language source in the math mix",
+        "mixes.math",
+        {"toy_aya": 100},
+        ["config key 'mixes.math.toy_aya'", "allowed: toy_orca_math"],
+    ),
+    (
+        "data source with file and hub_id",
+        "data_sources.toy_aya.hub_id",
+        "CohereForAI/aya_dataset",
+        ["config key 'data_sources.toy_aya': needs exactly one of file, hub_id"],
+    ),
+    (
+        "unknown normaliser",
+        "data_sources.toy_aya.schema",
+        "dolly",
+        ["config key 'data_sources.toy_aya.schema': 'dolly' is not allowed; allowed: orca_math, aya, nllb"],
+    ),
+    (
+        "bad file placeholder",
+        "data_sources.toy_aya.file",
+        "aya_{language}.jsonl",
+        ["config key 'data_sources.toy_aya.file': unknown placeholder {language}; allowed: {lang}"],
+    ),
     ("missing data_sources", "data_sources", DELETE, ["config key 'data_sources': required key is missing"]),
     ("unknown language name", "language_names", {"toy_xx": "X"}, ["config key 'language_names.toy_xx'"]),
-    ("selection metric of a task not evaluated", "evaluation.checkpoint_tasks", ["mgsm", "flores"],
-     ["config key 'selection.weights.language.belebele'", "evaluation.checkpoint_tasks"]),
-    ("mbpp metric without execution", "selection.weights.language.mbpp", 1.0,
-     ["config key 'selection.weights.language.mbpp'", "execute_code"]),
-    ("negative constraint margin", "selection.constraints", {"language": {"mmlu": -0.1}},
-     ["config key 'selection.constraints.language.mmlu'", "0"]),
-    ("unknown constraint metric", "selection.constraints", {"language": {"mmlu_en": 0.0}},
-     ["config key 'selection.constraints.language'", "mmlu_en"]),
-    ("math constraint on a target language", "selection.constraints", {"math": {"mgsm_target": 0.0}},
-     ["config key 'selection.constraints.math.mgsm_target': math experts have no target language"]),
-    ("mbpp constraint without execution", "selection.constraints", {"language": {"mbpp": 0.0}},
-     ["config key 'selection.constraints.language.mbpp'", "execute_code"]),
-    ("heatmap quantile above 1", "analysis.heatmap_thresholds.math", {"quantile": 1.5},
-     ["config key 'analysis.heatmap_thresholds.math.quantile': 1.5 is greater than the maximum of 1"]),
-    ("heatmap quantile below 0", "analysis.heatmap_thresholds.language", {"quantile": -0.1},
-     ["config key 'analysis.heatmap_thresholds.language.quantile': -0.1 is less than the minimum of 0"]),
-    ("heatmap threshold unknown key", "analysis.heatmap_thresholds.language", {"quantlie": 0.5},
-     ["config key 'analysis.heatmap_thresholds.language': {'quantlie': 0.5} is not valid",
-      "expected a fixed threshold (a number > 0) or {quantile: q} with 0 <= q <= 1"]),
-    ("heatmap fixed threshold not positive", "analysis.heatmap_thresholds.math", 0,
-     ["config key 'analysis.heatmap_thresholds.math': 0 is not valid", "{quantile: q}"]),
-    ("heatmap threshold of an unknown expert type", "analysis.heatmap_thresholds.lang", {"quantile": 0.5},
-     ["config key 'analysis.heatmap_thresholds': unknown key 'lang'; allowed: language, math, joint"]),
+    (
+        "selection metric of a task not evaluated",
+        "evaluation.checkpoint_tasks",
+        ["mgsm", "flores"],
+        ["config key 'selection.weights.language.belebele'", "evaluation.checkpoint_tasks"],
+    ),
+    (
+        "mbpp metric without execution",
+        "selection.weights.language.mbpp",
+        1.0,
+        ["config key 'selection.weights.language.mbpp'", "execute_code"],
+    ),
+    (
+        "negative constraint margin",
+        "selection.constraints",
+        {"language": {"mmlu": -0.1}},
+        ["config key 'selection.constraints.language.mmlu'", "0"],
+    ),
+    (
+        "unknown constraint metric",
+        "selection.constraints",
+        {"language": {"mmlu_en": 0.0}},
+        ["config key 'selection.constraints.language'", "mmlu_en"],
+    ),
+    (
+        "math constraint on a target language",
+        "selection.constraints",
+        {"math": {"mgsm_target": 0.0}},
+        ["config key 'selection.constraints.math.mgsm_target': math experts have no target language"],
+    ),
+    (
+        "mbpp constraint without execution",
+        "selection.constraints",
+        {"language": {"mbpp": 0.0}},
+        ["config key 'selection.constraints.language.mbpp'", "execute_code"],
+    ),
+    (
+        "heatmap quantile above 1",
+        "analysis.heatmap_thresholds.math",
+        {"quantile": 1.5},
+        ["config key 'analysis.heatmap_thresholds.math.quantile': 1.5 is greater than the maximum of 1"],
+    ),
+    (
+        "heatmap quantile below 0",
+        "analysis.heatmap_thresholds.language",
+        {"quantile": -0.1},
+        ["config key 'analysis.heatmap_thresholds.language.quantile': -0.1 is less than the minimum of 0"],
+    ),
+    (
+        "heatmap threshold unknown key",
+        "analysis.heatmap_thresholds.language",
+        {"quantlie": 0.5},
+        [
+            "config key 'analysis.heatmap_thresholds.language': {'quantlie': 0.5} is not valid",
+            "expected a fixed threshold (a number > 0) or {quantile: q} with 0 <= q <= 1",
+        ],
+    ),
+    (
+        "heatmap fixed threshold not positive",
+        "analysis.heatmap_thresholds.math",
+        0,
+        ["config key 'analysis.heatmap_thresholds.math': 0 is not valid", "{quantile: q}"],
+    ),
+    (
+        "heatmap threshold of an unknown expert type",
+        "analysis.heatmap_thresholds.lang",
+        {"quantile": 0.5},
+        ["config key 'analysis.heatmap_thresholds': unknown key 'lang'; allowed: language, math, joint"],
+    ),
 ]
 
 
@@ -413,9 +636,12 @@ def test_schema_merge_config_is_the_methods_own_declaration():
     from layerswap.merge.recipes import validate_recipe
 
     schema = yaml.safe_load(SCHEMA.read_text())
-    assert schema["$defs"]["merge_config"] == merge_schema.config_schema(), \
+    assert schema["$defs"]["merge_config"] == merge_schema.config_schema(), (
         "config/schema.yaml is stale: run `python -m layerswap.schema_blocks`"
-    validator = config_schema._validator_class()({"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]})
+    )
+    validator = config_schema._validator_class()(
+        {"properties": {"m": {"$ref": "#/$defs/merge_config"}}, "$defs": schema["$defs"]}
+    )
     for method, given in [("layer_swap", {"bottom": 2, "top": 1}), ("soup", {}), ("ties", {"density": 0.2})]:
         doc = {"m": {"method": method, **given}}
         assert not list(validator.iter_errors(doc))
@@ -429,15 +655,17 @@ def test_schema_merge_config_is_the_methods_own_declaration():
 def test_the_rules_parse_imports_no_torch():
     """The merge-method and benchmark registries are read at parse time (config checks, ablation planning, Spec) and by
     recipe validation; their computation imports torch only when it runs."""
-    code = ("import sys\n"
-            "from layerswap.config import load_config\n"
-            "from layerswap.merge.recipes import validate_recipe\n"
-            "from layerswap.workflow.ablations import plan\n"
-            "from layerswap.workflow.spec import Spec\n"
-            "config = load_config('config/config.yaml')\n"
-            "Spec(config, *plan(config, 'config/ablations'))\n"
-            "validate_recipe({'method': 'dare', 'base': 'b', 'inputs': {'models': ['x']}, 'params': {'density': 0.2}})\n"
-            "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]\n")
+    code = (
+        "import sys\n"
+        "from layerswap.config import load_config\n"
+        "from layerswap.merge.recipes import validate_recipe\n"
+        "from layerswap.workflow.ablations import plan\n"
+        "from layerswap.workflow.spec import Spec\n"
+        "config = load_config('config/config.yaml')\n"
+        "Spec(config, *plan(config, 'config/ablations'))\n"
+        "validate_recipe({'method': 'dare', 'base': 'b', 'inputs': {'models': ['x']}, 'params': {'density': 0.2}})\n"
+        "assert 'torch' not in sys.modules, sorted(m for m in sys.modules if m.startswith('torch'))[:3]\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
 
@@ -463,7 +691,9 @@ def test_snakemake_configfile_checked_before_snakemake_reads_it(tmp_path, conten
     bad = tmp_path / "bad.yaml"
     bad.write_bytes(content)
     proc = snakemake(tmp_path / "work", "-n", configfile=bad)
-    assert proc.returncode == 1 and _snakemake_errors(proc) == [f"config error: config file {bad} {BAD_CONFIGS[content]}"], proc.stderr
+    assert proc.returncode == 1 and _snakemake_errors(proc) == [
+        f"config error: config file {bad} {BAD_CONFIGS[content]}"
+    ], proc.stderr
 
 
 @pytest.mark.parametrize("content", list(BAD_CONFIGS), ids=["yaml_syntax", "empty", "not_utf8"])
@@ -473,11 +703,21 @@ def test_embedded_default_config_checked_first(tmp_path, content):
     import shutil
 
     repo = tmp_path / "repo"
-    shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "tests",
-                                                               "__pycache__", "*.egg-info"))
+    shutil.copytree(
+        ROOT,
+        repo,
+        ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "tests", "__pycache__", "*.egg-info"),
+    )
     (repo / "config" / "config.yaml").write_bytes(content)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory",
-                           str(tmp_path / "work"), "-n"], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(repo / "Snakefile"), "--directory", str(tmp_path / "work"), "-n"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     bad = repo / "config" / "config.yaml"
-    assert proc.returncode == 1 and _snakemake_errors(proc) == [f"config error: config file {bad} {BAD_CONFIGS[content]}"], proc.stderr
+    assert proc.returncode == 1 and _snakemake_errors(proc) == [
+        f"config error: config file {bad} {BAD_CONFIGS[content]}"
+    ], proc.stderr

@@ -18,8 +18,16 @@ def test_pair_ids_are_language_rank_major():
 
 def test_read_selection_sorts_by_rank_and_names_the_file_at_fault(tmp_path):
     good = tmp_path / "math.json"
-    good.write_text(json.dumps({"selected": [{"rank": 2, "run": "r", "checkpoint": "s2", "path": "p2"},
-                                             {"rank": 1, "run": "r", "checkpoint": "s1", "path": "p1"}]}))
+    good.write_text(
+        json.dumps(
+            {
+                "selected": [
+                    {"rank": 2, "run": "r", "checkpoint": "s2", "path": "p2"},
+                    {"rank": 1, "run": "r", "checkpoint": "s1", "path": "p1"},
+                ]
+            }
+        )
+    )
     assert [e["path"] for e in read_selection(good, ("run", "checkpoint", "path"))] == ["p1", "p2"]
     cases = {
         "missing.json": None,

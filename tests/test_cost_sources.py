@@ -14,11 +14,18 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_cost_marks_measured_and_estimated_figures():
     where = "measured: scripts/benchmark_costs.py, NVIDIA H100 80GB HBM3, 2026-01-02"
-    estimates = {"sft": {"gpu_hours": 8.0, "source": "estimate"}, "evaluate_merges": {"gpu_hours": 0.2, "source": where},
-                 "select": {"cpu_hours": 0.01}}
+    estimates = {
+        "sft": {"gpu_hours": 8.0, "source": "estimate"},
+        "evaluate_merges": {"gpu_hours": 0.2, "source": where},
+        "select": {"cpu_hours": 0.01},
+    }
     cost = cost_mod.plan_cost({"sft": 2, "evaluate_merges": 3, "select": 1, "tables": 1}, estimates)
-    assert [cost["rules"][r]["source"] for r in ("sft", "evaluate_merges", "select", "tables")] == \
-        ["estimate", where, "estimate", "estimate"]
+    assert [cost["rules"][r]["source"] for r in ("sft", "evaluate_merges", "select", "tables")] == [
+        "estimate",
+        where,
+        "estimate",
+        "estimate",
+    ]
     assert cost["total"]["gpu_hours"] == 16.6  # `source` is no metric
     text = cost_mod.format_cost(cost)
     rows: dict[str, str] = {}
@@ -42,8 +49,12 @@ def test_paper_config_estimates_say_estimate_and_schema_checks_source(tmp_path):
     assert sources["evaluate_merges"] == sources["evaluate_table2"] == h100
     text = (REPO / "config" / "paper.yaml").read_text()
     bad = tmp_path / "bad.yaml"
-    bad.write_text(text.replace("sft: {gpu_hours: 8.0, disk_gb: 130, scratch_gb: 192, source: estimate}",
-                                "sft: {gpu_hours: 8.0, disk_gb: 130, scratch_gb: 192, source: guessed}"))
+    bad.write_text(
+        text.replace(
+            "sft: {gpu_hours: 8.0, disk_gb: 130, scratch_gb: 192, source: estimate}",
+            "sft: {gpu_hours: 8.0, disk_gb: 130, scratch_gb: 192, source: guessed}",
+        )
+    )
     assert bad.read_text() != text
     with pytest.raises(UserError, match="source"):
         load_config(bad)

@@ -28,8 +28,22 @@ COUNT = re.compile(r"evaluate: store: reused (\d+), evaluated (\d+)")
 def evaluate(grid, out: Path, store: Path, caplog, models=None) -> tuple[int, int]:
     parser = argparse.ArgumentParser()
     em.add_arguments(parser)
-    argv = ["--data-dir", str(grid["data"]), "--out-dir", str(out), "--benchmarks-json", json.dumps(BENCHMARKS),
-            "--batch-size", "16", "--seed", "0", "--threads", "1", "--store", str(store)]
+    argv = [
+        "--data-dir",
+        str(grid["data"]),
+        "--out-dir",
+        str(out),
+        "--benchmarks-json",
+        json.dumps(BENCHMARKS),
+        "--batch-size",
+        "16",
+        "--seed",
+        "0",
+        "--threads",
+        "1",
+        "--store",
+        str(store),
+    ]
     for model_id, src in models or grid["recipes"].items():
         argv += ["--model", f"{model_id}={src}"]
     caplog.clear()
@@ -111,8 +125,9 @@ def _edited_run(micro_run, tmp_path, edit):
     proc = snakemake(work, configfile=configfile)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = re.findall(r"Finished jobid: \d+ \(Rule: (\w+)\)", proc.stderr)
-    logs = {cfg: (work / Layout().log("evaluate", f"merge_{cfg}_toy_swh")).read_text()
-            for cfg in [*CONFIGS, "soupswap"]}
+    logs = {
+        cfg: (work / Layout().log("evaluate", f"merge_{cfg}_toy_swh")).read_text() for cfg in [*CONFIGS, "soupswap"]
+    }
     return work, before, files(work / Layout().evals() / "merge"), ran, logs
 
 
@@ -120,6 +135,7 @@ def _edited_run(micro_run, tmp_path, edit):
 def test_an_edit_that_rewrites_recipes_with_the_same_bytes_evaluates_no_merge(micro_run, tmp_path):
     """selection.top_k 2 -> 1: the selection, recipe and merge evaluation jobs all rerun (the recipe files are
     rewritten), but l1m1's recipe has the same bytes, so each job copies its result from the store."""
+
     def top1(config):
         config["selection"]["top_k"] = 1
 
@@ -144,8 +160,11 @@ def test_a_changed_merge_config_evaluates_its_merges(micro_run, tmp_path):
     assert COUNT.findall(logs["swap_default"]) == [("0", "4")], logs["swap_default"]
     recipe = json.loads((work / Layout().recipe("swap_default", "toy_swh", "l1m1")).read_text())
     doc = json.loads(after["swap_default/toy_swh/l1m1/mgsm.json"])
-    assert doc["recipe_hash"] == recipe_hash(recipe) != json.loads(before["swap_default/toy_swh/l1m1/mgsm.json"]).get(
-        "recipe_hash")
+    assert (
+        doc["recipe_hash"]
+        == recipe_hash(recipe)
+        != json.loads(before["swap_default/toy_swh/l1m1/mgsm.json"]).get("recipe_hash")
+    )
     for cfg in ("soup_uniform", "ties_d05"):  # not rerun: their files untouched
         assert all(after[rel] == before[rel] for rel in before if rel.startswith(cfg))
 

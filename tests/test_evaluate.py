@@ -18,10 +18,57 @@ from layerswap.evaluation import tasks as et  # noqa: E402
 
 LANGS = ["en", "toy_swh"]
 WORDS = {
-    "en": ["tom", "has", "apples", "gets", "more", "how", "many", "does", "have", "now", "the", "answer", "is",
-           "a", "cat", "sat", "on", "mat", "where", "did", "sit", "red", "blue", "dog", "what", "color", "sky"],
-    "toy_swh": ["tomu", "ana", "mapera", "anapata", "zaidi", "ngapi", "sasa", "jibu", "ni", "paka", "alikaa",
-                "juu", "mkeka", "wapi", "nyekundu", "bluu", "mbwa", "rangi", "anga", "gani"],
+    "en": [
+        "tom",
+        "has",
+        "apples",
+        "gets",
+        "more",
+        "how",
+        "many",
+        "does",
+        "have",
+        "now",
+        "the",
+        "answer",
+        "is",
+        "a",
+        "cat",
+        "sat",
+        "on",
+        "mat",
+        "where",
+        "did",
+        "sit",
+        "red",
+        "blue",
+        "dog",
+        "what",
+        "color",
+        "sky",
+    ],
+    "toy_swh": [
+        "tomu",
+        "ana",
+        "mapera",
+        "anapata",
+        "zaidi",
+        "ngapi",
+        "sasa",
+        "jibu",
+        "ni",
+        "paka",
+        "alikaa",
+        "juu",
+        "mkeka",
+        "wapi",
+        "nyekundu",
+        "bluu",
+        "mbwa",
+        "rangi",
+        "anga",
+        "gani",
+    ],
 }
 N_ITEMS = 12
 
@@ -45,23 +92,54 @@ def make_data(data_dir: Path) -> set[str]:
         mgsm, bele, flores, mmlu, mbpp = [], [], [], [], []
         for i in range(N_ITEMS):
             a, b = i % 7 + 1, i % 5 + 2
-            mgsm.append({"question": text(w[0], w[1], a, w[2], w[0], w[3], b, w[4], w[5], w[6], w[7], w[0], w[8],
-                                          w[9]),
-                         "answer": text(a, "+", b, "=", a + b, ".", w[10], w[11], w[12], a + b),
-                         "answer_number": a + b, "equation_solution": f"{a} + {b} = {a + b}"})
-            bele.append({"link": f"l{i}", "question_number": i, "flores_passage": text(w[13], w[14], w[15], w[16]),
-                         "question": text(w[17], w[18], w[13], w[19]),
-                         "mc_answer1": text(w[15], w[16]), "mc_answer2": text(w[1], w[2]),
-                         "mc_answer3": text(w[4], w[5]), "mc_answer4": text(w[6], w[7]),
-                         "correct_answer_num": str(i % 4 + 1), "dialect": lang, "ds": "2023-01-01"})
-            flores.append({"id": i, "sentence_eng": text(*WORDS["en"][i % 5: i % 5 + 4]),
-                           "sentence": text(*WORDS[lang][i % 5: i % 5 + 4])})
-            mmlu.append({"question": text(w[-4], w[-3], w[-2], w[-1]), "subject": "toy",
-                         "choices": [text(w[-6]), text(w[-5]), text(w[0]), text(w[3])], "answer": i % 4})
-            mbpp.append({"task_id": i, "text": text(w[2], w[3], "a", "b"),
-                         "code": text("def f ( a , b ) : return a + b +", i % 3),
-                         "test_list": [text(f"assert f ( 1 , 2 ) == {3 + i % 3}")],
-                         "test_setup_code": "", "challenge_test_list": []})
+            mgsm.append(
+                {
+                    "question": text(w[0], w[1], a, w[2], w[0], w[3], b, w[4], w[5], w[6], w[7], w[0], w[8], w[9]),
+                    "answer": text(a, "+", b, "=", a + b, ".", w[10], w[11], w[12], a + b),
+                    "answer_number": a + b,
+                    "equation_solution": f"{a} + {b} = {a + b}",
+                }
+            )
+            bele.append(
+                {
+                    "link": f"l{i}",
+                    "question_number": i,
+                    "flores_passage": text(w[13], w[14], w[15], w[16]),
+                    "question": text(w[17], w[18], w[13], w[19]),
+                    "mc_answer1": text(w[15], w[16]),
+                    "mc_answer2": text(w[1], w[2]),
+                    "mc_answer3": text(w[4], w[5]),
+                    "mc_answer4": text(w[6], w[7]),
+                    "correct_answer_num": str(i % 4 + 1),
+                    "dialect": lang,
+                    "ds": "2023-01-01",
+                }
+            )
+            flores.append(
+                {
+                    "id": i,
+                    "sentence_eng": text(*WORDS["en"][i % 5 : i % 5 + 4]),
+                    "sentence": text(*WORDS[lang][i % 5 : i % 5 + 4]),
+                }
+            )
+            mmlu.append(
+                {
+                    "question": text(w[-4], w[-3], w[-2], w[-1]),
+                    "subject": "toy",
+                    "choices": [text(w[-6]), text(w[-5]), text(w[0]), text(w[3])],
+                    "answer": i % 4,
+                }
+            )
+            mbpp.append(
+                {
+                    "task_id": i,
+                    "text": text(w[2], w[3], "a", "b"),
+                    "code": text("def f ( a , b ) : return a + b +", i % 3),
+                    "test_list": [text(f"assert f ( 1 , 2 ) == {3 + i % 3}")],
+                    "test_setup_code": "",
+                    "challenge_test_list": [],
+                }
+            )
         _write_jsonl(data_dir / f"mgsm_{lang}.jsonl", mgsm)
         _write_jsonl(data_dir / f"belebele_{lang}.jsonl", bele)
         _write_jsonl(data_dir / f"flores_{lang}.jsonl", flores)
@@ -78,17 +156,29 @@ def make_model(model_dir: Path, vocab: set[str], seed: int = 0, hidden: int = 32
     specials = ["<unk>", "<pad>", "<s>", "</s>", "\n"]
     tokens = specials + sorted(vocab - set(specials))
     tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
-        pre_tokenizers.Split(" ", behavior="removed"),
-    ])
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>")
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex("\n"), behavior="isolated"),
+            pre_tokenizers.Split(" ", behavior="removed"),
+        ]
+    )
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=len(tokens), hidden_size=hidden, intermediate_size=2 * hidden,
-                      num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=4,
-                      max_position_embeddings=256, bos_token_id=2, eos_token_id=3, pad_token_id=1,
-                      tie_word_embeddings=False)
+    cfg = LlamaConfig(
+        vocab_size=len(tokens),
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        bos_token_id=2,
+        eos_token_id=3,
+        pad_token_id=1,
+        tie_word_embeddings=False,
+    )
     model = LlamaForCausalLM(cfg)
     model.save_pretrained(model_dir)
     fast.save_pretrained(model_dir)
@@ -98,15 +188,32 @@ def make_model(model_dir: Path, vocab: set[str], seed: int = 0, hidden: int = 32
 def make_args(data_dir, out_dir, models, benchmarks, **kw) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
-    argv = ["--data-dir", str(data_dir), "--out-dir", str(out_dir), "--benchmarks-json", json.dumps(benchmarks),
-            "--batch-size", str(kw.get("batch_size", 16)), "--seed", "0", "--threads", "1"]
+    argv = [
+        "--data-dir",
+        str(data_dir),
+        "--out-dir",
+        str(out_dir),
+        "--benchmarks-json",
+        json.dumps(benchmarks),
+        "--batch-size",
+        str(kw.get("batch_size", 16)),
+        "--seed",
+        "0",
+        "--threads",
+        "1",
+    ]
     for model_id, src in models:
         argv += ["--model", f"{model_id}={src}"]
     return parser.parse_args(argv)
 
 
-ALL = {"mgsm": {"shots": 2, "languages": LANGS}, "belebele": {"shots": 1}, "flores": {"shots": 0},
-       "mmlu": {"shots": 0, "limit": 5}, "mbpp": {"shots": 0}}
+ALL = {
+    "mgsm": {"shots": 2, "languages": LANGS},
+    "belebele": {"shots": 1},
+    "flores": {"shots": 0},
+    "mmlu": {"shots": 0, "limit": 5},
+    "mbpp": {"shots": 0},
+}
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +224,11 @@ def world(tmp_path_factory):
     other = make_model(root / "ckpt_b", vocab, seed=1)
     # a real layer swap: layer 0 from b (language expert), layer 1 from a (task expert), non-layer tensors averaged;
     # written to disk with write_merged and also evaluated in memory from the same recipe
-    recipe_dict = {"method": "layer_swap", "inputs": {"task": str(ckpt), "lang": str(other)},
-                   "params": {"bottom": 1, "top": 0}}
+    recipe_dict = {
+        "method": "layer_swap",
+        "inputs": {"task": str(ckpt), "lang": str(other)},
+        "params": {"bottom": 1, "top": 0},
+    }
     disk = root / "merged_on_disk"
     merge.write_merged(recipe_dict, str(disk))
     recipe = root / "recipe.json"
@@ -130,8 +240,12 @@ def world(tmp_path_factory):
 def main_run(world, tmp_path_factory):
     out1 = tmp_path_factory.mktemp("out1")
     out2 = tmp_path_factory.mktemp("out2")
-    models = [("ckpt/a", world["ckpt"]), ("other", world["other"]), ("merge/disk", world["disk"]),
-              ("merge/mem", world["recipe"])]
+    models = [
+        ("ckpt/a", world["ckpt"]),
+        ("other", world["other"]),
+        ("merge/disk", world["disk"]),
+        ("merge/mem", world["recipe"]),
+    ]
     ev.run(make_args(world["data"], out1, models, ALL), merges=merge)
     ev.run(make_args(world["data"], out2, models, ALL), merges=merge)
     return out1, out2
@@ -145,9 +259,21 @@ def test_output_fields_and_ranges(main_run):
     out, _ = main_run
     for bench in ["mgsm", "belebele", "flores", "mmlu", "mbpp"]:
         doc = _load(out, "ckpt/a", bench)
-        assert set(doc) == {"model_id", "benchmark", "metric", "scores", "n", "lm_eval_tasks", "shots", "filter",
-                            "seed", "limit", "lm_eval_version", "task_config_hash", "skipped"} | (
-                            {"dtype"} if not doc["skipped"] else set())
+        assert set(doc) == {
+            "model_id",
+            "benchmark",
+            "metric",
+            "scores",
+            "n",
+            "lm_eval_tasks",
+            "shots",
+            "filter",
+            "seed",
+            "limit",
+            "lm_eval_version",
+            "task_config_hash",
+            "skipped",
+        } | ({"dtype"} if not doc["skipped"] else set())
         assert doc.get("dtype", "float32") == "float32"  # --dtype auto on a CPU
         assert doc["model_id"] == "ckpt/a" and doc["benchmark"] == bench and doc["seed"] == 0
         assert doc["lm_eval_version"] == "0.4.13" and len(doc["task_config_hash"]) == 64
@@ -195,8 +321,9 @@ def test_checkpoint_and_in_memory_recipe_identical(main_run):
     for bench in ["mgsm", "belebele", "flores", "mmlu"]:
         d, m = _load(out, "merge/disk", bench), _load(out, "merge/mem", bench)
         assert d["scores"] == m["scores"] and d["n"] == m["n"]
-        assert (out / "merge/disk" / f"{bench}.samples.jsonl").read_bytes() == \
-            (out / "merge/mem" / f"{bench}.samples.jsonl").read_bytes()
+        assert (out / "merge/disk" / f"{bench}.samples.jsonl").read_bytes() == (
+            out / "merge/mem" / f"{bench}.samples.jsonl"
+        ).read_bytes()
     mem = (out / "merge/mem" / "belebele.samples.jsonl").read_text()  # the layer swap is neither of its inputs
     assert mem != (out / "ckpt/a" / "belebele.samples.jsonl").read_text()
     assert mem != (out / "other" / "belebele.samples.jsonl").read_text()
@@ -249,8 +376,10 @@ def test_a_benchmark_batch_size_is_the_jobs(world, tmp_path, monkeypatch):
             return lm
 
     monkeypatch.setattr(ev, "ModelHost", Recording)
-    small = {"belebele": {"shots": 0, "languages": ["en"], "limit": 2, "batch_size": 3},
-             "mgsm": {"shots": 0, "languages": ["en"], "limit": 2}}
+    small = {
+        "belebele": {"shots": 0, "languages": ["en"], "limit": 2, "batch_size": 3},
+        "mgsm": {"shots": 0, "languages": ["en"], "limit": 2},
+    }
     ev.run(make_args(world["data"], tmp_path / "a", [("ckpt/a", world["ckpt"])], small, batch_size=16))
     del small["belebele"]["batch_size"]
     ev.run(make_args(world["data"], tmp_path / "b", [("ckpt/a", world["ckpt"])], small, batch_size=16))
@@ -261,8 +390,14 @@ def test_mbpp_opt_in(world, tmp_path, monkeypatch):
     # a model that answers every prompt with the first item's correct code is overkill; use the random model and
     # check the plumbing (scores in range, samples carry the generation), the sandbox itself is tested below.
     out = tmp_path / "out"
-    ev.run(make_args(world["data"], out, [("ckpt/a", world["ckpt"])],
-                     {"mbpp": {"shots": 1, "execute_code": True, "languages": ["en"], "limit": 2}}))
+    ev.run(
+        make_args(
+            world["data"],
+            out,
+            [("ckpt/a", world["ckpt"])],
+            {"mbpp": {"shots": 1, "execute_code": True, "languages": ["en"], "limit": 2}},
+        )
+    )
     doc = _load(out, "ckpt/a", "mbpp")
     assert doc["skipped"] is None and doc["metric"] == "pass_at_1" and doc["n"] == {"en": 2}
     assert 0.0 <= doc["scores"]["en"] <= 1.0
@@ -284,12 +419,23 @@ def test_scoring_with_oracle_generations(world, tmp_path, monkeypatch):
 
     monkeypatch.setattr(HFLM, "generate_until", oracle)
     out = tmp_path / "out"
-    ev.run(make_args(world["data"], out, [("ckpt/a", world["ckpt"])],
-                     {"mgsm": {"shots": 1}, "flores": {"shots": 0, "limit": 4},
-                      "mbpp": {"shots": 0, "execute_code": True, "languages": ["toy_swh"], "limit": 3}}))
+    ev.run(
+        make_args(
+            world["data"],
+            out,
+            [("ckpt/a", world["ckpt"])],
+            {
+                "mgsm": {"shots": 1},
+                "flores": {"shots": 0, "limit": 4},
+                "mbpp": {"shots": 0, "execute_code": True, "languages": ["toy_swh"], "limit": 3},
+            },
+        )
+    )
     assert _load(out, "ckpt/a", "mgsm")["scores"] == {"en": 1.0, "toy_swh": 1.0}
-    assert _load(out, "ckpt/a", "flores")["scores"] == {"en-toy_swh": pytest.approx(100.0),
-                                                         "toy_swh-en": pytest.approx(100.0)}
+    assert _load(out, "ckpt/a", "flores")["scores"] == {
+        "en-toy_swh": pytest.approx(100.0),
+        "toy_swh-en": pytest.approx(100.0),
+    }
     assert _load(out, "ckpt/a", "mbpp")["scores"] == {"toy_swh": 1.0}
     rows = [json.loads(x) for x in (out / "ckpt/a" / "mgsm.samples.jsonl").read_text().splitlines()]
     assert all(r["correct"] and r["extracted"] == r["target"] for r in rows)
@@ -307,8 +453,14 @@ def test_architecture_change_and_truncation_warning(world, tmp_path, caplog):
     cfg.save_pretrained(short)
     out = tmp_path / "out"
     with caplog.at_level("WARNING", logger="layerswap.evaluate"):
-        ev.run(make_args(world["data"], out, [("a", world["ckpt"]), ("short", short)],
-                         {"mgsm": {"shots": 2, "languages": ["en"], "limit": 2}}))
+        ev.run(
+            make_args(
+                world["data"],
+                out,
+                [("a", world["ckpt"]), ("short", short)],
+                {"mgsm": {"shots": 2, "languages": ["en"], "limit": 2}},
+            )
+        )
     assert "toy_mgsm_en: 2 prompts" in caplog.text and "40 tokens" in caplog.text
     assert _load(out, "a", "mgsm")["n"] == _load(out, "short", "mgsm")["n"] == {"en": 2}
 
@@ -316,8 +468,10 @@ def test_architecture_change_and_truncation_warning(world, tmp_path, caplog):
 def test_too_few_items_for_the_fewshot_pool(tmp_path):
     data = tmp_path / "data"
     data.mkdir()
-    _write_jsonl(data / "mgsm_en.jsonl", [{"question": "q", "answer": "a 1", "answer_number": 1,
-                                           "equation_solution": ""}] * et.FEWSHOT_POOL)
+    _write_jsonl(
+        data / "mgsm_en.jsonl",
+        [{"question": "q", "answer": "a 1", "answer_number": 1, "equation_solution": ""}] * et.FEWSHOT_POOL,
+    )
     with pytest.raises(UserError, match="mgsm_en.jsonl: 8 items"):
         ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"shots": 3}}'))
     assert ev.plan_benchmarks(data, ev.parse_benchmarks('{"mgsm": {"shots": 0}}'))[0].tasks[0].pool == 0

@@ -52,12 +52,18 @@ def _leaf_entries(index, name):
 
 
 EXPECTED = {
-    ("mgsm", "en"): "mgsm_native_cot_en", ("mgsm", "deu"): "mgsm_native_cot_de",
-    ("mgsm", "zho"): "mgsm_native_cot_zh", ("mgsm", "swh"): "mgsm_native_cot_sw",
-    ("mgsm", "tel"): "mgsm_native_cot_te", ("mgsm", "jpn"): "mgsm_native_cot_ja",
-    ("belebele", "en"): "belebele_eng_Latn", ("belebele", "tel"): "belebele_tel_Telu",
-    ("flores", "en-jpn"): "layerswap_flores_en-jpn", ("flores", "tel-en"): "layerswap_flores_tel-en",
-    ("mmlu", "tel"): "global_mmlu_full_te", ("mmlu", "ben"): "global_mmlu_full_bn",
+    ("mgsm", "en"): "mgsm_native_cot_en",
+    ("mgsm", "deu"): "mgsm_native_cot_de",
+    ("mgsm", "zho"): "mgsm_native_cot_zh",
+    ("mgsm", "swh"): "mgsm_native_cot_sw",
+    ("mgsm", "tel"): "mgsm_native_cot_te",
+    ("mgsm", "jpn"): "mgsm_native_cot_ja",
+    ("belebele", "en"): "belebele_eng_Latn",
+    ("belebele", "tel"): "belebele_tel_Telu",
+    ("flores", "en-jpn"): "layerswap_flores_en-jpn",
+    ("flores", "tel-en"): "layerswap_flores_tel-en",
+    ("mmlu", "tel"): "global_mmlu_full_te",
+    ("mmlu", "ben"): "global_mmlu_full_bn",
     ("mbpp", "swh"): "layerswap_mbpp",
 }
 
@@ -109,8 +115,14 @@ def test_include_paths_are_only_the_needed_folders(plans):
     root = pt.lm_eval_task_root()
     rel = sorted(str(Path(p).relative_to(root)) for p in paths[:-1])
     # mbpp is skipped (no opt-in): its task is ours anyway
-    assert rel == ["belebele", "global_mmlu/full/bn", "global_mmlu/full/ja", "global_mmlu/full/sw",
-                   "global_mmlu/full/te", "mgsm/native_cot"]
+    assert rel == [
+        "belebele",
+        "global_mmlu/full/bn",
+        "global_mmlu/full/ja",
+        "global_mmlu/full/sw",
+        "global_mmlu/full/te",
+        "mgsm/native_cot",
+    ]
     assert paths[-1] == str(pt.PAPER_TASK_DIR)
 
 
@@ -124,8 +136,13 @@ def test_paper_yamls_parse_and_name_their_data():
         assert "Data:" in f.read_text(encoding="utf-8") or "openlanguagedata/flores_plus" in f.read_text("utf-8")
     flores = tm.task_index["layerswap_flores_en-tel"].cfg
     assert flores["dataset_path"] == "openlanguagedata/flores_plus"
-    assert flores["dataset_kwargs"] == {"src": "eng_Latn", "tgt": "tel_Telu", "src_name": "English",
-                                        "tgt_name": "Telugu", "split": "devtest"}
+    assert flores["dataset_kwargs"] == {
+        "src": "eng_Latn",
+        "tgt": "tel_Telu",
+        "src_name": "English",
+        "tgt_name": "Telugu",
+        "split": "devtest",
+    }
     assert flores["metric_list"][0]["aggregation"].endswith("utils.bleu_13a")  # Telugu is written with spaces
     assert tm.task_index["layerswap_flores_en-jpn"].cfg["metric_list"][0]["aggregation"].endswith("bleu_ja_mecab")
 
@@ -169,19 +186,39 @@ def test_unknown_language_is_one_line_error_and_missing_language_is_unavailable(
 
 def test_write_outputs_records_task_shots_filter_metric(tmp_path, plans):
     plan = next(p for p in plans if p.name == "mgsm")
-    results = {"results": {t.name: {"exact_match,flexible-extract": 0.5, "exact_match,remove_whitespace": 0.1}
-                           for t in plan.tasks},
-               "n-samples": {t.name: {"effective": 2} for t in plan.tasks},
-               "samples": {t.name: [{"doc_id": 0, "arguments": [["Q", {"until": ["\n"]}]], "resps": [["7"]],
-                                     "filtered_resps": [f], "target": "7", "exact_match": 1.0, "filter": f}
-                                    for f in ("remove_whitespace", "flexible-extract")] for t in plan.tasks}}
+    results = {
+        "results": {
+            t.name: {"exact_match,flexible-extract": 0.5, "exact_match,remove_whitespace": 0.1} for t in plan.tasks
+        },
+        "n-samples": {t.name: {"effective": 2} for t in plan.tasks},
+        "samples": {
+            t.name: [
+                {
+                    "doc_id": 0,
+                    "arguments": [["Q", {"until": ["\n"]}]],
+                    "resps": [["7"]],
+                    "filtered_resps": [f],
+                    "target": "7",
+                    "exact_match": 1.0,
+                    "filter": f,
+                }
+                for f in ("remove_whitespace", "flexible-extract")
+            ]
+            for t in plan.tasks
+        },
+    }
     ev.write_outputs(tmp_path, "m", plan, results, 0, "0.4.13", "bfloat16")
     doc = json.loads((tmp_path / "m" / "mgsm.json").read_text())
     assert doc["scores"]["tel"] == 0.5 and doc["shots"] == 8 and doc["task_set"] == "paper"
     assert doc["dtype"] == "bfloat16" and doc["max_new_tokens"] == 512
-    assert doc["lm_eval"]["tel"] == {"task": "mgsm_native_cot_te", "shots": 8, "filter": "flexible-extract",
-                                     "metric": "exact_match", "result_key": "exact_match,flexible-extract",
-                                     "group": False}
+    assert doc["lm_eval"]["tel"] == {
+        "task": "mgsm_native_cot_te",
+        "shots": 8,
+        "filter": "flexible-extract",
+        "metric": "exact_match",
+        "result_key": "exact_match,flexible-extract",
+        "group": False,
+    }
     lines = (tmp_path / "m" / "mgsm.samples.jsonl").read_text().splitlines()
     assert len(lines) == len(plan.tasks)  # only the reported filter's samples
 
@@ -201,7 +238,7 @@ def test_vllm_missing_is_a_clear_error(monkeypatch):
     with pytest.raises(UserError, match=r"--backend vllm: the vllm package is not installed") as err:
         ev.require_vllm()
     assert "\n" not in str(err.value)
-    assert "make gpu-venv" in str(err.value)   # not a plain `pip install vllm`: it replaces the locked torch
+    assert "make gpu-venv" in str(err.value)  # not a plain `pip install vllm`: it replaces the locked torch
     assert "make vllm-cpu-venv" in str(err.value)
 
 
@@ -212,8 +249,9 @@ def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     from layerswap import merge
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda n, *a: types.SimpleNamespace() if n == "vllm" else real(n, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: types.SimpleNamespace() if n == "vllm" else real(n, *a)
+    )
     built = []
 
     class FakeVLLM:
@@ -256,8 +294,9 @@ def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
 def test_cli_accepts_task_set_and_backend():
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
-    args = parser.parse_args(["--benchmarks-json", "{}", "--model", "a=b", "--out-dir", "o", "--task-set", "paper",
-                              "--backend", "vllm"])
+    args = parser.parse_args(
+        ["--benchmarks-json", "{}", "--model", "a=b", "--out-dir", "o", "--task-set", "paper", "--backend", "vllm"]
+    )
     assert args.task_set == "paper" and args.backend == "vllm" and args.data_dir is None
 
 

@@ -24,10 +24,12 @@ def test_infinite_loop_times_out():
 
 def test_network_is_refused():
     assert network_isolation() in {"unshare -rn", "audit-hook"}
-    src = ("import socket\n"
-           "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
-           "s.settimeout(1)\n"
-           "s.connect(('127.0.0.1', 9))\n")
+    src = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+        "s.settimeout(1)\n"
+        "s.connect(('127.0.0.1', 9))\n"
+    )
     out = run_program(src, timeout=5.0)
     assert not out.passed and out.status == "failed"
     assert "sandbox: socket" in out.stderr_tail  # the audit hook refuses before any packet is sent
@@ -41,8 +43,9 @@ def test_no_process_spawning_and_memory_cap():
 
 
 def test_runs_in_empty_temp_dir_with_clean_env():
-    assert run_program("import os\nassert os.listdir('.') == []\n"
-                       "assert not any('proxy' in k.lower() for k in os.environ)").passed
+    assert run_program(
+        "import os\nassert os.listdir('.') == []\nassert not any('proxy' in k.lower() for k in os.environ)"
+    ).passed
 
 
 def test_mbpp_execute_filter_and_metric():

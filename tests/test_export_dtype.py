@@ -20,9 +20,20 @@ from layerswap.train.sft import train_expert
 from layerswap.workflow import cost as cost_mod
 
 REPO = Path(__file__).resolve().parents[1]
-PARAMS = {"lr": 1e-3, "batch_size": 4, "seq_len": 48, "weight_decay": 0.01, "max_grad_norm": 1.0,
-          "scheduler": "linear", "warmup_steps": 1, "adam_beta2": 0.99, "num_samples": 8, "checkpoint_every": 8,
-          "seed": 0, "threads": 1}
+PARAMS = {
+    "lr": 1e-3,
+    "batch_size": 4,
+    "seq_len": 48,
+    "weight_decay": 0.01,
+    "max_grad_norm": 1.0,
+    "scheduler": "linear",
+    "warmup_steps": 1,
+    "adam_beta2": 0.99,
+    "num_samples": 8,
+    "checkpoint_every": 8,
+    "seed": 0,
+    "threads": 1,
+}
 TEMPLATE = "Q: {prompt}\nA:"
 
 
@@ -98,8 +109,9 @@ def test_config_refuses_an_unknown_export_dtype_in_one_line(tmp_path):
     with pytest.raises(UserError) as err:
         load_config(path)
     assert "\n" not in str(err.value)
-    assert "config key 'sft.runs.math_1.export_dtype': 'float32' is not allowed; allowed: base, bf16, fp32" in \
-        str(err.value)
+    assert "config key 'sft.runs.math_1.export_dtype': 'float32' is not allowed; allowed: base, bf16, fp32" in str(
+        err.value
+    )
 
 
 def test_cost_scales_the_checkpoints_disk_with_the_export_dtype():
@@ -113,8 +125,11 @@ def test_cost_scales_the_checkpoints_disk_with_the_export_dtype():
 
     per_job = paper["estimates"]["sft"]["disk_gb"]
     assert paper["base"]["dtype"] == "bfloat16"
-    assert sft_disk(paper) == (18 * per_job * 2, "sft disk: checkpoints exported in fp32 (export_dtype), the "
-                               "estimate is per job in the base's bfloat16 (base.dtype): x2")
+    assert sft_disk(paper) == (
+        18 * per_job * 2,
+        "sft disk: checkpoints exported in fp32 (export_dtype), the "
+        "estimate is per job in the base's bfloat16 (base.dtype): x2",
+    )
     for value in ("bf16", "base"):
         config = copy.deepcopy(paper)
         config["sft"]["defaults"]["export_dtype"] = value

@@ -24,8 +24,11 @@ def _entry(name: str) -> Benchmark:
 def test_a_bad_benchmark_name_is_refused_at_its_entry(name):
     """The toy data files are <benchmark>_<language>.jsonl, split on the first '_': a name with '_' would be read as
     another benchmark's file. The entry is refused, and the message does not offer the bad name as an allowed one."""
-    with pytest.raises(UserError, match=rf"^layerswap/benchmarks.py: benchmark '{name}': a benchmark name is "
-                                        r"lower-case letters and digits.* no '_' \(the toy data files") as err:
+    with pytest.raises(
+        UserError,
+        match=rf"^layerswap/benchmarks.py: benchmark '{name}': a benchmark name is "
+        r"lower-case letters and digits.* no '_' \(the toy data files",
+    ) as err:
         _entry(name)
     assert "allowed" not in str(err.value) and "\n" not in str(err.value)
     assert _entry("xcopa2").name == "xcopa2"
@@ -41,16 +44,20 @@ def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(
     """A word the toy vocabulary lacks would be <unk> to the word-level tokenizer: the writer's dataset is refused
     with one line naming it, the word and the field, and leaves no file; only the fields METADATA gives the
     dataset's kind are not model text."""
+
     def writer(world, rng, lang, n):
         yield {"question": "tom has 3 pens ?", "equation_solution": "1+2=3", "answer_number": 3}
         yield {"question": "tom", "choices": ["pens", "the cat purrs ."], "answer_number": 3}
 
     monkeypatch.setitem(toyworld.WRITERS, "mgsm", writer)
     out = tmp_path / "mgsm_en.jsonl"
-    with pytest.raises(UserError, match=r"^toy dataset 'mgsm_en' \(writer test_a_toy_word.*writer in "
-                                        r"layerswap/data/toyworld.py\): the word 'purrs' of field 'choices' is not in "
-                                        r"the toy vocabulary; append it to FUNCTION_WORDS, or, if no prompt shows the "
-                                        r"field, add 'choices' to METADATA\['mgsm'\]$"):
+    with pytest.raises(
+        UserError,
+        match=r"^toy dataset 'mgsm_en' \(writer test_a_toy_word.*writer in "
+        r"layerswap/data/toyworld.py\): the word 'purrs' of field 'choices' is not in "
+        r"the toy vocabulary; append it to FUNCTION_WORDS, or, if no prompt shows the "
+        r"field, add 'choices' to METADATA\['mgsm'\]$",
+    ):
         toyworld.write_dataset("mgsm_en", out, 0, {}, 2)
     assert list(tmp_path.iterdir()) == []
     # Belebele's metadata field is model text in an MGSM row
@@ -64,12 +71,14 @@ def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(
 
 def test_the_files_extending_md_cites_exist():
     """The doc's examples are files of the repository (a path with a <placeholder> is a pattern, not a citation)."""
-    cited = set(re.findall(r"`((?:layerswap|tests|config|scripts|docs|rules)/[^`<>\s:]+)(?:::(\w+))?`",
-                           EXTENDING.read_text()))
+    cited = set(
+        re.findall(r"`((?:layerswap|tests|config|scripts|docs|rules)/[^`<>\s:]+)(?:::(\w+))?`", EXTENDING.read_text())
+    )
     assert len(cited) > 10 and any(test for _, test in cited)
     assert [path for path, _ in sorted(cited) if not (REPO / path).exists()] == []
-    assert [(path, test) for path, test in sorted(cited)
-            if test and f"def {test}(" not in (REPO / path).read_text()] == []
+    assert [
+        (path, test) for path, test in sorted(cited) if test and f"def {test}(" not in (REPO / path).read_text()
+    ] == []
 
 
 def test_readme_states_no_hand_kept_ablation_count():

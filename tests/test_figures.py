@@ -67,8 +67,7 @@ def checkpoints(tmp_path):
     # layer 1 gate_proj: +0.2 everywhere -> all above 0.15 both ways; layer 0 up_proj +0.1 -> below 0.15
     math["model.layers.1.mlp.gate_proj.weight"] += 0.2
     math["model.layers.0.mlp.up_proj.weight"] += 0.1
-    return (save(tmp_path / "base", base), save(tmp_path / "lang", lang),
-            save(tmp_path / "math", math, shards=3))
+    return (save(tmp_path / "base", base), save(tmp_path / "lang", lang), save(tmp_path / "math", math, shards=3))
 
 
 def shares(records, expert):
@@ -124,7 +123,7 @@ def layered_checkpoints(tmp_path, scale_of_layer):
 
 
 def test_quantile_threshold_is_quantile_of_all_row_changes(tmp_path):
-    base_dir, expert_dir, base, expert = layered_checkpoints(tmp_path, lambda layer: 2.0 ** -6)
+    base_dir, expert_dir, base, expert = layered_checkpoints(tmp_path, lambda layer: 2.0**-6)
     # the row changes, computed here from the tensors: one per input feature (column) of every matrix of every layer
     changes = np.concatenate([np.abs(expert[n] - base[n]).mean(axis=0) for n in base])
     assert changes.size == LAYERS_L * (6 * HIDDEN + INTER) and np.unique(changes).size == changes.size
@@ -145,7 +144,7 @@ def test_quantile_threshold_separates_layers(tmp_path):
     """An expert that changed layers 2 and 3 five times as much as the others: at its 0.5 quantile every row of
     those layers counts as changed (shares 1) and only some of the others', where a fixed threshold below every
     change paints every cell 1."""
-    base_dir, expert_dir, *_ = layered_checkpoints(tmp_path, lambda layer: 5 * 2.0 ** -6 if layer in (2, 3) else 2.0 ** -6)
+    base_dir, expert_dir, *_ = layered_checkpoints(tmp_path, lambda layer: 5 * 2.0**-6 if layer in (2, 3) else 2.0**-6)
     rec, _ = figures.change_records(base_dir, {"x": expert_dir}, {"x": figures.ThresholdSpec(quantile=0.5)})
     by_layer = {}
     for r in rec:
@@ -181,29 +180,56 @@ def test_cli_writes_svg_png_csv(checkpoints, tmp_path):
     prefix = tmp_path / "figs" / "param_change"
     parser = argparse.ArgumentParser()
     figures.add_arguments(parser)
-    figures.run(parser.parse_args(["--base", str(base), "--expert", f"lang={lang}", "--expert", f"math={math}",
-                                   "--threshold-json", json.dumps({"lang": 0.1, "*": {"quantile": 0.75}}),
-                                   "--out-prefix", str(prefix)]))
+    figures.run(
+        parser.parse_args(
+            [
+                "--base",
+                str(base),
+                "--expert",
+                f"lang={lang}",
+                "--expert",
+                f"math={math}",
+                "--threshold-json",
+                json.dumps({"lang": 0.1, "*": {"quantile": 0.75}}),
+                "--out-prefix",
+                str(prefix),
+            ]
+        )
+    )
     svg = (tmp_path / "figs" / "param_change.svg").read_text()
     assert svg.lstrip().startswith("<svg") and "threshold 1.0e-01" in svg and "(quantile 0.75 of its rows)" in svg
     assert (tmp_path / "figs" / "param_change.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     frame = pd.read_csv(tmp_path / "figs" / "param_change.csv")
-    assert list(frame.columns) == ["expert", "layer", "matrix", "share", "n_above", "n_rows", "threshold",
-                                   "threshold_quantile"]
+    assert list(frame.columns) == [
+        "expert",
+        "layer",
+        "matrix",
+        "share",
+        "n_above",
+        "n_rows",
+        "threshold",
+        "threshold_quantile",
+    ]
     got = frame.set_index(["expert", "layer", "matrix"])["share"]
     assert got[("lang", 0, "q_proj")] == 0.25 and got[("math", 1, "gate_proj")] == 1.0
     m = frame[frame["expert"] == "math"]
-    assert set(m["threshold_quantile"]) == {0.75} and frame.loc[frame["expert"] == "lang", "threshold_quantile"].isna().all()
+    assert (
+        set(m["threshold_quantile"]) == {0.75}
+        and frame.loc[frame["expert"] == "lang", "threshold_quantile"].isna().all()
+    )
     assert len(set(m["threshold"])) == 1 and f"threshold {m['threshold'].iloc[0]:.1e}" in svg
     mean = pd.read_csv(tmp_path / "figs" / "param_change_mean.csv")
     assert list(mean.columns) == ["expert", "layer", "matrix", "mean_abs_change", "n_rows"]
     assert len(mean) == 2 * LAYERS * 7
-    assert mean.set_index(["expert", "layer", "matrix"])["mean_abs_change"][("lang", 0, "q_proj")] == pytest.approx(0.25)
+    assert mean.set_index(["expert", "layer", "matrix"])["mean_abs_change"][("lang", 0, "q_proj")] == pytest.approx(
+        0.25
+    )
     mean_svg = (tmp_path / "figs" / "param_change_mean.svg").read_text()
     assert mean_svg.lstrip().startswith("<svg") and "Mean |W_ft - W_pre| per layer and matrix" in mean_svg
     assert (tmp_path / "figs" / "param_change_mean.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "figs").iterdir()) == sorted(
-        f"param_change{s}.{e}" for s in ("", "_mean") for e in ("csv", "png", "svg"))  # no temporary files left
+        f"param_change{s}.{e}" for s in ("", "_mean") for e in ("csv", "png", "svg")
+    )  # no temporary files left
 
 
 def test_chart_layer0_at_bottom_and_matrix_order(checkpoints):
@@ -221,17 +247,22 @@ def test_chart_layer0_at_bottom_and_matrix_order(checkpoints):
     assert spec["facet"]["column"]["field"] == "expert" and spec["resolve"]["scale"]["y"] == "independent"
 
 
-@pytest.mark.parametrize("spec,message", [
-    ('{"math": 0.1}', "no threshold for expert 'lang' (nor a '*' default)"),
-    ('{"lang": {"quantile": 1.5}}', "--threshold-json: quantile of 'lang' must be a number in [0, 1], not 1.5"),
-    ('{"*": {"quantile": -0.1}}', "--threshold-json: quantile of '*' must be a number in [0, 1], not -0.1"),
-    ('{"lang": {"quantile": "0.5"}}', "quantile of 'lang' must be a number in [0, 1], not '0.5'"),
-    ('{"lang": {"quantlie": 0.5}}', "--threshold-json: threshold of 'lang': unknown key 'quantlie'; allowed: a "
-                                    'number or {"quantile": q}'),
-    ('{"lang": {}}', "threshold of 'lang': no key 'quantile'"),
-    ('{"lang": -1}', "threshold of 'lang' must be a non-negative number or {\"quantile\": q}, not -1"),
-    ('{"lang": true}', "threshold of 'lang' must be a non-negative number"),
-])
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ('{"math": 0.1}', "no threshold for expert 'lang' (nor a '*' default)"),
+        ('{"lang": {"quantile": 1.5}}', "--threshold-json: quantile of 'lang' must be a number in [0, 1], not 1.5"),
+        ('{"*": {"quantile": -0.1}}', "--threshold-json: quantile of '*' must be a number in [0, 1], not -0.1"),
+        ('{"lang": {"quantile": "0.5"}}', "quantile of 'lang' must be a number in [0, 1], not '0.5'"),
+        (
+            '{"lang": {"quantlie": 0.5}}',
+            "--threshold-json: threshold of 'lang': unknown key 'quantlie'; allowed: a number or {\"quantile\": q}",
+        ),
+        ('{"lang": {}}', "threshold of 'lang': no key 'quantile'"),
+        ('{"lang": -1}', "threshold of 'lang' must be a non-negative number or {\"quantile\": q}, not -1"),
+        ('{"lang": true}', "threshold of 'lang' must be a non-negative number"),
+    ],
+)
 def test_bad_threshold_spec_one_line(spec, message):
     with pytest.raises(UserError) as info:
         figures.parse_thresholds(spec, {"lang": "dir"})
@@ -291,16 +322,25 @@ GRID_CONFIGS = {
     "swap_b": {"method": "layer_swap", "bottom": 3, "top": 1, "transition_bottom": 1, "transition_top": 0},
     "swap_c": {"method": "layer_swap", "bottom": 2, "top": 2},  # transitions default to 0
     "swap_ll": {"method": "layer_swap", "lang_layers": [0, 1, 7]},
-    "swap_dup": {"method": "layer_swap", "bottom": 2, "top": 1, "transition_bottom": 0, "transition_top": 0,
-                 "w_task": 2.0},
+    "swap_dup": {
+        "method": "layer_swap",
+        "bottom": 2,
+        "top": 1,
+        "transition_bottom": 0,
+        "transition_top": 0,
+        "w_task": 2.0,
+    },
 }
 
 
 def write_mgsm(root: Path, model_id: str, scores: dict) -> None:
     path = root / model_id / "mgsm.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"model_id": model_id, "benchmark": "mgsm", "metric": "exact_match",
-                                "scores": scores, "skipped": None}))
+    path.write_text(
+        json.dumps(
+            {"model_id": model_id, "benchmark": "mgsm", "metric": "exact_match", "scores": scores, "skipped": None}
+        )
+    )
 
 
 @pytest.fixture()
@@ -315,8 +355,15 @@ def grid_evals(tmp_path):
 
 
 def grid_params(**over):
-    return {"configs": GRID_CONFIGS, "languages": LANGS, "top_k": 2, "default_swap": "swap_a", "world": "toy",
-            "language_names": {"toy_swh": "toy-Swahili (synthetic)"}, **over}
+    return {
+        "configs": GRID_CONFIGS,
+        "languages": LANGS,
+        "top_k": 2,
+        "default_swap": "swap_a",
+        "world": "toy",
+        "language_names": {"toy_swh": "toy-Swahili (synthetic)"},
+        **over,
+    }
 
 
 def grid(**over) -> charts.SwapGridParams:
@@ -326,8 +373,21 @@ def grid(**over) -> charts.SwapGridParams:
 
 def test_swap_grid_csv_numbers(grid_evals, tmp_path):
     prefix = tmp_path / "figs" / "swap_grid"
-    assert cli_main(["charts", "swap-grid", "--evals-dir", str(grid_evals), "--params-json", json.dumps(grid_params()),
-                        "--out-prefix", str(prefix)]) == 0
+    assert (
+        cli_main(
+            [
+                "charts",
+                "swap-grid",
+                "--evals-dir",
+                str(grid_evals),
+                "--params-json",
+                json.dumps(grid_params()),
+                "--out-prefix",
+                str(prefix),
+            ]
+        )
+        == 0
+    )
     frame = pd.read_csv(tmp_path / "figs" / "swap_grid.csv")
     assert list(frame.columns) == charts.GRID_COLUMNS
     frame[["lang_layers", "note"]] = frame[["lang_layers", "note"]].fillna("")
@@ -381,7 +441,8 @@ def test_swap_grid_errors(grid_evals):
     with pytest.raises(UserError, match="'top_k' must be an integer >= 1, got True"):
         grid(top_k=True)
     frame = pd.DataFrame.from_records(
-        charts.swap_grid_records(grid_evals, grid(configs={"swap_ll": GRID_CONFIGS["swap_ll"]})))
+        charts.swap_grid_records(grid_evals, grid(configs={"swap_ll": GRID_CONFIGS["swap_ll"]}))
+    )
     with pytest.raises(UserError, match="all use lang_layers"):
         charts.swap_grid_chart(frame)
 
@@ -394,8 +455,23 @@ def test_table1_bars_csv_numbers(tmp_path):
 
     sel, ev = make_world(tmp_path)
     prefix = tmp_path / "figs" / "table1_bars"
-    assert cli_main(["charts", "table1-bars", "--selection-dir", str(sel), "--evals-dir", str(ev),
-                        "--params-json", json.dumps(PARAMS), "--out-prefix", str(prefix)]) == 0
+    assert (
+        cli_main(
+            [
+                "charts",
+                "table1-bars",
+                "--selection-dir",
+                str(sel),
+                "--evals-dir",
+                str(ev),
+                "--params-json",
+                json.dumps(PARAMS),
+                "--out-prefix",
+                str(prefix),
+            ]
+        )
+        == 0
+    )
     frame = pd.read_csv(tmp_path / "figs" / "table1_bars.csv", keep_default_na=False)
     assert list(frame.columns) == charts.BAR_COLUMNS
     swh = frame[frame["language"] == "toy_swh"]
@@ -409,13 +485,21 @@ def test_table1_bars_csv_numbers(tmp_path):
     assert values("language_expert", "avg") == [("", "", 23.0)]
     assert values("math_expert", "point") == [("rank 1", "", 30.0), ("rank 2", "", 26.0)]
     # soup best per pair: .26 (m), .29 (u), .22 (m), .23 (u) -> avg 25
-    assert values("soup_best", "point") == [("l1m1", "soup_m", 26.0), ("l1m2", "soup_u", 29.0),
-                                            ("l2m1", "soup_m", 22.0), ("l2m2", "soup_u", 23.0)]
+    assert values("soup_best", "point") == [
+        ("l1m1", "soup_m", 26.0),
+        ("l1m2", "soup_u", 29.0),
+        ("l2m1", "soup_m", 22.0),
+        ("l2m2", "soup_u", 23.0),
+    ]
     assert values("soup_best", "avg") == [("", "", 25.0)]
     assert [v for _, _, v in values("swap_default", "point")] == [31.0, 33.0, 29.0, 35.0]
     assert {c for _, c, _ in values("swap_default", "point")} == {"swap_def"}
-    assert values("swap_best", "point") == [("l1m1", "swap_def", 31.0), ("l1m2", "swap_alt", 36.0),
-                                            ("l2m1", "swap_def", 29.0), ("l2m2", "swap_alt", 38.0)]
+    assert values("swap_best", "point") == [
+        ("l1m1", "swap_def", 31.0),
+        ("l1m2", "swap_alt", 36.0),
+        ("l2m1", "swap_def", 29.0),
+        ("l2m2", "swap_alt", 38.0),
+    ]
     assert values("swap_best", "avg") == [("", "", 33.5)]
     model = swh[(swh["setting"] == "swap_best") & (swh["member"] == "l1m2")]["model_id"].item()
     assert model == "merge/swap_alt/toy_swh/l1m2"
@@ -452,10 +536,12 @@ def test_table1_bars_missing_eval_names_it(tmp_path):
 
 def test_table_html_page(tmp_path):
     md = tmp_path / "table9.md"
-    md.write_text("# Table 9: a <test> — TOY WORLD\n\nCells: ours (paper).\n\n"
-                  "| Setting   |   base model |   swap |\n|:----------|-------------:|-------:|\n"
-                  "| toy-Swahili avg | 20.0 | 33.5 (41.2) |\n| toy-Swahili max | 20.0 | 38.0 |\n\n"
-                  "- MGSM exact match (%).\n- second & last note\n")
+    md.write_text(
+        "# Table 9: a <test> — TOY WORLD\n\nCells: ours (paper).\n\n"
+        "| Setting   |   base model |   swap |\n|:----------|-------------:|-------:|\n"
+        "| toy-Swahili avg | 20.0 | 33.5 (41.2) |\n| toy-Swahili max | 20.0 | 38.0 |\n\n"
+        "- MGSM exact match (%).\n- second & last note\n"
+    )
     assert cli_main(["charts", "table-html", "--markdown", str(md), "--out-dir", str(tmp_path / "html")]) == 0
     page = (tmp_path / "html" / "table9.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and "<h2>Table 9: a &lt;test&gt; — TOY WORLD</h2>" in page
@@ -469,8 +555,19 @@ def test_table_html_page(tmp_path):
 
 def test_config_html(tmp_path):
     config = {"world": "toy", "languages": ["toy_swh"], "prompt_template": "Q: {prompt}\nA:", "z_first": 1, "a": 2}
-    assert cli_main(["charts", "config-html", "--config-json", json.dumps(config),
-                        "--out-prefix", str(tmp_path / "config_used")]) == 0
+    assert (
+        cli_main(
+            [
+                "charts",
+                "config-html",
+                "--config-json",
+                json.dumps(config),
+                "--out-prefix",
+                str(tmp_path / "config_used"),
+            ]
+        )
+        == 0
+    )
     import yaml
 
     text = (tmp_path / "config_used.yaml").read_text()

@@ -41,8 +41,9 @@ def test_closure_follows_imports_inside_functions_relative_imports_and_resources
     assert resources == (package / "res" / "t.yaml",)
 
 
-@pytest.mark.parametrize("edited, changes", [("d.py", False), ("sub/c.py", True), ("res/t.yaml", True),
-                                             ("sub/__init__.py", True)])
+@pytest.mark.parametrize(
+    "edited, changes", [("d.py", False), ("sub/c.py", True), ("res/t.yaml", True), ("sub/__init__.py", True)]
+)
 def test_an_edit_changes_the_hash_iff_the_module_can_run_it(package, edited, changes):
     closure.cache_clear()
     before = module_hash("layerswap.a", package)
@@ -103,9 +104,11 @@ def test_every_rule_fingerprints_the_command_it_runs():
                     parent[rule] = m.group(2)
             if rule is None or line.strip().startswith("#"):
                 continue
-            if (c := re.search(r'(?:command_hash|\*\*spec\.evals\.evaluation_params)\("([a-z-]+)"\)', line)):
+            if c := re.search(r'(?:command_hash|\*\*spec\.evals\.evaluation_params)\("([a-z-]+)"\)', line):
                 hashed[rule] = (smk.name, c.group(1))
-            if (c := re.search(r'layerswap ([a-z][a-z-]+) |evaluate_shell\("([a-z-]+)"', line)) and rule not in commands:
+            if (
+                c := re.search(r'layerswap ([a-z][a-z-]+) |evaluate_shell\("([a-z-]+)"', line)
+            ) and rule not in commands:
                 commands[rule] = c.group(1) or c.group(2)
     for rule, (smk, cmd) in hashed.items():
         ran = commands.get(rule) or commands.get(parent.get(rule)) or ("sft" if "sft" in rule else None)

@@ -19,13 +19,17 @@ from layerswap.train.gguf_base import convert, is_gguf_source, resolve
 gguf = pytest.importorskip("gguf", reason="the gguf package (a dependency of layerswap) is not installed")
 
 H, I, LAYERS, HEADS, KV = 32, 64, 3, 4, 2
-CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def byte_tokens() -> list[str]:
     """GPT-2's byte-to-unicode alphabet: the 256 base tokens of a byte-level BPE."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    keep = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, n = keep[:], 0
     for b in range(256):
         if b not in keep:
@@ -64,8 +68,9 @@ def write_tiny_gguf(path: Path, seed: int = 0, separate_head: bool = False) -> P
 
     def matrix(name: str, rows: int, cols: int) -> None:  # 4-bit blocks of 32, as SmolLM2's Q4_1 file
         data = (rng.standard_normal((rows, cols)) * 0.2).astype(np.float32)
-        w.add_tensor(name, gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q4_1),
-                     raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+        w.add_tensor(
+            name, gguf.quants.quantize(data, gguf.GGMLQuantizationType.Q4_1), raw_dtype=gguf.GGMLQuantizationType.Q4_1
+        )
 
     def vector(name: str) -> None:
         w.add_tensor(name, (1.0 + 0.1 * rng.standard_normal(H)).astype(np.float32))
@@ -115,12 +120,15 @@ def test_converted_dir_is_safetensors_tied_with_chat_template_and_same_logits(ti
         assert all(f.get_tensor(n).dtype == torch.float32 for n in names)
     assert "model.embed_tokens.weight" in names and "lm_head.weight" not in names  # one tensor: the tied head
     cfg = json.loads((out / "config.json").read_text())
-    assert cfg["tie_word_embeddings"] is True and "quantization_config" not in cfg and cfg["num_hidden_layers"] == LAYERS
+    assert (
+        cfg["tie_word_embeddings"] is True and "quantization_config" not in cfg and cfg["num_hidden_layers"] == LAYERS
+    )
     assert json.loads((out / "layerswap_source.json").read_text())["source"] == str(tiny)
 
     tok = AutoTokenizer.from_pretrained(str(out))
-    prompt = tok.apply_chat_template([{"role": "user", "content": "the than"}], add_generation_prompt=True,
-                                     tokenize=False)
+    prompt = tok.apply_chat_template(
+        [{"role": "user", "content": "the than"}], add_generation_prompt=True, tokenize=False
+    )
     assert prompt == "<|im_start|>user\nthe than<|im_end|>\n<|im_start|>assistant\n"
     ids = torch.tensor([tok(prompt)["input_ids"]])
     assert tok.decode(ids[0]) == prompt
@@ -197,11 +205,15 @@ def test_a_failure_leaves_the_old_directory_and_nothing_partial(tiny: Path, tmp_
 def test_cli_error_is_one_line(tmp_path: Path) -> None:
     fake = tmp_path / "notes.gguf"
     fake.write_text("hello")
-    proc = subprocess.run([sys.executable, "-m", "layerswap.cli", "gguf-base", "--source", str(fake), "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "gguf-base", "--source", str(fake), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
-        f"layerswap gguf-base: error: base.source {fake}: {fake} is not a GGUF file (starts with b'hell', not b'GGUF')"]
+        f"layerswap gguf-base: error: base.source {fake}: {fake} is not a GGUF file (starts with b'hell', not b'GGUF')"
+    ]
     assert not (tmp_path / "out").exists()
 
 

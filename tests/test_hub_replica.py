@@ -25,13 +25,23 @@ LAYERSWAP = str(Path(sys.executable).parent / "layerswap")
 
 def _env(hub: Replica, hf_home: Path, token: bool = True) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")}
-    return {**env, **hub.env(token=token), "HF_HOME": str(hf_home),
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"}
+    return {
+        **env,
+        **hub.env(token=token),
+        "HF_HOME": str(hf_home),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}",
+    }
 
 
 def _prestage(cfg: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([LAYERSWAP, "prestage", "--configfile", str(cfg), *args], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=HANG_GUARD)
+    return subprocess.run(
+        [LAYERSWAP, "prestage", "--configfile", str(cfg), *args],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+    )
 
 
 def test_shaped_config_differs_from_paper_only_in_sizes(tmp_path):
@@ -77,24 +87,29 @@ def test_prestage_answers_each_broken_artefact_with_one_line_and_writes_nothing(
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = proc.stdout.splitlines()
     checks = [line for line in lines if line.startswith(("ok  ", "FAIL"))]
-    listed = subprocess.run([LAYERSWAP, "prestage", "--configfile", str(cfg), "--dry-run"], capture_output=True,
-                            text=True, cwd=REPO).stdout.splitlines()
+    listed = subprocess.run(
+        [LAYERSWAP, "prestage", "--configfile", str(cfg), "--dry-run"], capture_output=True, text=True, cwd=REPO
+    ).stdout.splitlines()
     assert len(checks) == len(listed) - 1  # one line per artefact (the dry run adds a count line)
     for artefact, reason in EXPECTED.items():
         hits = [line for line in checks if f"  {artefact}" in line]
         assert hits, f"no line for {artefact}"
-        assert all(line.startswith("FAIL") and reason in line and "no token is set" * ("gated" in reason) in line
-                   for line in hits), hits
-    unexplained = [line for line in checks if line.startswith("FAIL")
-                   and not any(f"  {artefact}" in line for artefact in EXPECTED)]
+        assert all(
+            line.startswith("FAIL") and reason in line and "no token is set" * ("gated" in reason) in line
+            for line in hits
+        ), hits
+    unexplained = [
+        line for line in checks if line.startswith("FAIL") and not any(f"  {artefact}" in line for artefact in EXPECTED)
+    ]
     assert unexplained == []  # nothing else fails
     assert len([line for line in checks if line.startswith("ok")]) > 30
     assert "FAILED" in lines[-1]
     # nothing was downloaded: no dataset built, no data file or weights in the cache (only the cards `datasets` keeps)
     assert not any((hf_home / "datasets").glob("*/*")) and not any((hf_home / "hub").glob("models--*"))
     files = [p.name for p in hf_home.rglob("*") if p.is_file() or p.is_symlink()]
-    assert not [f for f in files if f.endswith((".parquet", ".jsonl", ".json", ".csv", ".gz", ".arrow",
-                                                 ".safetensors"))], files
+    assert not [
+        f for f in files if f.endswith((".parquet", ".jsonl", ".json", ".csv", ".gz", ".arrow", ".safetensors"))
+    ], files
 
 
 @pytest.mark.workflow
@@ -110,9 +125,26 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
         assert "all passed" in pre.stdout
         # the jobs run offline (the rules set HF_*_OFFLINE); the replica stays up only to prove they do not need it
         proc = subprocess.run(
-            [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-             "--configfile", str(cfg), "--cores", "2", "--set-resources", "sft:gpu=2"],
-            env=env, capture_output=True, text=True, timeout=HANG_GUARD)
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-s",
+                str(REPO / "Snakefile"),
+                "--directory",
+                str(work),
+                "--configfile",
+                str(cfg),
+                "--cores",
+                "2",
+                "--set-resources",
+                "sft:gpu=2",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=HANG_GUARD,
+        )
     assert proc.returncode == 0, proc.stderr[-5000:]
     results = work / R
     layout = Layout.at(results)
@@ -131,13 +163,18 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
     assert indic["blank"] == 0  # [user, assistant] pairs read as conversations
     # the base model: the replica's safetensors shards and index, never its pickle original/
     base = Path(layout.base())
-    assert len(list(base.glob("model-0000?-of-00004.safetensors"))) == 4 and (base / "model.safetensors.index.json").exists()
+    assert (
+        len(list(base.glob("model-0000?-of-00004.safetensors"))) == 4
+        and (base / "model.safetensors.index.json").exists()
+    )
     assert not list((hf_home / "hub").rglob("*.pth"))
     # SFT under accelerate launch, 2 processes
     assert "2 training process(es)" in Path(layout.log("sft", "math_1")).read_text()
     # lm-eval's own task files for MGSM, Belebele and Global-MMLU; ours for FLORES and MBPP
-    tasks = {b: json.loads(Path(layout.eval_file("base", b)).read_text())["lm_eval_tasks"]
-             for b in ("mgsm", "belebele", "mmlu", "flores", "mbpp")}
+    tasks = {
+        b: json.loads(Path(layout.eval_file("base", b)).read_text())["lm_eval_tasks"]
+        for b in ("mgsm", "belebele", "mmlu", "flores", "mbpp")
+    }
     assert tasks["mgsm"]["swh"].startswith("mgsm_") and tasks["mgsm"]["swh"].endswith("_sw")
     assert tasks["belebele"]["swh"] == "belebele_swh_Latn" and tasks["mmlu"]["tel"] == "global_mmlu_full_te"
     assert tasks["flores"]["en-jpn"] == "layerswap_flores_en-jpn"
@@ -150,8 +187,11 @@ def test_paper_shaped_run_from_prestage_to_tables(tmp_path):
     flores = json.loads(Path(layout.eval_file("base", "flores")).read_text())
     assert flores["dtype"] == "float32" and "ja-mecab" in flores["filter"]
     assert {k: r["bleu_tokenize"] for k, r in flores["lm_eval"].items()} == {
-        k: "ja-mecab" if k.endswith("-jpn") else "13a" for k in flores["lm_eval"]}
-    assert all(r["num_fewshot"] == 0 and r["generation"]["max_gen_toks"] == NEW_TOKENS for r in flores["lm_eval"].values())
+        k: "ja-mecab" if k.endswith("-jpn") else "13a" for k in flores["lm_eval"]
+    }
+    assert all(
+        r["num_fewshot"] == 0 and r["generation"]["max_gen_toks"] == NEW_TOKENS for r in flores["lm_eval"].values()
+    )
     # selection constraints (paper 3.1, secondary measures) compared with the base's own evaluation, recorded
     swh = json.loads(Path(layout.selection("swh")).read_text())
     base_mmlu = json.loads(Path(layout.eval_file("base", "mmlu")).read_text())["scores"]["swh"]

@@ -35,7 +35,7 @@ def graph():
 def _section() -> str:
     text = PAGE.read_text(encoding="utf-8")
     start = text.index("## Layers: who imports whom")
-    return text[start:text.index("\n## ", start + 1)]
+    return text[start : text.index("\n## ", start + 1)]
 
 
 def _module(name: str) -> str:
@@ -82,7 +82,8 @@ def test_the_page_places_every_module_in_the_layer_the_script_does(graph):
         assert where is not None, f"{module} is in no layer of docs/ARCHITECTURE.md"
         assert where == counts.layer(module), (
             f"{module}: docs/ARCHITECTURE.md puts it in layer {counts.LAYERS[where]}, scripts/structure_counts.py "
-            f"in {counts.LAYERS[counts.layer(module)]}")
+            f"in {counts.LAYERS[counts.layer(module)]}"
+        )
 
 
 def test_no_import_cycle_but_those_the_page_justifies(graph):
@@ -90,7 +91,8 @@ def test_no_import_cycle_but_those_the_page_justifies(graph):
     listed = justified()[1]
     assert not found - listed, "import cycles: " + "; ".join(" <-> ".join(sorted(c)) for c in found - listed)
     assert not listed - found, "docs/ARCHITECTURE.md justifies cycles that are gone: " + "; ".join(
-        " <-> ".join(sorted(c)) for c in listed - found)
+        " <-> ".join(sorted(c)) for c in listed - found
+    )
 
 
 def test_no_upward_import_but_those_the_page_justifies(graph):
@@ -98,7 +100,8 @@ def test_no_upward_import_but_those_the_page_justifies(graph):
     listed = justified()[0]
     assert not found - listed, "upward imports: " + ", ".join(f"{a} -> {b}" for a, b in sorted(found - listed))
     assert not listed - found, "docs/ARCHITECTURE.md justifies imports that are gone: " + ", ".join(
-        f"{a} -> {b}" for a, b in sorted(listed - found))
+        f"{a} -> {b}" for a, b in sorted(listed - found)
+    )
 
 
 def test_stages_import_each_other_only_as_the_page_lists(graph):
@@ -110,4 +113,3 @@ def test_stages_import_each_other_only_as_the_page_lists(graph):
     unlisted = [edge for pair in sorted(set(found) - listed) for edge in found[pair]]
     assert not unlisted, "imports across stages the page does not list: " + ", ".join(unlisted)
     assert not listed - set(found), f"docs/ARCHITECTURE.md lists stage imports that are gone: {listed - set(found)}"
-

@@ -41,8 +41,9 @@ def test_avg_resamples_units_min_max_do_not():
     lo, hi = intervals.bootstrap(spread, "max", seed=0, draws=2000, name="d")
     assert lo <= 0.9 <= hi and lo > 0.8  # the max of fixed units: item noise only
     # paired items: identical models give identical replicates, so their min and max intervals coincide
-    assert intervals.bootstrap(same, "min", seed=0, draws=500, name="e") == \
-        intervals.bootstrap(same, "max", seed=0, draws=500, name="e")
+    assert intervals.bootstrap(same, "min", seed=0, draws=500, name="e") == intervals.bootstrap(
+        same, "max", seed=0, draws=500, name="e"
+    )
 
 
 def test_bootstrap_refuses_unpaired_items():
@@ -82,8 +83,15 @@ def test_every_avg_min_max_cell_has_its_interval_and_count(tmp_path):
 def test_intervals_in_csv_markdown_latex(tmp_path):
     sel, ev = make_world(tmp_path)
     out = tmp_path / "out"
-    tables.run(argparse.Namespace(selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(PARAMS),
-                                  out_dir=str(out), paper_results=None))
+    tables.run(
+        argparse.Namespace(
+            selection_dir=str(sel),
+            evals_dir=str(ev),
+            params_json=json.dumps(PARAMS),
+            out_dir=str(out),
+            paper_results=None,
+        )
+    )
     t1 = pd.read_csv(out / "table1.csv").set_index("Setting")
     col = "layer swap (best config, 4 pairs)"
     row = t1.loc["toy-Swahili (synthetic) avg"]
@@ -98,8 +106,15 @@ def test_intervals_in_csv_markdown_latex(tmp_path):
     assert "Numbers without [lo, hi] are corpus BLEU" in t5
     # the same inputs and seed: byte-identical tables
     again = tmp_path / "again"
-    tables.run(argparse.Namespace(selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(PARAMS),
-                                  out_dir=str(again), paper_results=None))
+    tables.run(
+        argparse.Namespace(
+            selection_dir=str(sel),
+            evals_dir=str(ev),
+            params_json=json.dumps(PARAMS),
+            out_dir=str(again),
+            paper_results=None,
+        )
+    )
     for f in ("table1.csv", "table2.md", "table5.csv", "table6.tex", "summary.md"):
         assert (out / f).read_bytes() == (again / f).read_bytes(), f
 
@@ -110,8 +125,11 @@ def test_counts_per_row_when_benchmarks_differ(tmp_path):
 
     write_eval(ev, "base", "belebele", {"en": 0.80, SWH: 0.50, TEL: 0.40}, items=50)
     for etype in ("math", SWH, TEL, f"joint_{SWH}"):
-        for run, ckpt in [(e["run"], e["checkpoint"]) for e in json.loads((sel / f"{etype}.json").read_text())
-                          ["selected"] if e["rank"] <= 2]:
+        for run, ckpt in [
+            (e["run"], e["checkpoint"])
+            for e in json.loads((sel / f"{etype}.json").read_text())["selected"]
+            if e["rank"] <= 2
+        ]:
             doc = json.loads((ev / "ckpt" / run / ckpt / "belebele.json").read_text())
             write_eval(ev, f"ckpt/{run}/{ckpt}", "belebele", doc["scores"], items=50)
     t5 = tables.build_tables(sel, ev, tables.Params.from_json(json.dumps(PARAMS)))["table5"]
@@ -127,9 +145,12 @@ def test_missing_or_short_samples_file_names_it(tmp_path):
     samples = ev / "merge" / "swap_alt" / SWH / "l2m2" / "mgsm.samples.jsonl"
     lines = samples.read_text().splitlines()
     drop = next(i for i, line in enumerate(lines) if json.loads(line)["key"] == SWH)
-    samples.write_text("\n".join(lines[:drop] + lines[drop + 1:]) + "\n")
-    with pytest.raises(UserError, match=rf"{samples}: {ITEMS - 1} per-item records for '{SWH}', the "
-                                        rf"evaluation file says n = {ITEMS}"):
+    samples.write_text("\n".join(lines[:drop] + lines[drop + 1 :]) + "\n")
+    with pytest.raises(
+        UserError,
+        match=rf"{samples}: {ITEMS - 1} per-item records for '{SWH}', the "
+        rf"evaluation file says n = {ITEMS}",
+    ):
         tables.build_tables(sel, ev, params)
     samples.unlink()
     with pytest.raises(UserError, match=rf"missing per-item file {samples}"):
@@ -140,13 +161,25 @@ def _table(intervals_by_col: dict[str, tuple[float, float]], name: str = "table1
     """A Table 1 with one language and the given avg intervals (cell = midpoint)."""
     row = (SWH, "avg")
     cells = {(row, c): (lo + hi) / 2 for c, (lo, hi) in intervals_by_col.items()}
-    return Table(name, "t", ["Setting"], [(row, ("x",))], [(c, c) for c in intervals_by_col], cells,
-                 fmt_pct, intervals={(row, c): b for c, b in intervals_by_col.items()})
+    return Table(
+        name,
+        "t",
+        ["Setting"],
+        [(row, ("x",))],
+        [(c, c) for c in intervals_by_col],
+        cells,
+        fmt_pct,
+        intervals={(row, c): b for c, b in intervals_by_col.items()},
+    )
 
 
 def _table5(math=(0.80, 0.90), base=(0.10, 0.30), expert=(0.45, 0.55), ebase=(0.10, 0.20)) -> Table:
-    spec = {(("mgsm", "en"), "math"): math, (("mgsm", "en"), "base"): base,
-            (("belebele", SWH), SWH): expert, (("belebele", SWH), "base"): ebase}
+    spec = {
+        (("mgsm", "en"), "math"): math,
+        (("mgsm", "en"), "base"): base,
+        (("belebele", SWH), SWH): expert,
+        (("belebele", SWH), "base"): ebase,
+    }
     cells = {k: (lo + hi) / 2 for k, (lo, hi) in spec.items()}
     cells[(("flores", f"en-{SWH}"), SWH)] = 20.0
     cells[(("flores", f"en-{SWH}"), "base")] = 0.1
@@ -155,20 +188,48 @@ def _table5(math=(0.80, 0.90), base=(0.10, 0.30), expert=(0.45, 0.55), ebase=(0.
 
 def test_summary_claims_a_difference_only_where_intervals_separate():
     names = {SWH: "toy-Swahili"}
-    text = summary.summary({"table5": _table5(), "table1": _table({
-        "base": (10.0, 20.0), "math_expert": (30.0, 40.0), "soup_best": (25.0, 35.0), "swap_best": (41.0, 50.0)})},
-        [SWH], names)
+    text = summary.summary(
+        {
+            "table5": _table5(),
+            "table1": _table(
+                {
+                    "base": (10.0, 20.0),
+                    "math_expert": (30.0, 40.0),
+                    "soup_best": (25.0, 35.0),
+                    "swap_best": (41.0, 50.0),
+                }
+            ),
+        },
+        [SWH],
+        names,
+    )
     assert "math experts score 85.0% [80.0, 90.0] exact match and the base 20.0% [10.0, 30.0]: higher" in text
     assert "the expert is above the base with non-overlapping intervals in every target language" in text
     assert "FLORES" in text and "no difference is claimed" in text and "language experts 20.0, base 0.1" in text
-    assert ("layer swapping (best config) is above the base in every target language; above the math experts in "
-            "every target language; above the best model soup in every target language") in text
-    assert "The paper's effect (the layer swap above both the math experts and the best model soup, intervals " \
-           "separate) shows in toy-Swahili." in text
+    assert (
+        "layer swapping (best config) is above the base in every target language; above the math experts in "
+        "every target language; above the best model soup in every target language"
+    ) in text
+    assert (
+        "The paper's effect (the layer swap above both the math experts and the best model soup, intervals "
+        "separate) shows in toy-Swahili." in text
+    )
     # overlapping intervals: no direction is claimed, and the effect is not said to show
-    text = summary.summary({"table5": _table5(math=(0.25, 0.90)), "table1": _table({
-        "base": (10.0, 20.0), "math_expert": (30.0, 42.0), "soup_best": (25.0, 35.0), "swap_best": (41.0, 50.0)})},
-        [SWH], names)
+    text = summary.summary(
+        {
+            "table5": _table5(math=(0.25, 0.90)),
+            "table1": _table(
+                {
+                    "base": (10.0, 20.0),
+                    "math_expert": (30.0, 42.0),
+                    "soup_best": (25.0, 35.0),
+                    "swap_best": (41.0, 50.0),
+                }
+            ),
+        },
+        [SWH],
+        names,
+    )
     assert "the intervals overlap, so this run shows no difference" in text and "higher" not in text
     assert "not separable from the math experts in every target language" in text
     assert "shows in no target language of this run" in text
@@ -177,8 +238,15 @@ def test_summary_claims_a_difference_only_where_intervals_separate():
 def test_cli_writes_the_summary(tmp_path):
     sel, ev = make_world(tmp_path)
     out = tmp_path / "out"
-    tables.run(argparse.Namespace(selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(PARAMS),
-                                  out_dir=str(out), paper_results=None))
+    tables.run(
+        argparse.Namespace(
+            selection_dir=str(sel),
+            evals_dir=str(ev),
+            params_json=json.dumps(PARAMS),
+            out_dir=str(out),
+            paper_results=None,
+        )
+    )
     text = (out / "summary.md").read_text()
     assert text.startswith("# What these tables show (toy world: synthetic languages)\n\n")
     para = summary.paragraph(text)
@@ -189,8 +257,9 @@ def test_cli_writes_the_summary(tmp_path):
 
 
 def _script(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "scripts" / "readme_summary.py"), *args],
-                          capture_output=True, text=True, cwd=REPO)
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "readme_summary.py"), *args], capture_output=True, text=True, cwd=REPO
+    )
 
 
 def test_readme_summary_script_checks_and_writes(tmp_path):

@@ -10,10 +10,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 #: The flat module names issue 18 moved into the stage folders, with where each went.
-MOVED = {old: f"{stage}.{old}" for stage, olds in {
-    "data": ("toyworld", "hub", "preflight"), "train": ("pretrain", "sft", "training", "gguf_base"),
-    "evaluation": ("evaluate", "evaluate_merges"), "report": ("tables", "intervals", "summary", "figures", "charts"),
-    "workflow": ("ablations", "plan", "cost", "prestage")}.items() for old in olds}
+MOVED = {
+    old: f"{stage}.{old}"
+    for stage, olds in {
+        "data": ("toyworld", "hub", "preflight"),
+        "train": ("pretrain", "sft", "training", "gguf_base"),
+        "evaluation": ("evaluate", "evaluate_merges"),
+        "report": ("tables", "intervals", "summary", "figures", "charts"),
+        "workflow": ("ablations", "plan", "cost", "prestage"),
+    }.items()
+    for old in olds
+}
 OLD = "|".join(sorted(MOVED, key=len, reverse=True))
 
 
@@ -24,8 +31,19 @@ def test_old_names_are_not_modules():
 
 
 def repo_files():
-    for pattern in ("layerswap/**/*.py", "scripts/*.py", "tests/*.py", "rules/*.smk", "Snakefile", "cluster/*.yaml",
-                    "config/**/*.yaml", "README.md", "config/README.md", "docs/*.md", "Makefile"):
+    for pattern in (
+        "layerswap/**/*.py",
+        "scripts/*.py",
+        "tests/*.py",
+        "rules/*.smk",
+        "Snakefile",
+        "cluster/*.yaml",
+        "config/**/*.yaml",
+        "README.md",
+        "config/README.md",
+        "docs/*.md",
+        "Makefile",
+    ):
         yield from (p for p in REPO.glob(pattern) if p.resolve() != Path(__file__).resolve())
 
 
@@ -33,8 +51,13 @@ def test_nothing_in_the_repository_uses_an_old_name():
     """Imports, `python -m` lines, quoted and backquoted module paths: all name the stage layout's modules (logger
     names such as "layerswap.evaluate" are names, not modules, and are left alone)."""
     data_modules = {p.stem for p in (REPO / "layerswap" / "data").glob("*.py")}
-    patterns = [rf"^\s*import layerswap\.({OLD})\b", rf"^\s*from layerswap\.({OLD})\b", rf"-m layerswap\.({OLD})\b",
-                rf"""["'`]layerswap\.({OLD})[.`]""", rf"""import_module\(["']layerswap\.({OLD})["']"""]
+    patterns = [
+        rf"^\s*import layerswap\.({OLD})\b",
+        rf"^\s*from layerswap\.({OLD})\b",
+        rf"-m layerswap\.({OLD})\b",
+        rf"""["'`]layerswap\.({OLD})[.`]""",
+        rf"""import_module\(["']layerswap\.({OLD})["']""",
+    ]
     found = []
     for path in repo_files():
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):

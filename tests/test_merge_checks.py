@@ -44,7 +44,11 @@ def test_vocab_shapes_and_names_differ(tmp_path: Path, pair: tuple[str, str]) ->
     task, _ = pair
     shapes = llama_shapes(4)
     bigger = {n: torch.zeros((40, s[1]) if "embed" in n or "lm_head" in n else s) for n, s in shapes.items()}
-    refuse(swap(task, make_ckpt(tmp_path / "voc", 4, bigger, vocab_size=40), bottom=1, top=1), tmp_path / "out", "vocab_size")
+    refuse(
+        swap(task, make_ckpt(tmp_path / "voc", 4, bigger, vocab_size=40), bottom=1, top=1),
+        tmp_path / "out",
+        "vocab_size",
+    )
     reshaped = {n: torch.zeros(s) for n, s in shapes.items()} | {"model.norm.weight": torch.zeros(9)}
     refuse(swap(task, make_ckpt(tmp_path / "shp", 4, reshaped), bottom=1, top=1), tmp_path / "out", "model.norm.weight")
     fewer = {n: torch.zeros(s) for n, s in shapes.items() if n != "lm_head.weight"}
@@ -53,10 +57,15 @@ def test_vocab_shapes_and_names_differ(tmp_path: Path, pair: tuple[str, str]) ->
 
 @pytest.mark.parametrize(
     "params,match",
-    [({"bottom": 3, "top": 1, "transition_bottom": 1}, "exceeds"), ({"lang_layers": [0, 4]}, "lang_layers"),
-     ({"lang_layers": [0], "bottom": 1}, "params.bottom"), ({"bottom": 1}, "params.top"),
-     ({"bottom": 1, "top": 1, "shuffle": 1}, "shuffle"), ({"bottom": -1, "top": 1}, "params.bottom"),
-     ({"bottom": 1, "top": 1, "non_layer": "mean"}, "average, lang, task")],
+    [
+        ({"bottom": 3, "top": 1, "transition_bottom": 1}, "exceeds"),
+        ({"lang_layers": [0, 4]}, "lang_layers"),
+        ({"lang_layers": [0], "bottom": 1}, "params.bottom"),
+        ({"bottom": 1}, "params.top"),
+        ({"bottom": 1, "top": 1, "shuffle": 1}, "shuffle"),
+        ({"bottom": -1, "top": 1}, "params.bottom"),
+        ({"bottom": 1, "top": 1, "non_layer": "mean"}, "average, lang, task"),
+    ],
 )
 def test_bad_swap_params(tmp_path: Path, pair: tuple[str, str], params: dict, match: str) -> None:
     refuse(swap(*pair, **params), tmp_path / "out", match)
@@ -96,7 +105,11 @@ def test_nan_in_input_refused(tmp_path: Path, pair: tuple[str, str]) -> None:
     tensors = {n: torch.zeros(s) for n, s in llama_shapes(4).items()}
     tensors["model.layers.2.mlp.up_proj.weight"][3, 1] = float("nan")
     nan = make_ckpt(tmp_path / "nan", 4, tensors)
-    refuse(swap(task, nan, bottom=3, top=0, transition_bottom=1), tmp_path / "out", "model.layers.2.mlp.up_proj.weight.*NaN")
+    refuse(
+        swap(task, nan, bottom=3, top=0, transition_bottom=1),
+        tmp_path / "out",
+        "model.layers.2.mlp.up_proj.weight.*NaN",
+    )
     tensors["model.layers.2.mlp.up_proj.weight"][3, 1] = float("inf")
     inf = make_ckpt(tmp_path / "inf", 4, tensors)
     with pytest.raises(UserError, match="Inf"):
@@ -127,14 +140,35 @@ def test_cli_merge_and_recipes(tmp_path: Path, pair: tuple[str, str], capsys: py
     (tmp_path / "swh.json").write_text(json.dumps(sel("toy_swh", [lang, lang, lang])))
     (tmp_path / "yor.json").write_text(json.dumps(sel("toy_yor", [lang + "/../lang"])))
     params = json.dumps({"method": "layer_swap", "bottom": 1, "top": 1, "transition_bottom": 0, "transition_top": 0})
-    common = ["--params-json", params, "--lang-selection", str(tmp_path / "swh.json"),
-              "--task-selection", str(tmp_path / "math.json"), "--base", Layout().base()]
+    common = [
+        "--params-json",
+        params,
+        "--lang-selection",
+        str(tmp_path / "swh.json"),
+        "--task-selection",
+        str(tmp_path / "math.json"),
+        "--base",
+        Layout().base(),
+    ]
     assert main(["recipes", *common, "--out-dir", str(tmp_path / "r")]) == 0
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [f"l{i}m{j}.json" for i in (1, 2, 3) for j in (1, 2)]
     recipe = load_recipe(str(tmp_path / "r" / "l2m1.json"))
     assert recipe["inputs"] == {"task": task, "lang": lang} and recipe["base"] == Layout().base()
-    assert main(["recipes", *common, "--out-dir", str(tmp_path / "s"), "--soup-then-swap",
-                 "--all-lang-selections", str(tmp_path / "swh.json"), str(tmp_path / "yor.json")]) == 0
+    assert (
+        main(
+            [
+                "recipes",
+                *common,
+                "--out-dir",
+                str(tmp_path / "s"),
+                "--soup-then-swap",
+                "--all-lang-selections",
+                str(tmp_path / "swh.json"),
+                str(tmp_path / "yor.json"),
+            ]
+        )
+        == 0
+    )
     multi = load_recipe(str(tmp_path / "s" / "multisoup.json"))
     assert multi["inputs"]["lang"]["inputs"]["models"] == [lang, lang + "/../lang"]
     assert load_recipe(str(tmp_path / "s" / "langsoup.json"))["inputs"]["task"]["inputs"]["models"] == [task, task]

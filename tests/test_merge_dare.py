@@ -96,11 +96,17 @@ def test_the_mask_of_a_slice_is_that_slice_of_the_tensor_mask():
     assert not torch.equal(other, whole)
 
 
-@pytest.mark.parametrize("params, base, message", [
-    ({"density": 0.0}, "b", "params.density: 0.0 is not in"), ({"density": 1.5}, "b", "params.density: 1.5"),
-    ({}, "b", "params.density: missing"), ({"density": 0.5, "seed": -1}, "b", "params.seed"),
-    ({"density": 0.5}, None, "base: required for dare"), ({"density": 0.5, "bottom": 1}, "b", "unknown param 'bottom'"),
-])
+@pytest.mark.parametrize(
+    "params, base, message",
+    [
+        ({"density": 0.0}, "b", "params.density: 0.0 is not in"),
+        ({"density": 1.5}, "b", "params.density: 1.5"),
+        ({}, "b", "params.density: missing"),
+        ({"density": 0.5, "seed": -1}, "b", "params.seed"),
+        ({"density": 0.5}, None, "base: required for dare"),
+        ({"density": 0.5, "bottom": 1}, "b", "unknown param 'bottom'"),
+    ],
+)
 def test_bad_dare_recipes_are_refused(params, base, message):
     with pytest.raises(UserError, match=message):
         validate_recipe(dare(["x", "y"], base, **params))
@@ -118,13 +124,20 @@ def dare_config() -> dict:
 def test_a_dare_config_is_a_rival_the_workflow_evaluates_for_tables_1_and_2(tmp_path):
     config = validate_config(dare_config())
     check(config)
-    assert config["merges"]["configs"]["dare_d03"] == {"method": "dare", "density": 0.3, "lam": 1.0, "seed": 0,
-                                                       "allow_different_base": False}
+    assert config["merges"]["configs"]["dare_d03"] == {
+        "method": "dare",
+        "density": 0.3,
+        "lam": 1.0,
+        "seed": 0,
+        "allow_different_base": False,
+    }
     spec = Spec(config)
     assert "dare_d03" in spec.merges.pair_configs and "dare_ties_d05" in spec.merges.pair_configs
     assert "dare_d03" in spec.evals.t2_configs  # Table 2's column
     lang = config["languages"][0]
-    assert Layout().eval_file(merge_model_id("dare_d03", lang, "l1m1"), "mgsm") in spec.report.table1_bars_inputs()  # Table 1
+    assert (
+        Layout().eval_file(merge_model_id("dare_d03", lang, "l1m1"), "mgsm") in spec.report.table1_bars_inputs()
+    )  # Table 1
     assert json.loads(shlex.split(spec.report.table_params())[0])["best_of"]["dare"] == ["dare_d03"]
     bad = dare_config()
     bad["merges"]["best_of"]["dare"] = ["dare_ties_d05"]
@@ -144,14 +157,18 @@ def test_the_workflow_plans_the_dare_merges(tmp_path):
     base = snakemake(tmp_path / "work0", "-n", "--quiet", "rules")  # micro.yaml
     counts = {}
     for out in (base.stdout, proc.stdout):
-        counts[len(counts)] = {line.split()[0]: int(line.split()[1]) for line in out.splitlines()
-                               if len(line.split()) == 2 and line.split()[1].isdigit()}
+        counts[len(counts)] = {
+            line.split()[0]: int(line.split()[1])
+            for line in out.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()
+        }
     before, after = counts[0], counts[1]
     # two configs more: their recipes and evaluations per language, nothing else added
     assert after["merge_recipes"] == before["merge_recipes"] + 2 * len(dare_config()["languages"])
     assert after["evaluate_merges"] == before["evaluate_merges"] + 2 * len(dare_config()["languages"])
-    assert {k: v for k, v in after.items() if k not in ("merge_recipes", "evaluate_merges", "total")} == \
-        {k: v for k, v in before.items() if k not in ("merge_recipes", "evaluate_merges", "total")}
+    assert {k: v for k, v in after.items() if k not in ("merge_recipes", "evaluate_merges", "total")} == {
+        k: v for k, v in before.items() if k not in ("merge_recipes", "evaluate_merges", "total")
+    }
 
 
 def test_tables_1_and_2_show_dare_as_a_rival_and_leave_out_a_method_best_of_omits(tmp_path):
@@ -162,11 +179,19 @@ def test_tables_1_and_2_show_dare_as_a_rival_and_leave_out_a_method_best_of_omit
     best_of = {**PARAMS["best_of"], "dare": ["dare_a"]}
     built = tables.build_tables(sel, ev, tables.Params.from_json(json.dumps({**PARAMS, "best_of": best_of})))
     labels = {name: [label for _, label in built[name].columns] for name in ("table1", "table2")}
-    assert labels["table1"][3:] == ["model soup (best config, 4 pairs)", "DARE (best config, 4 pairs)",
-                                    "layer swap (default config, 4 pairs)", "layer swap (best config, 4 pairs)"]
-    assert labels["table2"][4:] == ["model soup (best config, 4 pairs)", "TIES-merging (best config, 4 pairs)",
-                                    "DARE (best config, 4 pairs)", "layer swap (default config, 4 pairs)",
-                                    "layer swap (best config, 4 pairs)"]
+    assert labels["table1"][3:] == [
+        "model soup (best config, 4 pairs)",
+        "DARE (best config, 4 pairs)",
+        "layer swap (default config, 4 pairs)",
+        "layer swap (best config, 4 pairs)",
+    ]
+    assert labels["table2"][4:] == [
+        "model soup (best config, 4 pairs)",
+        "TIES-merging (best config, 4 pairs)",
+        "DARE (best config, 4 pairs)",
+        "layer swap (default config, 4 pairs)",
+        "layer swap (best config, 4 pairs)",
+    ]
     assert built["table1"].cells[((SWH, "avg"), "dare_best")] == pytest.approx(27.75)
     assert "DARE ['dare_a']" in " ".join(built["table2"].notes)
     assert {key[1] for key, _ in built["table1_best_configs"].rows} == {"soup", "dare", "layer_swap"}

@@ -20,29 +20,53 @@ TASK, LANG, BASE = 1, 2, 0
 
 def llama_shapes(n_layers: int) -> dict[str, tuple[int, ...]]:
     hd = H // HEADS
-    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (V, H), "model.norm.weight": (H,), "lm_head.weight": (V, H)}
+    shapes: dict[str, tuple[int, ...]] = {
+        "model.embed_tokens.weight": (V, H),
+        "model.norm.weight": (H,),
+        "lm_head.weight": (V, H),
+    }
     for l in range(n_layers):
         p = f"model.layers.{l}."
         shapes |= {
-            p + "self_attn.q_proj.weight": (H, H), p + "self_attn.k_proj.weight": (KV * hd, H),
-            p + "self_attn.v_proj.weight": (KV * hd, H), p + "self_attn.o_proj.weight": (H, H),
-            p + "mlp.gate_proj.weight": (I, H), p + "mlp.up_proj.weight": (I, H), p + "mlp.down_proj.weight": (H, I),
-            p + "input_layernorm.weight": (H,), p + "post_attention_layernorm.weight": (H,),
+            p + "self_attn.q_proj.weight": (H, H),
+            p + "self_attn.k_proj.weight": (KV * hd, H),
+            p + "self_attn.v_proj.weight": (KV * hd, H),
+            p + "self_attn.o_proj.weight": (H, H),
+            p + "mlp.gate_proj.weight": (I, H),
+            p + "mlp.up_proj.weight": (I, H),
+            p + "mlp.down_proj.weight": (H, I),
+            p + "input_layernorm.weight": (H,),
+            p + "post_attention_layernorm.weight": (H,),
         }
     return shapes
 
 
 def config(n_layers: int, **extra: object) -> dict:
     cfg = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": V, "hidden_size": H,
-        "intermediate_size": I, "num_hidden_layers": n_layers, "num_attention_heads": HEADS,
-        "num_key_value_heads": KV, "max_position_embeddings": 64, "tie_word_embeddings": False, "rms_norm_eps": 1e-5,
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "vocab_size": V,
+        "hidden_size": H,
+        "intermediate_size": I,
+        "num_hidden_layers": n_layers,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV,
+        "max_position_embeddings": 64,
+        "tie_word_embeddings": False,
+        "rms_norm_eps": 1e-5,
     }
     return cfg | extra
 
 
-def make_ckpt(path: Path, n_layers: int, tensors: dict[str, torch.Tensor] | None = None, expert: int = TASK,
-              dtype: torch.dtype = torch.float32, fingerprint: str | None = "b0", **cfg: object) -> str:
+def make_ckpt(
+    path: Path,
+    n_layers: int,
+    tensors: dict[str, torch.Tensor] | None = None,
+    expert: int = TASK,
+    dtype: torch.dtype = torch.float32,
+    fingerprint: str | None = "b0",
+    **cfg: object,
+) -> str:
     """A checkpoint whose every tensor of layer l holds 100*expert + l (non-layer tensors: 100*expert + 99)."""
     path.mkdir(parents=True, exist_ok=True)
     if tensors is None:
@@ -60,8 +84,14 @@ def make_ckpt(path: Path, n_layers: int, tensors: dict[str, torch.Tensor] | None
     return str(path)
 
 
-def random_ckpt(path: Path, n_layers: int, seed: int, like: dict[str, torch.Tensor] | None = None,
-                scale: float = 0.1, dtype: torch.dtype = torch.float32) -> tuple[str, dict[str, torch.Tensor]]:
+def random_ckpt(
+    path: Path,
+    n_layers: int,
+    seed: int,
+    like: dict[str, torch.Tensor] | None = None,
+    scale: float = 0.1,
+    dtype: torch.dtype = torch.float32,
+) -> tuple[str, dict[str, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed)
     tensors = {}
     for name, shape in llama_shapes(n_layers).items():
@@ -84,8 +114,16 @@ def expected_source(l: int, L: int, b: int, u: int, tb: int, tu: int) -> str:
 
 @pytest.mark.parametrize(
     "L,b,u,tb,tu",
-    [(8, 2, 1, 0, 0), (8, 3, 0, 1, 2), (8, 0, 0, 0, 0), (8, 2, 2, 2, 2), (6, 6, 0, 0, 0), (6, 1, 1, 2, 2),
-     (6, 0, 6, 0, 0), (5, 2, 0, 0, 3)],
+    [
+        (8, 2, 1, 0, 0),
+        (8, 3, 0, 1, 2),
+        (8, 0, 0, 0, 0),
+        (8, 2, 2, 2, 2),
+        (6, 6, 0, 0, 0),
+        (6, 1, 1, 2, 2),
+        (6, 0, 6, 0, 0),
+        (5, 2, 0, 0, 3),
+    ],
 )
 def test_swap_layers_come_from_where_algorithm_1_says(tmp_path: Path, L: int, b: int, u: int, tb: int, tu: int) -> None:
     task = make_ckpt(tmp_path / "task", L, expert=TASK)
@@ -150,8 +188,12 @@ def magnitude_by_hand(ft: dict[str, torch.Tensor], pre: dict[str, torch.Tensor])
 def test_soup_against_hand_computation(tmp_path: Path, weighting: str) -> None:
     base, pre = random_ckpt(tmp_path / "base", 3, 0)
     experts = [random_ckpt(tmp_path / f"e{i}", 3, 10 + i, like=pre, scale=0.01 * (i + 1)) for i in range(3)]
-    recipe = {"method": "soup", "base": base, "inputs": {"models": [p for p, _ in experts]},
-              "params": {"weighting": weighting}}
+    recipe = {
+        "method": "soup",
+        "base": base,
+        "inputs": {"models": [p for p, _ in experts]},
+        "params": {"weighting": weighting},
+    }
     sd = build_state_dict(recipe)
     ws = [1.0] * 3 if weighting == "uniform" else [magnitude_by_hand(t, pre) for _, t in experts]
     for name in pre:
@@ -163,7 +205,10 @@ def test_soup_against_hand_computation(tmp_path: Path, weighting: str) -> None:
 
 def test_magnitude_weighted_swap_transition(tmp_path: Path) -> None:
     base, pre = random_ckpt(tmp_path / "base", 4, 0)
-    (task, tt), (lang, lt) = random_ckpt(tmp_path / "t", 4, 1, like=pre, scale=0.01), random_ckpt(tmp_path / "l", 4, 2, like=pre, scale=0.03)
+    (task, tt), (lang, lt) = (
+        random_ckpt(tmp_path / "t", 4, 1, like=pre, scale=0.01),
+        random_ckpt(tmp_path / "l", 4, 2, like=pre, scale=0.03),
+    )
     recipe = swap(task, lang, bottom=1, top=1, transition_bottom=1, weighting="magnitude") | {"base": base}
     sd = build_state_dict(recipe)
     wt, wl = magnitude_by_hand(tt, pre), magnitude_by_hand(lt, pre)
@@ -194,8 +239,12 @@ def ties_reference(base: dict, experts: list[dict], density: float, lam: float) 
 def test_ties_against_reference(tmp_path: Path, density: float, lam: float) -> None:
     base, pre = random_ckpt(tmp_path / "base", 2, 0)
     experts = [random_ckpt(tmp_path / f"e{i}", 2, 5 + i, like=pre) for i in range(3)]
-    recipe = {"method": "ties", "base": base, "inputs": {"models": [p for p, _ in experts]},
-              "params": {"density": density, "lam": lam}}
+    recipe = {
+        "method": "ties",
+        "base": base,
+        "inputs": {"models": [p for p, _ in experts]},
+        "params": {"density": density, "lam": lam},
+    }
     sd = build_state_dict(recipe)
     ref = ties_reference(pre, [t for _, t in experts], density, lam)
     for name in pre:
@@ -237,7 +286,9 @@ def test_written_dir_equals_in_memory_loads_and_is_deterministic(tmp_path: Path)
     from transformers import AutoModelForCausalLM
 
     base, pre = random_ckpt(tmp_path / "base", 4, 0, dtype=torch.bfloat16)
-    (task, _), (lang, _) = (random_ckpt(tmp_path / n, 4, s, like=pre, dtype=torch.bfloat16) for n, s in (("t", 1), ("l", 2)))
+    (task, _), (lang, _) = (
+        random_ckpt(tmp_path / n, 4, s, like=pre, dtype=torch.bfloat16) for n, s in (("t", 1), ("l", 2))
+    )
     for recipe in (
         swap(task, lang, bottom=1, top=1, transition_top=1) | {"base": base},
         {"method": "ties", "base": base, "inputs": {"models": [task, lang]}, "params": {"density": 0.3}},
@@ -256,12 +307,16 @@ def test_written_dir_equals_in_memory_loads_and_is_deterministic(tmp_path: Path)
             assert (out1 / shard).read_bytes() == (out2 / shard).read_bytes()
         assert disk.keys() == mem.keys()
         for name in mem:
-            assert mem[name].dtype == torch.bfloat16 and torch.equal(disk[name].view(torch.int16), mem[name].view(torch.int16))
+            assert mem[name].dtype == torch.bfloat16 and torch.equal(
+                disk[name].view(torch.int16), mem[name].view(torch.int16)
+            )
         assert json.loads((out1 / "tokenizer_config.json").read_text()) == {"expert": 1}
         assert (out1 / "generation_config.json").is_file() and (out1 / "config.json").is_file()
         model = AutoModelForCausalLM.from_pretrained(str(out1))
         got = model.state_dict()["model.layers.1.mlp.up_proj.weight"]
-        assert torch.equal(got.to(torch.bfloat16).view(torch.int16), mem["model.layers.1.mlp.up_proj.weight"].view(torch.int16))
+        assert torch.equal(
+            got.to(torch.bfloat16).view(torch.int16), mem["model.layers.1.mlp.up_proj.weight"].view(torch.int16)
+        )
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 

@@ -47,7 +47,7 @@ def test_the_merge_package_has_no_import_cycle():
 
     def visit(name: str, path: list[str]) -> None:
         if name in path:
-            raise AssertionError("import cycle: " + " -> ".join(path[path.index(name):] + [name]))
+            raise AssertionError("import cycle: " + " -> ".join(path[path.index(name) :] + [name]))
         if name not in done:
             for target in sorted(graph[name]):
                 visit(target, path + [name])
@@ -68,5 +68,6 @@ def test_the_layer_swap_is_named_and_its_keys_listed_in_its_module_only():
                 raise AssertionError(f"{path.relative_to(REPO)}:{node.lineno}: 'layer_swap' (use registry.SWAP)")
             if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
                 words = {e.value for e in node.elts if isinstance(e, ast.Constant)}
-                assert not SWAP_KEYS <= words, \
+                assert not SWAP_KEYS <= words, (
                     f"{path.relative_to(REPO)}:{node.lineno}: the swap keys spelled again (use layer_swap.SWAP_KEYS)"
+                )

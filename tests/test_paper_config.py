@@ -50,20 +50,42 @@ def parse_jobs(text: str) -> list[dict]:
 
 
 # A site file (cluster/site.example.yaml's keys) for the profile; no cluster answers here, so only the file is checked.
-SITE = {"account": "test_account", "partitions": {"cpu": "cpu_part", "gpu": "gpu_part"}, "gpu_model": None,
-        "gpus_per_node": 8}
+SITE = {
+    "account": "test_account",
+    "partitions": {"cpu": "cpu_part", "gpu": "gpu_part"},
+    "gpu_model": None,
+    "gpus_per_node": 8,
+}
 
 
-def paper_dry_run(work: Path, *args: str, site: dict | None = SITE, configfile: Path = PAPER) -> subprocess.CompletedProcess:
+def paper_dry_run(
+    work: Path, *args: str, site: dict | None = SITE, configfile: Path = PAPER
+) -> subprocess.CompletedProcess:
     """`snakemake -n --profile cluster` on the paper config (or `configfile`) in `work`, with `site` as the site file."""
     site_file = work.parent / f"{work.name}.site.yaml"
     if site is not None:
         site_file.write_text(yaml.safe_dump(site))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "LAYERSWAP_SITE": str(site_file)}
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "LAYERSWAP_SITE": str(site_file),
+    }
     env.pop("SLURM_CONF", None)
-    cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", "cluster", "--configfile", str(configfile),
-           "-s", str(REPO / "Snakefile"), "--directory", str(work), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-n",
+        "--profile",
+        "cluster",
+        "--configfile",
+        str(configfile),
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(work),
+        *args,
+    ]
     return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -88,7 +110,9 @@ def dry_run(tmp_path_factory):
 def test_dry_run_is_fast(dry_run):
     # CPU time, not wall time: on a shared 2-core machine the wall clock measures the neighbours' load
     # (about 6 s wall when idle, 4-5 s CPU; 856 jobs).
-    assert dry_run["cpu"] <= DRY_RUN_LIMIT_S, f"dry run took {dry_run['cpu']:.1f} s CPU ({dry_run['seconds']:.1f} s wall)"
+    assert dry_run["cpu"] <= DRY_RUN_LIMIT_S, (
+        f"dry run took {dry_run['cpu']:.1f} s CPU ({dry_run['seconds']:.1f} s wall)"
+    )
 
 
 def test_job_counts_per_rule(dry_run):
@@ -98,11 +122,16 @@ def test_job_counts_per_rule(dry_run):
     runs = paper["sft"]["runs"]
     n_configs = len(paper["merges"]["configs"])
     k = paper["selection"]["top_k"]
-    assert len(runs) == 18 and counts["sft"] == 18                          # 15 runs of Table 4 + 3 joint swh&math
-    assert counts["select"] == 6                                            # math, 4 languages, joint_swh
+    assert len(runs) == 18 and counts["sft"] == 18  # 15 runs of Table 4 + 3 joint swh&math
+    assert counts["select"] == 6  # math, 4 languages, joint_swh
     assert counts["sft_mix"] == 6
-    assert counts["hub_data"] == 17                                         # (source, language) pairs of the mixes
-    assert counts["prepare_base"] == 1 and "toy_base" not in counts and "toy_corpus" not in counts and "toy_eval" not in counts
+    assert counts["hub_data"] == 17  # (source, language) pairs of the mixes
+    assert (
+        counts["prepare_base"] == 1
+        and "toy_base" not in counts
+        and "toy_corpus" not in counts
+        and "toy_eval" not in counts
+    )
     assert n_configs == 85 and counts["merge_recipes"] == n_configs * len(langs) == 340
     assert counts["evaluate_merges"] == n_configs * len(langs)
     assert counts["soup_then_swap_recipes"] == counts["evaluate_soup_then_swap"] == len(langs)
@@ -140,13 +169,16 @@ def test_gpu_rules_ask_for_gpus_and_cpu_rules_do_not(dry_run):
     assert "gpu" not in hub_data and hub_data["slurm_partition"] == "cpu_part"
 
 
-@pytest.mark.parametrize("site, message", [
-    (None, "no site file; copy cluster/site.example.yaml to cluster/site.yaml"),
-    ({**SITE, "account": "CHANGE_ME"}, "'account' is not set (got 'CHANGE_ME')"),
-    ({**SITE, "partitions": {"cpu": "cpu_part"}}, "'partitions.gpu' is not set"),
-    ({**SITE, "gpus_per_node": 0}, "'gpus_per_node' must be a whole number >= 1"),
-    ({**SITE, "account": "a; rm -rf ~"}, "'account' 'a; rm -rf ~' is not a SLURM name"),
-])
+@pytest.mark.parametrize(
+    "site, message",
+    [
+        (None, "no site file; copy cluster/site.example.yaml to cluster/site.yaml"),
+        ({**SITE, "account": "CHANGE_ME"}, "'account' is not set (got 'CHANGE_ME')"),
+        ({**SITE, "partitions": {"cpu": "cpu_part"}}, "'partitions.gpu' is not set"),
+        ({**SITE, "gpus_per_node": 0}, "'gpus_per_node' must be a whole number >= 1"),
+        ({**SITE, "account": "a; rm -rf ~"}, "'account' 'a; rm -rf ~' is not a SLURM name"),
+    ],
+)
 def test_a_dry_run_checks_the_site_file(tmp_path, site, message):
     """A missing or placeholder setting is one line before anything is planned or submitted, dry runs included."""
     proc = paper_dry_run(tmp_path / "work", site=site)
@@ -195,10 +227,17 @@ def test_paper_jobs_ask_for_what_an_8b_model_needs(dry_run):
     """The requests docs/CLUSTER.md gives for config/paper.yaml: SFT on one node's GPUs with ~100 GB of host memory;
     evaluations one GPU each, merges with the memory for base, two experts and the merged state; data jobs on the
     CPU partition; time limits from the config's estimates."""
+
     def asks(rule):
-        return {(j["output"].split("/")[-2] if rule == "sft" else None,
-                 *(int(j["resources"][k]) for k in ("gpu", "mem_mb", "runtime")))
-                for j in dry_run["jobs"] if j["rule"] == rule}
+        return {
+            (
+                j["output"].split("/")[-2] if rule == "sft" else None,
+                *(int(j["resources"][k]) for k in ("gpu", "mem_mb", "runtime")),
+            )
+            for j in dry_run["jobs"]
+            if j["rule"] == rule
+        }
+
     sft = asks("sft")
     assert {(gpus, mem) for _, gpus, mem, _ in sft} == {(8, 105000), (4, 89000)}
     assert all(minutes == paper_minutes("sft", gpus, run) for run, gpus, _, minutes in sft)
@@ -223,12 +262,19 @@ def test_micro_jobs_ask_for_toy_resources_on_the_cpu_partition(tmp_path):
         assert "cpus_per_gpu" not in res, job
 
 
-@pytest.mark.parametrize("key, value, message", [
-    ("hf_home", "{tmp}/no_such_cache", "'hf_home' '{tmp}/no_such_cache' is not a directory; create it and pre-stage"),
-    ("scratch", "/scratch/<user>/layerswap", "'<user>' is a Snakemake path variable; write the path itself"),
-    ("scratch", "$LAYERSWAP_NO_SUCH_VARIABLE/x", "'$LAYERSWAP_NO_SUCH_VARIABLE' is unexpanded"),
-    ("scratch", "{tmp}/a_file/scratch", "'scratch' '{tmp}/a_file/scratch': {tmp}/a_file is not a directory"),
-])
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        (
+            "hf_home",
+            "{tmp}/no_such_cache",
+            "'hf_home' '{tmp}/no_such_cache' is not a directory; create it and pre-stage",
+        ),
+        ("scratch", "/scratch/<user>/layerswap", "'<user>' is a Snakemake path variable; write the path itself"),
+        ("scratch", "$LAYERSWAP_NO_SUCH_VARIABLE/x", "'$LAYERSWAP_NO_SUCH_VARIABLE' is unexpanded"),
+        ("scratch", "{tmp}/a_file/scratch", "'scratch' '{tmp}/a_file/scratch': {tmp}/a_file is not a directory"),
+    ],
+)
 def test_bad_site_paths_stop_the_dry_run(tmp_path, key, value, message):
     """A site path the jobs cannot use is one line naming the file and the key, before anything is planned."""
     (tmp_path / "a_file").write_text("")

@@ -11,8 +11,13 @@ import layerswap.train.pretrain as pretrain_module
 from layerswap.train.pretrain import pretrain
 from layerswap.train.training import JsonlLogger
 
-MODEL = {"hidden_size": 16, "intermediate_size": 32, "num_attention_heads": 2, "num_key_value_heads": 2,
-         "max_position_embeddings": 128}
+MODEL = {
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 128,
+}
 TRAIN = {"steps": 8, "batch_size": 4, "seq_len": 32, "lr": 1e-3, "warmup_steps": 1, "threads": 1}
 
 

@@ -33,8 +33,9 @@ def moved(micro_run: Path, dest: Path) -> Path:
 
 
 def layerswap(work: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "layerswap.cli", *args], cwd=work, env=ENV, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", *args], cwd=work, env=ENV, capture_output=True, text=True, timeout=600
+    )
 
 
 def plan_jobs(work: Path, configfile: Path) -> tuple[set[str], str]:
@@ -83,8 +84,9 @@ def test_a_result_without_provenance_stops_the_run_with_one_line(micro_run, tmp_
     proc = run_snakemake(SNAKEFILE, work, MICRO, "--dry-run")
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("provenance: 1 result(s) have no record of the job that made them "
-                           "(results/tables/summary.md)")
+    assert last.startswith(
+        "provenance: 1 result(s) have no record of the job that made them (results/tables/summary.md)"
+    )
     assert "--forcerun FILES" in last and "--touch --forcerun FILES" in last
     plan = layerswap(work, "plan", "-s", str(SNAKEFILE), "--configfile", str(MICRO))
     assert plan.returncode == 1 and plan.stderr.strip() == f"layerswap plan: error: {last}"
@@ -101,14 +103,18 @@ def test_a_previous_configs_files_are_foreign(micro_run, tmp_path):
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     renamed = tmp_path / "renamed.yaml"
     renamed.write_text(MICRO.read_text().replace("ties_d05", "ties_half"))
-    old = sorted(str(p.relative_to(work)) for p in (work / R).rglob("*") if p.is_file() and
-                 "ties_d05" in str(p) and f"/{LOGS}/" not in str(p))
+    old = sorted(
+        str(p.relative_to(work))
+        for p in (work / R).rglob("*")
+        if p.is_file() and "ties_d05" in str(p) and f"/{LOGS}/" not in str(p)
+    )
     assert len(old) == 20  # 4 recipes, 4 evaluations + sample logs, 4 Table 2 evaluations + sample logs
     proc = run_snakemake(SNAKEFILE, work, renamed, "--cores", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]
     # before the run, Table 2's record (rebuilt by it) still lists the old name's Table 2 evaluations
-    assert "provenance: 12 file(s) under results/ are not from this config (results/evals/merge/ties_d05/" in \
-        proc.stderr
+    assert (
+        "provenance: 12 file(s) under results/ are not from this config (results/evals/merge/ties_d05/" in proc.stderr
+    )
     manifest = json.loads((work / L.manifest()).read_text())
     assert sorted(manifest["foreign"]) == old
     assert not [p for p in manifest["files"] if "ties_d05" in p]
@@ -138,8 +144,7 @@ def test_remove_foreign_deletes_only_what_the_manifest_named_with_those_bytes(tm
         Path(rel).parent.mkdir(parents=True, exist_ok=True)
         Path(rel).write_text(text)
     entry = lambda rel: {"size": Path(rel).stat().st_size, "sha256": file_sha256(Path(rel))}  # noqa: E731
-    manifest = {"root": L.root, "files": {table: entry(table)},
-                "foreign": {p: entry(p) for p in list(files)[1:]}}
+    manifest = {"root": L.root, "files": {table: entry(table)}, "foreign": {p: entry(p) for p in list(files)[1:]}}
     Path(L.manifest()).write_text(json.dumps(manifest))
     Path(mine).write_text("[1]\n")  # changed after the manifest named it
     assert main(["audit", "--remove-foreign"]) == 0
@@ -148,6 +153,7 @@ def test_remove_foreign_deletes_only_what_the_manifest_named_with_those_bytes(tm
         "foreign: results/merges/old/x/l1m1.json (not from this config: no job of it makes this file; removed)",
         "foreign: results/merges/old/x/l1m2.json (not from this config: no job of it makes this file; removed)",
         "foreign: results/merges/mine.json (not from this config; changed since the manifest named it: left, "
-        "remove it by hand)"]
+        "remove it by hand)",
+    ]
     assert not Path(L.recipe_dir("old", "x")).parent.exists() and Path(mine).exists()
     assert Path(table).read_text() == "a\n"

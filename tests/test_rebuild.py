@@ -29,24 +29,44 @@ REPORT = {"tables", "table_pages"}  # every evaluation reaches the tables and th
 # reruns (the manifest and `all` aside). micro.yaml: runs math_1, toy_swh_1, joint_toy_swh_1; one language toy_swh.
 DELETIONS = {
     L.selection("toy_swh"): {
-        "select[expert=toy_swh]", "soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lang=toy_swh]",
+        "select[expert=toy_swh]",
+        "soup_then_swap_recipes[lang=toy_swh]",
+        "evaluate_soup_then_swap[lang=toy_swh]",
         *(f"merge_recipes[cfg={c},lang=toy_swh]" for c in CONFIGS),
         *(f"evaluate_merges[cfg={c},lang=toy_swh]" for c in CONFIGS),
-        "evaluate_table2[lang=en]", "heatmap", "swap_grid", "table1_bars", *REPORT},
+        "evaluate_table2[lang=en]",
+        "heatmap",
+        "swap_grid",
+        "table1_bars",
+        *REPORT,
+    },
     # a recipe of a Table 2 config (read by evaluate_table2), not of Table 1's bars or the swap grid
     L.recipe("ties_d05", "toy_swh", "l2m1"): {
-        "merge_recipes[cfg=ties_d05,lang=toy_swh]", "evaluate_merges[cfg=ties_d05,lang=toy_swh]",
-        "evaluate_table2[lang=en]", *REPORT},
+        "merge_recipes[cfg=ties_d05,lang=toy_swh]",
+        "evaluate_merges[cfg=ties_d05,lang=toy_swh]",
+        "evaluate_table2[lang=en]",
+        *REPORT,
+    },
     L.eval_file(merge_model_id("swap_default", "toy_swh", "l1m2"), "mgsm"): {
-        "evaluate_merges[cfg=swap_default,lang=toy_swh]", "swap_grid", "table1_bars", *REPORT},
+        "evaluate_merges[cfg=swap_default,lang=toy_swh]",
+        "swap_grid",
+        "table1_bars",
+        *REPORT,
+    },
     # a whole folder: every pair's evaluation and sample log
     str(Path(L.eval_file(merge_model_id("soup_uniform", "toy_swh", "l1m1"), "mgsm")).parents[1]): {
-        "evaluate_merges[cfg=soup_uniform,lang=toy_swh]", "table1_bars", *REPORT},
+        "evaluate_merges[cfg=soup_uniform,lang=toy_swh]",
+        "table1_bars",
+        *REPORT,
+    },
     L.checkpoint_index("math_1", "other"): {"evaluate_checkpoints_other[run=math_1]", *REPORT},
     # an evaluation set: the base's and every run's evaluations of MMLU read it (not selection: MMLU is Table 5's)
     L.eval_data("mmlu", "en"): {
-        "toy_eval[dataset=mmlu_en]", "evaluate_base",
-        *(f"evaluate_checkpoints_other[run={r}]" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")), *REPORT},
+        "toy_eval[dataset=mmlu_en]",
+        "evaluate_base",
+        *(f"evaluate_checkpoints_other[run={r}]" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")),
+        *REPORT,
+    },
 }
 
 
@@ -101,8 +121,11 @@ def _dry_run_jobs(text: str) -> dict[str, dict[str, list[str]]]:
     return jobs
 
 
-@pytest.mark.parametrize("configfile", [REPO / "config" / "micro.yaml", None, REPO / "config" / "paper.yaml",
-                                        REPO / "config" / "smollm2.yaml"], ids=["micro", "default", "paper", "smollm2"])
+@pytest.mark.parametrize(
+    "configfile",
+    [REPO / "config" / "micro.yaml", None, REPO / "config" / "paper.yaml", REPO / "config" / "smollm2.yaml"],
+    ids=["micro", "default", "paper", "smollm2"],
+)
 def test_every_output_of_the_default_dag_is_a_target_of_all(tmp_path, configfile):
     proc = snakemake(tmp_path, "--dry-run", configfile=configfile)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -121,8 +144,7 @@ def test_every_output_of_the_ablations_dag_is_a_target_of_its_rule(tmp_path, con
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = _dry_run_jobs(proc.stdout)
     targets = set(jobs.pop("ablations")["input"])
-    for name in [n for n in jobs if n.startswith("ablation_") and not n.startswith("ablation_table_")
-                 and "[" not in n]:
+    for name in [n for n in jobs if n.startswith("ablation_") and not n.startswith("ablation_table_") and "[" not in n]:
         assert set(jobs.pop(name)["input"]) <= targets, name
     data = (L.raw(""), L.eval_data_dir() + "/", str(Path(L.sft_mix("x")).parent) + "/")  # raw, eval, SFT mixes
     outputs = {f for job in jobs.values() for f in job.get("output", []) if not f.startswith(data)}

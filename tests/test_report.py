@@ -54,7 +54,7 @@ def js_value(script: str, name: str):
     text = script.strip()
     prefix = f"var {name} = "
     assert text.startswith(prefix), text[:80]
-    return json.loads(text[len(prefix):].rstrip().rstrip(";"))
+    return json.loads(text[len(prefix) :].rstrip().rstrip(";"))
 
 
 def decode(data_uri: str) -> bytes:
@@ -148,8 +148,14 @@ def test_report_figure_numbers(report):
         assert value == pytest.approx(row[label], abs=1e-5)
     # the micro config has top_k 2: 4 pairs per merge column, 2 experts per expert column
     counts = bars[bars["kind"] == "point"].groupby("setting").size().to_dict()
-    assert counts == {"base": 1, "language_expert": 2, "math_expert": 2, "soup_best": 4, "swap_default": 4,
-                      "swap_best": 4}
+    assert counts == {
+        "base": 1,
+        "language_expert": 2,
+        "math_expert": 2,
+        "soup_best": 4,
+        "swap_default": 4,
+        "swap_best": 4,
+    }
 
 
 def test_report_holds_config(report):

@@ -34,16 +34,32 @@ def test_parameters_from_the_shape():
     assert parameters(load_config(PAPER)) == 8_030_261_248  # base.parameters
     micro = load_config(MICRO)
     m = micro["base"]["toy_model"]
-    assert parameters(micro) == count_parameters(m["hidden_size"], m["intermediate_size"], micro["base"]["num_layers"],
-                                                 m["num_attention_heads"], m["num_key_value_heads"], resources.TOY_VOCAB)
+    assert parameters(micro) == count_parameters(
+        m["hidden_size"],
+        m["intermediate_size"],
+        micro["base"]["num_layers"],
+        m["num_attention_heads"],
+        m["num_key_value_heads"],
+        resources.TOY_VOCAB,
+    )
     assert parameters(micro) < 1e6
 
 
 def test_parameters_of_a_local_base_directory(tmp_path):
     # SmolLM2-135M's shape (tied embeddings): 134,515,008 parameters
-    (tmp_path / "config.json").write_text(json.dumps({
-        "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
-        "num_key_value_heads": 3, "vocab_size": 49152, "tie_word_embeddings": True}))
+    (tmp_path / "config.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": 576,
+                "intermediate_size": 1536,
+                "num_hidden_layers": 30,
+                "num_attention_heads": 9,
+                "num_key_value_heads": 3,
+                "vocab_size": 49152,
+                "tie_word_embeddings": True,
+            }
+        )
+    )
     config = load_config(PAPER)
     config["base"] = {**config["base"], "source": str(tmp_path), "parameters": None}
     assert parameters(config) == 134_515_008
@@ -74,8 +90,10 @@ def test_paper_requests_grow_with_the_model_and_the_work(tmp_path):
     half["estimates"] = {}
     hours = 4_015_130_624 * 40_000 * 1024 / (resources.TRAIN_RATE["gpu"] * 8) / 3600
     assert small.job("sft", 8, 1, "jpn_1")["runtime"] > 15
-    assert Requests(half, Spec(half, site=spec.site), spec.site).job("sft", 8, 1, "jpn_1")["runtime"] == \
-        int(-(-2 * hours * 60 // 1)) + 15
+    assert (
+        Requests(half, Spec(half, site=spec.site), spec.site).job("sft", 8, 1, "jpn_1")["runtime"]
+        == int(-(-2 * hours * 60 // 1)) + 15
+    )
 
 
 def test_the_site_limits_cap_the_requests(tmp_path):
@@ -83,8 +101,13 @@ def test_the_site_limits_cap_the_requests(tmp_path):
     limits = {"gpu": {"mem_mb": 64000, "cpus": 32, "runtime": 120}, "cpu": {"mem_mb": 16000}}
     spec = Spec(config, site=site(tmp_path, limits))
     req = Requests(config, spec, spec.site)
-    assert req.job("sft", 8, 1, "jpn_1") == {"mem_mb": 64000, "runtime": 120, "cpus_per_gpu": 4, "nodes": 1,
-                                             "slurm_partition": "gpu"}
+    assert req.job("sft", 8, 1, "jpn_1") == {
+        "mem_mb": 64000,
+        "runtime": 120,
+        "cpus_per_gpu": 4,
+        "nodes": 1,
+        "slurm_partition": "gpu",
+    }
     assert req.job("heatmap", 0, 1)["mem_mb"] == 16000
     assert req.job("hub_data", 0, 1)["mem_mb"] == 16000
 
@@ -98,9 +121,19 @@ def test_toy_jobs_are_small_and_gpu_free(tmp_path):
         assert job["mem_mb"] <= 8000 and job["runtime"] <= 60 and "slurm_partition" not in job, (rule, job)
 
 
-@pytest.mark.parametrize("limit, minutes", [("infinite", None), ("UNLIMITED", None), ("30", 30), ("45:00", 45),
-                                            ("2:00:00", 120), ("1-00:00:00", 1440), ("1-12", 2160),
-                                            ("2-03:30", 3090)])
+@pytest.mark.parametrize(
+    "limit, minutes",
+    [
+        ("infinite", None),
+        ("UNLIMITED", None),
+        ("30", 30),
+        ("45:00", 45),
+        ("2:00:00", 120),
+        ("1-00:00:00", 1440),
+        ("1-12", 2160),
+        ("2-03:30", 3090),
+    ],
+)
 def test_sinfo_time_limits(limit, minutes):
     assert _minutes(limit) == minutes
 

@@ -38,6 +38,10 @@ def test_evaluations_are_read_where_the_evaluate_commands_write_them(tmp_path):
         assert evals.path(model_id, "mgsm") == Path(layout.eval_file(model_id, "mgsm"))
         assert result_file(Path(layout.evals()), model_id, "mgsm") == evals.path(model_id, "mgsm")
         assert evals.language_path(model_id, "mgsm", "en") == Path(layout.language_evals("en"), model_id, "mgsm.json")
-    for record in (layout.checkpoints_record("math_1"), layout.checkpoint_index("math_1"),
-                   layout.checkpoint_index("math_1", "mmlu"), layout.table2_index("en", "toy_swh")):
+    for record in (
+        layout.checkpoints_record("math_1"),
+        layout.checkpoint_index("math_1"),
+        layout.checkpoint_index("math_1", "mmlu"),
+        layout.table2_index("en", "toy_swh"),
+    ):
         assert sum(Path(record).match(pattern) for pattern in RECORDS) == 1, record

@@ -32,7 +32,7 @@ def _tensor_offsets(weights: Path) -> tuple[int, dict]:
 
     raw = weights.read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    return 8 + n, json.loads(raw[8:8 + n])
+    return 8 + n, json.loads(raw[8 : 8 + n])
 
 
 def make_bad(kind: str, base: Path, dest: Path) -> tuple[Path, str]:
@@ -51,7 +51,7 @@ def make_bad(kind: str, base: Path, dest: Path) -> tuple[Path, str]:
         import numpy as np
 
         data = bytearray(weights.read_bytes())
-        data[begin:begin + 4] = np.array([np.nan if kind == "nan" else np.inf], dtype="<f4").tobytes()
+        data[begin : begin + 4] = np.array([np.nan if kind == "nan" else np.inf], dtype="<f4").tobytes()
         weights.write_bytes(bytes(data))
         return dest, f"tensor {name} contains NaN or Inf"
     if kind == "pickle":
@@ -85,9 +85,29 @@ def test_evaluate_refuses_bad_checkpoint(kind, tiny_base, toy_world, tmp_path, c
     bad, expected = make_bad(kind, tiny_base, tmp_path / kind)
     out = tmp_path / "evals"
     bench = json.dumps({"mgsm": {"languages": ["en"], "limit": 2, "shots": 0}})
-    code = main(["evaluate", "--data-dir", str(toy_world / "eval"), "--benchmarks-json", bench,
-                 "--model", f"good={tiny_base}", "--model", f"bad={bad}", "--out-dir", str(out),
-                 "--batch-size", "4", "--seed", "0", "--threads", "1", "--index", str(tmp_path / "index.json")])
+    code = main(
+        [
+            "evaluate",
+            "--data-dir",
+            str(toy_world / "eval"),
+            "--benchmarks-json",
+            bench,
+            "--model",
+            f"good={tiny_base}",
+            "--model",
+            f"bad={bad}",
+            "--out-dir",
+            str(out),
+            "--batch-size",
+            "4",
+            "--seed",
+            "0",
+            "--threads",
+            "1",
+            "--index",
+            str(tmp_path / "index.json"),
+        ]
+    )
     line = one_line(capsys)
     print(f"evaluate/{kind}: {line}")
     assert code == 1 and expected in line and (str(bad) in line or str(tiny_base) not in line)
@@ -99,8 +119,12 @@ def test_merge_cli_refuses_bad_checkpoint(kind, tiny_base, tmp_path, capsys):
     bad, expected = make_bad(kind, tiny_base, tmp_path / kind)
     if kind == "nan":
         expected = "contains NaN or Inf"
-    recipe = {"method": "layer_swap", "base": None, "inputs": {"task": str(tiny_base), "lang": str(bad)},
-              "params": {"bottom": 1, "top": 0, "transition_bottom": 0, "transition_top": 0}}
+    recipe = {
+        "method": "layer_swap",
+        "base": None,
+        "inputs": {"task": str(tiny_base), "lang": str(bad)},
+        "params": {"bottom": 1, "top": 0, "transition_bottom": 0, "transition_top": 0},
+    }
     (tmp_path / "r.json").write_text(json.dumps(recipe))
     out = tmp_path / "merged"
     code = main(["merge", "--recipe", str(tmp_path / "r.json"), "--out", str(out)])
@@ -113,11 +137,25 @@ def test_merge_cli_refuses_bad_checkpoint(kind, tiny_base, tmp_path, capsys):
 @pytest.mark.parametrize("kind", ["truncated", "nan", "pickle"])
 def test_heatmap_refuses_bad_checkpoint(kind, tiny_base, tmp_path, capsys):
     bad, expected = make_bad(kind, tiny_base, tmp_path / kind)
-    expected = {"truncated": "not a readable safetensors file", "nan": "NaN or Inf",
-                "pickle": "pickle checkpoint (pytorch_model.bin) refused"}[kind]
+    expected = {
+        "truncated": "not a readable safetensors file",
+        "nan": "NaN or Inf",
+        "pickle": "pickle checkpoint (pytorch_model.bin) refused",
+    }[kind]
     prefix = tmp_path / "fig" / "param_change"
-    code = main(["heatmap", "--base", str(tiny_base), "--expert", f"x={bad}", "--threshold-json", '{"*": 0.0}',
-                 "--out-prefix", str(prefix)])
+    code = main(
+        [
+            "heatmap",
+            "--base",
+            str(tiny_base),
+            "--expert",
+            f"x={bad}",
+            "--threshold-json",
+            '{"*": 0.0}',
+            "--out-prefix",
+            str(prefix),
+        ]
+    )
     line = one_line(capsys)
     print(f"heatmap/{kind}: {line}")
     assert code == 1 and expected in line and str(bad) in line
@@ -127,8 +165,12 @@ def test_heatmap_refuses_bad_checkpoint(kind, tiny_base, tmp_path, capsys):
 # ----------------------------------------------------------------------------------------------- interrupted writes
 def test_merge_killed_mid_write_leaves_no_model_dir(tiny_base, tmp_path):
     """SIGKILL while the first shard is half written: no output directory appears (only a hidden temp dir)."""
-    recipe = {"method": "soup", "base": None, "inputs": {"models": [str(tiny_base), str(tiny_base)]},
-              "params": {"weighting": "uniform"}}
+    recipe = {
+        "method": "soup",
+        "base": None,
+        "inputs": {"models": [str(tiny_base), str(tiny_base)]},
+        "params": {"weighting": "uniform"},
+    }
     (tmp_path / "r.json").write_text(json.dumps(recipe))
     out = tmp_path / "merged"
     script = (
@@ -164,9 +206,27 @@ def test_evaluation_killed_mid_write_leaves_no_result(tiny_base, toy_world, tmp_
     monkeypatch.setattr(Path, "write_bytes", dying)
     bench = json.dumps({"mgsm": {"languages": ["en"], "limit": 2, "shots": 0}})
     with pytest.raises(KeyboardInterrupt):
-        main(["evaluate", "--data-dir", str(toy_world / "eval"), "--benchmarks-json", bench, "--model",
-              f"m={tiny_base}", "--out-dir", str(tmp_path / "evals"), "--batch-size", "4", "--seed", "0",
-              "--threads", "1", "--index", str(tmp_path / "index.json")])
+        main(
+            [
+                "evaluate",
+                "--data-dir",
+                str(toy_world / "eval"),
+                "--benchmarks-json",
+                bench,
+                "--model",
+                f"m={tiny_base}",
+                "--out-dir",
+                str(tmp_path / "evals"),
+                "--batch-size",
+                "4",
+                "--seed",
+                "0",
+                "--threads",
+                "1",
+                "--index",
+                str(tmp_path / "index.json"),
+            ]
+        )
     assert not (tmp_path / "evals" / "m" / "mgsm.json").exists()
     assert not (tmp_path / "index.json").exists()
     monkeypatch.setattr(Path, "write_bytes", real)
@@ -174,8 +234,7 @@ def test_evaluation_killed_mid_write_leaves_no_result(tiny_base, toy_world, tmp_
 
 # ----------------------------------------------------------------------------------------------------- security
 # (file relative to the repo, what) -> why it is allowed
-ALLOWED = {
-}
+ALLOWED = {}
 
 
 def _findings(path: Path) -> list[str]:
@@ -188,16 +247,24 @@ def _findings(path: Path) -> list[str]:
                 if n and n.split(".")[0] in {"pickle", "cPickle", "dill", "cloudpickle", "joblib", "shelve", "marshal"}:
                     found.append(f"import {n}")
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-            if (node.value.id, node.attr) in {("torch", "load"), ("pd", "read_pickle"), ("pandas", "read_pickle"),
-                                              ("np", "load"), ("numpy", "load")}:
+            if (node.value.id, node.attr) in {
+                ("torch", "load"),
+                ("pd", "read_pickle"),
+                ("pandas", "read_pickle"),
+                ("np", "load"),
+                ("numpy", "load"),
+            }:
                 found.append(f"{node.value.id}.{node.attr}")
         elif isinstance(node, ast.keyword) and node.arg in ("trust_remote_code", "weights_only"):
             if isinstance(node.value, ast.Constant) and node.value.value is (node.arg == "trust_remote_code"):
                 found.append(f"{node.arg}={node.value.value}")
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True:
             for t in node.targets:
-                if isinstance(t, ast.Subscript) and isinstance(t.slice, ast.Constant) \
-                        and t.slice.value == "trust_remote_code":
+                if (
+                    isinstance(t, ast.Subscript)
+                    and isinstance(t.slice, ast.Constant)
+                    and t.slice.value == "trust_remote_code"
+                ):
                     found.append("trust_remote_code=True")
     return found
 

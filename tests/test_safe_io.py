@@ -75,14 +75,17 @@ def test_merge_refuses_a_folder_it_did_not_write(work, capsys, force):
     assert snapshot(work) == before  # nothing changed on disk, no hidden temporary folder either
 
 
-@pytest.mark.parametrize("out, says", [
-    ("experts/math_1/s0000004", "--out experts/math_1/s0000004 is an input of this merge"),
-    ("experts", "--out experts contains experts/math_1/s0000004, an input of this merge"),
-    ("experts/lang_1/s0000004/merged", "is inside experts/lang_1/s0000004, an input of this merge"),
-    (".", "--out . is the working directory"),
-    ("..", "--out .. is a parent of the working directory"),
-    ("/", "--out / is the file system root"),
-])
+@pytest.mark.parametrize(
+    "out, says",
+    [
+        ("experts/math_1/s0000004", "--out experts/math_1/s0000004 is an input of this merge"),
+        ("experts", "--out experts contains experts/math_1/s0000004, an input of this merge"),
+        ("experts/lang_1/s0000004/merged", "is inside experts/lang_1/s0000004, an input of this merge"),
+        (".", "--out . is the working directory"),
+        ("..", "--out .. is a parent of the working directory"),
+        ("/", "--out / is the file system root"),
+    ],
+)
 def test_merge_refuses_its_inputs_and_the_working_directory(work, capsys, out, says):
     before, parent = snapshot(work), sorted(p.name for p in work.parent.iterdir())
     assert merge("--out", out, "--force") == 1
@@ -153,8 +156,11 @@ def test_replace_dir_leaves_nothing_when_the_move_fails(tmp_path, monkeypatch):
     assert (out / "old.txt").read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.tmp", "out"]
     calls.clear()
-    monkeypatch.setattr(contracts.os, "replace", lambda src, dst: (_ for _ in ()).throw(
-        OSError(errno.EBUSY, "Device or resource busy", str(src))))
+    monkeypatch.setattr(
+        contracts.os,
+        "replace",
+        lambda src, dst: (_ for _ in ()).throw(OSError(errno.EBUSY, "Device or resource busy", str(src))),
+    )
     with pytest.raises(OSError):
         contracts.replace_dir(new, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.tmp", "out"]
@@ -170,7 +176,8 @@ def test_changed_expert_weights_are_named_before_a_merge(work, capsys):
         "layerswap merge: error: experts/lang_1/s0000004/model.safetensors: sha256 differs from "
         "experts/lang_1/checkpoints.json (the file changed after training); rebuild it with: rm -r "
         "experts/lang_1/s0000004 && snakemake --forcerun experts/lang_1/checkpoints.json (with the run's own "
-        "options, e.g. --configfile)"), line
+        "options, e.g. --configfile)"
+    ), line
     assert not (work / "m").exists()
 
 
@@ -186,13 +193,16 @@ def test_checkpoint_record_is_checked_against_its_folder(work, capsys):
     assert one_line(capsys) == (
         "layerswap merge: error: experts/lang_1/checkpoints.json lists checkpoint s0000048, but "
         "experts/lang_1/s0000048 does not exist; rebuild the run's checkpoints and record with: snakemake "
-        "--forcerun experts/lang_1/checkpoints.json (with the run's own options, e.g. --configfile)")
+        "--forcerun experts/lang_1/checkpoints.json (with the run's own options, e.g. --configfile)"
+    )
     record.write_text(original)
     shutil.copytree(work / "experts/lang_1/s0000008", work / "experts/lang_1/s0000012")
     assert merge("--out", "m") == 1
     line = one_line(capsys)
-    assert line.startswith("layerswap merge: error: experts/lang_1/s0000012: a checkpoint that "
-                           "experts/lang_1/checkpoints.json does not list"), line
+    assert line.startswith(
+        "layerswap merge: error: experts/lang_1/s0000012: a checkpoint that "
+        "experts/lang_1/checkpoints.json does not list"
+    ), line
     assert "rm -r experts/lang_1/s0000012" in line and not (work / "m").exists()
 
 
@@ -246,25 +256,47 @@ def test_changed_checkpoint_is_named_before_it_is_evaluated(recorded_run, toy_wo
     ckpt = recorded_run / "s0000004"
     model = f"ckpt/run_1/s0000004={ckpt}"
     if command == "evaluate-merges":
-        recipe = {"method": "soup", "base": None, "params": {"weighting": "uniform"},
-                  "inputs": {"models": [str(ckpt), str(ckpt)]}}
+        recipe = {
+            "method": "soup",
+            "base": None,
+            "params": {"weighting": "uniform"},
+            "inputs": {"models": [str(ckpt), str(ckpt)]},
+        }
         (tmp_path / "r.json").write_text(json.dumps(recipe))
         model = f"merge/x={tmp_path / 'r.json'}"
     flip_weight_byte(ckpt / "model.safetensors")
     bench = json.dumps({"mgsm": {"languages": ["en"], "limit": 2, "shots": 0}})
-    code = main([command, "--data-dir", str(toy_world / "eval"), "--benchmarks-json", bench, "--model", model,
-                 "--out-dir", str(tmp_path / "evals"), "--batch-size", "4", "--threads", "1"])
+    code = main(
+        [
+            command,
+            "--data-dir",
+            str(toy_world / "eval"),
+            "--benchmarks-json",
+            bench,
+            "--model",
+            model,
+            "--out-dir",
+            str(tmp_path / "evals"),
+            "--batch-size",
+            "4",
+            "--threads",
+            "1",
+        ]
+    )
     line = one_line(capsys)
     assert code == 1 and f"{ckpt}/model.safetensors: sha256 differs from {recorded_run}/checkpoints.json" in line
     assert not (tmp_path / "evals").exists()
 
 
 # --------------------------------------------------------------------------- operating-system errors: one line
-@pytest.mark.parametrize("code, says", [
-    (errno.EACCES, "Permission denied (EACCES); check the owner and mode"),
-    (errno.ENOSPC, "No space left on device (ENOSPC); free space there"),
-    (errno.EIO, "Input/output error (EIO)"),
-])
+@pytest.mark.parametrize(
+    "code, says",
+    [
+        (errno.EACCES, "Permission denied (EACCES); check the owner and mode"),
+        (errno.ENOSPC, "No space left on device (ENOSPC); free space there"),
+        (errno.EIO, "Input/output error (EIO)"),
+    ],
+)
 def test_os_error_without_a_file_name_names_the_output(work, capsys, monkeypatch, code, says):
     from layerswap.merge import engine
 
@@ -302,12 +334,14 @@ def test_other_exceptions_keep_their_traceback(work, monkeypatch):
 def test_files_that_are_not_utf8_are_named_with_their_line(work, capsys):
     Path("latin.json").write_bytes(b'{"method": "soup",\n "name": "caf\xe9"}\n')
     assert main(["merge", "--recipe", "latin.json", "--out", "m"]) == 1
-    assert one_line(capsys) == ("layerswap merge: error: recipe latin.json line 2: not UTF-8 text (byte 0xe9); "
-                                "save it as UTF-8")
+    assert one_line(capsys) == (
+        "layerswap merge: error: recipe latin.json line 2: not UTF-8 text (byte 0xe9); save it as UTF-8"
+    )
     Path("latin.yaml").write_bytes(b"seed: 0\nworld: toy\nname: caf\xe9\n")
     assert main(["check-config", "latin.yaml"]) == 1
-    assert one_line(capsys) == ("layerswap check-config: error: config file latin.yaml line 3: not UTF-8 text "
-                                "(byte 0xe9); save it as UTF-8")
+    assert one_line(capsys) == (
+        "layerswap check-config: error: config file latin.yaml line 3: not UTF-8 text (byte 0xe9); save it as UTF-8"
+    )
 
 
 def test_yaml_errors_and_empty_configs_are_one_line(tmp_path, capsys):
@@ -318,10 +352,14 @@ def test_yaml_errors_and_empty_configs_are_one_line(tmp_path, capsys):
     (tmp_path / "bad.yaml").write_text("seed: 0\nlanguages: [toy_swh\nworld: toy\n")
     with pytest.raises(yaml.YAMLError) as err:  # a YAML error no loader turned into a UserError: the handler's line
         yaml.safe_load((tmp_path / "bad.yaml").open())
-    assert describe(err.value).startswith(f"{tmp_path / 'bad.yaml'} line 3 column 6: not valid YAML"), describe(err.value)
+    assert describe(err.value).startswith(f"{tmp_path / 'bad.yaml'} line 3 column 6: not valid YAML"), describe(
+        err.value
+    )
     (tmp_path / "empty.yaml").write_text("")
-    for name, says in (("bad.yaml", "config file {} line 3 column 6: not valid YAML (did not find expected ',' or ']')"),
-                       ("empty.yaml", "config file {} is empty; a config is a mapping of keys (see config/config.yaml)")):
+    for name, says in (
+        ("bad.yaml", "config file {} line 3 column 6: not valid YAML (did not find expected ',' or ']')"),
+        ("empty.yaml", "config file {} is empty; a config is a mapping of keys (see config/config.yaml)"),
+    ):
         assert main(["plan", "--configfile", str(tmp_path / name)]) == 1  # before Snakemake's own loader runs
         assert one_line(capsys) == "layerswap plan: error: " + says.format(tmp_path / name)
 
@@ -346,8 +384,17 @@ def tmpfs(tmp_path):
 
 def tables_args(tmp_path: Path, out: Path) -> list[str]:
     sel, ev = make_world(tmp_path / "world")
-    return ["tables", "--selection-dir", str(sel), "--evals-dir", str(ev), "--params-json", json.dumps(PARAMS),
-            "--out-dir", str(out)]
+    return [
+        "tables",
+        "--selection-dir",
+        str(sel),
+        "--evals-dir",
+        str(ev),
+        "--params-json",
+        json.dumps(PARAMS),
+        "--out-dir",
+        str(out),
+    ]
 
 
 @pytest.mark.parametrize("fault", ["full", "read-only"])
@@ -382,8 +429,12 @@ def test_exports_and_merges_follow_the_umask(tiny_base, tmp_path, mask, file_mod
     old = os.umask(mask)
     try:
         export_model(model, tokenizer, tmp_path / "expert", {"kind": "test"})
-        recipe = {"method": "soup", "base": None, "params": {"weighting": "uniform"},
-                  "inputs": {"models": [str(tmp_path / "expert"), str(tiny_base)]}}
+        recipe = {
+            "method": "soup",
+            "base": None,
+            "params": {"weighting": "uniform"},
+            "inputs": {"models": [str(tmp_path / "expert"), str(tiny_base)]},
+        }
         write_merged(recipe, str(tmp_path / "merged"))
     finally:
         os.umask(old)
@@ -401,13 +452,16 @@ def test_a_file_as_recipe_input_is_not_called_missing(work, capsys):
     recipe["inputs"]["lang"] = "/etc/passwd"
     Path("r.json").write_text(json.dumps(recipe))
     assert merge("--out", "m") == 1
-    assert one_line(capsys) == ("layerswap merge: error: /etc/passwd: exists but is not a directory; a checkpoint is "
-                                "a Hugging Face model folder (config.json and safetensors weights)")
+    assert one_line(capsys) == (
+        "layerswap merge: error: /etc/passwd: exists but is not a directory; a checkpoint is "
+        "a Hugging Face model folder (config.json and safetensors weights)"
+    )
 
 
 def test_unknown_command_is_named(capsys):
     assert main(["nonsense"]) == 2
-    assert capsys.readouterr().err == ("layerswap: error: unknown command 'nonsense'; `layerswap --help` lists the "
-                                       "commands\n")
+    assert capsys.readouterr().err == (
+        "layerswap: error: unknown command 'nonsense'; `layerswap --help` lists the commands\n"
+    )
     assert main(["selct"]) == 2
     assert "unknown command 'selct' (did you mean 'select'?)" in capsys.readouterr().err

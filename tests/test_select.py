@@ -41,7 +41,6 @@ def test_too_few_checkpoints_is_an_error(tmp_path):
         select([a], "math", "math", None, {"bleu": 1.0}, 1, 1, ["en"])
 
 
-
 def write_base(tmp_path, scores):
     path = tmp_path / "base_mgsm.json"
     path.write_text(json.dumps({"benchmark": "mgsm", "scores": scores}))
@@ -53,8 +52,18 @@ def test_constraints_reject_candidates_worse_than_the_base_and_say_which(tmp_pat
     measure by more than the margin; the highest-scoring candidate that fails is passed over, and the file says why."""
     a = write_run(tmp_path, "xx_1", {"s1": (0.9, 0.1), "s2": (0.6, 0.35), "s3": (0.5, 0.26), "s4": (0.4, 0.24)})
     base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
-    out = select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 2, 4, ["en", "xx"],
-                 constraints={"mgsm_target": 0.05}, base_evals=[base])
+    out = select(
+        [a],
+        "xx",
+        "language",
+        "xx",
+        {"mgsm_en": 1.0},
+        2,
+        4,
+        ["en", "xx"],
+        constraints={"mgsm_target": 0.05},
+        base_evals=[base],
+    )
     assert [s["checkpoint"] for s in out["selected"]] == ["s2", "s3"]  # s1 scores highest but fails
     assert out["constraints"] == {"mgsm_target": 0.05} and out["base"] == {"mgsm_target": 0.3}
     status = {c["checkpoint"]: c["status"] for c in out["candidates"]}
@@ -64,30 +73,83 @@ def test_constraints_reject_candidates_worse_than_the_base_and_say_which(tmp_pat
     assert s1["failed"] == [{"metric": "mgsm_target", "value": 0.1, "base": 0.3, "margin": 0.05}]
     assert s1["metrics"] == {"mgsm_en": 0.9, "mgsm_target": 0.1}  # constrained metrics are recorded too
     # margin 0: equal to the base passes (no worse), one below fails
-    out = select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 1, 4, ["en", "xx"],
-                 constraints={"mgsm_target": 0.0}, base_evals=[write_base(tmp_path, {"en": 0.5, "xx": 0.35})])
+    out = select(
+        [a],
+        "xx",
+        "language",
+        "xx",
+        {"mgsm_en": 1.0},
+        1,
+        4,
+        ["en", "xx"],
+        constraints={"mgsm_target": 0.0},
+        base_evals=[write_base(tmp_path, {"en": 0.5, "xx": 0.35})],
+    )
     assert [s["checkpoint"] for s in out["selected"]] == ["s2"]
 
 
 def test_too_few_candidates_meeting_the_constraints_is_an_error_naming_them(tmp_path):
     a = write_run(tmp_path, "xx_1", {"s1": (0.9, 0.1), "s2": (0.6, 0.35)})
     base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
-    with pytest.raises(UserError, match=r"only 1 checkpoints selectable for top_k=2 .*1 fail "
-                                        r"selection.constraints.language.mgsm_target"):
-        select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 2, 2, ["en", "xx"],
-               constraints={"mgsm_target": 0.0}, base_evals=[base])
+    with pytest.raises(
+        UserError,
+        match=r"only 1 checkpoints selectable for top_k=2 .*1 fail "
+        r"selection.constraints.language.mgsm_target",
+    ):
+        select(
+            [a],
+            "xx",
+            "language",
+            "xx",
+            {"mgsm_en": 1.0},
+            2,
+            2,
+            ["en", "xx"],
+            constraints={"mgsm_target": 0.0},
+            base_evals=[base],
+        )
     with pytest.raises(UserError, match="no base evaluation of 'mmlu'"):
-        select([a], "xx", "language", "xx", {"mgsm_en": 1.0}, 1, 2, ["en", "xx"],
-               constraints={"mmlu": 0.0}, base_evals=[base])
+        select(
+            [a],
+            "xx",
+            "language",
+            "xx",
+            {"mgsm_en": 1.0},
+            1,
+            2,
+            ["en", "xx"],
+            constraints={"mmlu": 0.0},
+            base_evals=[base],
+        )
 
 
 def _select_cli(index, base, tmp_path):
     from layerswap.cli import main
 
-    params = json.dumps({"kind": "math", "weights": {"mgsm_en": 1.0}, "top_k": 1, "mgsm_languages": ["en", "xx"],
-                         "constraints": {"mgsm_en": 0.5}})
-    return main(["select", "--index", str(index), "--base-evals", str(base), "--expert", "math",
-                 "--params-json", params, "--out", str(tmp_path / "selection.json")])
+    params = json.dumps(
+        {
+            "kind": "math",
+            "weights": {"mgsm_en": 1.0},
+            "top_k": 1,
+            "mgsm_languages": ["en", "xx"],
+            "constraints": {"mgsm_en": 0.5},
+        }
+    )
+    return main(
+        [
+            "select",
+            "--index",
+            str(index),
+            "--base-evals",
+            str(base),
+            "--expert",
+            "math",
+            "--params-json",
+            params,
+            "--out",
+            str(tmp_path / "selection.json"),
+        ]
+    )
 
 
 def test_a_damaged_evaluation_file_is_one_line_naming_it(tmp_path, capsys):
@@ -105,16 +167,19 @@ def test_a_damaged_evaluation_file_is_one_line_naming_it(tmp_path, capsys):
     base.write_bytes(base.read_bytes()[:20])  # truncate -s 20
     assert _select_cli(index, base, tmp_path) == 1
     err = capsys.readouterr().err
-    assert err == (f"layerswap select: error: evaluation file {base} line 1 column 21: not valid JSON (Expecting ',' "
-                   "delimiter); layerswap audit --repair names the job that rebuilds it "
-                   "(docs/REPAIR.md)\n"), err
+    assert err == (
+        f"layerswap select: error: evaluation file {base} line 1 column 21: not valid JSON (Expecting ',' "
+        "delimiter); layerswap audit --repair names the job that rebuilds it "
+        "(docs/REPAIR.md)\n"
+    ), err
     write_base(tmp_path, {"en": 0.5, "xx": 0.3})
     with open(score_file, "w") as f:  # the same JSON, other scores: valid, but not what was evaluated
         f.write(json.dumps({"scores": {"en": 0.1, "xx": 0.1}}))
     assert _select_cli(index, base, tmp_path) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"layerswap select: error: evaluation file {score_file}: sha256 "
-                                                   f"differs from the one {index} records"), err
+    assert err.count("\n") == 1 and err.startswith(
+        f"layerswap select: error: evaluation file {score_file}: sha256 differs from the one {index} records"
+    ), err
 
 
 def test_no_run_cap(tmp_path):

@@ -14,11 +14,26 @@ from layerswap.data.mixes import build_mix
 from layerswap.errors import UserError
 from layerswap.train.sft import LORA_DEFAULTS, train_expert, training_arguments
 
-PARAMS = {"lr": 1e-3, "batch_size": 4, "seq_len": 48, "weight_decay": 0.01, "max_grad_norm": 1.0,
-          "scheduler": "wsd", "warmup_steps": 1, "adam_beta2": 0.99, "num_samples": 16, "checkpoint_every": 8,
-          "seed": 0, "threads": 1}
-LORA = {**PARAMS, "lr": 1e-2, "peft_method": "lora",
-        "lora": {"r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj", "down_proj"]}}
+PARAMS = {
+    "lr": 1e-3,
+    "batch_size": 4,
+    "seq_len": 48,
+    "weight_decay": 0.01,
+    "max_grad_norm": 1.0,
+    "scheduler": "wsd",
+    "warmup_steps": 1,
+    "adam_beta2": 0.99,
+    "num_samples": 16,
+    "checkpoint_every": 8,
+    "seed": 0,
+    "threads": 1,
+}
+LORA = {
+    **PARAMS,
+    "lr": 1e-2,
+    "peft_method": "lora",
+    "lora": {"r": 4, "alpha": 8, "dropout": 0.1, "target_modules": ["q_proj", "v_proj", "down_proj"]},
+}
 TEMPLATE = "Q: {prompt}\nA:"
 FULL_SET = {"model.safetensors", "config.json", "tokenizer.json", "layerswap_meta.json", "layerswap_base.json"}
 
@@ -26,8 +41,9 @@ FULL_SET = {"model.safetensors", "config.json", "tokenizer.json", "layerswap_met
 @pytest.fixture(scope="module")
 def mix(toy_world, tmp_path_factory):
     out = tmp_path_factory.mktemp("mix") / "math.jsonl"
-    build_mix([{"name": "m", "schema": "orca_math", "path": str(toy_world / "raw" / "orca_math.jsonl"),
-                "n": 16}], 0, out)
+    build_mix(
+        [{"name": "m", "schema": "orca_math", "path": str(toy_world / "raw" / "orca_math.jsonl"), "n": 16}], 0, out
+    )
     return out
 
 
@@ -215,8 +231,10 @@ def test_lora_adapter_and_merged_weights_and_resume(tiny_base, mix, tmp_path, mo
     shutil.rmtree(next(killed.glob("trainer-*")) / "checkpoint-4")
     train_expert(tiny_base, mix, killed, LORA, TEMPLATE)
     assert same(merged, weights(killed / "s0000016"))
-    assert same(load_file(adapter / "adapter_model.safetensors"),
-                load_file(killed / "s0000016" / "adapter" / "adapter_model.safetensors"))
+    assert same(
+        load_file(adapter / "adapter_model.safetensors"),
+        load_file(killed / "s0000016" / "adapter" / "adapter_model.safetensors"),
+    )
 
 
 def test_dataset_with_missing_field_names_file_and_line(tmp_path):
@@ -239,9 +257,24 @@ def test_module_entry_point_gives_one_line(tmp_path):
     """`python -m layerswap.train.sft` (what accelerate launch runs) dispatches through layerswap.cli."""
     bad = tmp_path / "d.jsonl"
     bad.write_text('{"response": "2"}\n')
-    proc = subprocess.run([sys.executable, "-m", "layerswap.train.sft", "--base", str(tmp_path), "--data", str(bad),
-                           "--out-dir", str(tmp_path / "o"), "--params-json", json.dumps(PARAMS)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "layerswap.train.sft",
+            "--base",
+            str(tmp_path),
+            "--data",
+            str(bad),
+            "--out-dir",
+            str(tmp_path / "o"),
+            "--params-json",
+            json.dumps(PARAMS),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"layerswap sft: error: {bad}:1: missing field 'prompt'"
 
@@ -277,8 +310,10 @@ def toy_config():
     return load_yaml(SCHEMA_PATH.parent / "config.yaml", "config")
 
 
-@pytest.mark.parametrize("method,reason", [("prefix", "no per-layer weights to swap"),
-                                           ("adapterfusion", "needs a fusion layer"), ("ia3", None)])
+@pytest.mark.parametrize(
+    "method,reason",
+    [("prefix", "no per-layer weights to swap"), ("adapterfusion", "needs a fusion layer"), ("ia3", None)],
+)
 def test_config_refuses_unmergeable_peft_methods(toy_config, method, reason):
     toy_config["sft"]["runs"]["math_1"]["peft_method"] = method
     text = config_error(toy_config)
@@ -303,7 +338,9 @@ def test_config_lora_on_a_full_run_and_bad_launcher(toy_config):
     bad["sft"]["runs"]["math_1"]["lora"] = {"r": 4}
     assert "config key 'sft.runs.math_1.lora': is set but the run's peft_method is full" in config_error(bad)
     toy_config["sft"]["launcher"] = "torchrun"
-    assert "config key 'sft.launcher': 'torchrun' is not allowed; allowed: python, accelerate" in config_error(toy_config)
+    assert "config key 'sft.launcher': 'torchrun' is not allowed; allowed: python, accelerate" in config_error(
+        toy_config
+    )
 
 
 def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
@@ -323,13 +360,17 @@ def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
         shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
         for fname, keys in shards.items():
             save_file({k: tensors[k] for k in keys}, str(run / ckpt / fname))
-        (run / ckpt / "model.safetensors.index.json").write_text(json.dumps(
-            {"metadata": {}, "weight_map": {k: f for f, keys in shards.items() for k in keys}}))
+        (run / ckpt / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {}, "weight_map": {k: f for f, keys in shards.items() for k in keys}})
+        )
         (run / ckpt / "model.safetensors").unlink()
     write_manifest(run, PARAMS)
     entry = json.loads((run / "checkpoints.json").read_text())["checkpoints"][0]
-    assert sorted(entry["files"]) == ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
-                                      "model.safetensors.index.json"]
+    assert sorted(entry["files"]) == [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+    ]
     assert len(entry["sha256"]) == 64
     known = recorded_hashes(tmp_path)
     shard = str(run / "s0000008" / "model-00002-of-00002.safetensors")
@@ -363,10 +404,13 @@ def test_sft_examples_chat_template_or_raw_template():
     words = ["<unk>", "<pad>", "<s>", "</s>", "<|user|>", "<|assistant|>", "Q:", "A:", "two", "plus", "is", "4"]
     tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-                                   eos_token="</s>")
-    fast.chat_template = ("{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
-                          "{% if add_generation_prompt %}<|assistant|> {% endif %}")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    )
+    fast.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|> {{ m['content'] }} {% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|> {% endif %}"
+    )
     rows = [{"prompt": "two plus two", "response": "is 4"}]
 
     def prompt_and_response(example):
@@ -394,19 +438,27 @@ def test_layer_restricted_lora_changes_only_its_layers(tiny_base, mix, tmp_path)
 
 def test_config_lora_layers_must_exist(toy_config):
     toy_config["sft"]["runs"]["math_2"].update(peft_method="lora", lora={"layers": [0, 8]})
-    assert ("config key 'sft.runs.math_2.lora.layers': layer 8 does not exist (the base has 8 layers, 0-based)"
-            in config_error(toy_config))
+    assert (
+        "config key 'sft.runs.math_2.lora.layers': layer 8 does not exist (the base has 8 layers, 0-based)"
+        in config_error(toy_config)
+    )
 
 
 def test_checkpoint_files_do_not_depend_on_offline_mode(tiny_base, mix, full_run, tmp_path):
     """A job with HF_HUB_OFFLINE=1 (a cluster node) writes the same checkpoint bytes as one without: transformers
     records its load options (offline mode forces local_files_only) in tokenizer_config.json unless they are dropped."""
     out = tmp_path / "offline"
-    code = ("import sys, json; from pathlib import Path; from layerswap.train.sft import train_expert; "
-            "train_expert(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5])")
+    code = (
+        "import sys, json; from pathlib import Path; from layerswap.train.sft import train_expert; "
+        "train_expert(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]), json.loads(sys.argv[4]), sys.argv[5])"
+    )
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-c", code, str(tiny_base), str(mix), str(out), json.dumps(PARAMS),
-                           TEMPLATE], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tiny_base), str(mix), str(out), json.dumps(PARAMS), TEMPLATE],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for ckpt in ("s0000008", "s0000016"):
         names = sorted(p.name for p in (full_run / ckpt).iterdir())

@@ -36,8 +36,19 @@ pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 
 SITE = {"account": ACCOUNT, "partitions": {"cpu": "cpu", "gpu": "gpu"}, "gpu_model": None, "gpus_per_node": 8}
 # Rules the workflow runs inside Snakemake's own process (`localrule: True`): never in the queue.
-LOCAL_RULES = {"select", "merge_recipes", "soup_then_swap_recipes", "tables", "table_pages", "swap_grid",
-               "table1_bars", "config_used", "toy_source", "toy_eval", "checkpoint_index"}
+LOCAL_RULES = {
+    "select",
+    "merge_recipes",
+    "soup_then_swap_recipes",
+    "tables",
+    "table_pages",
+    "swap_grid",
+    "table1_bars",
+    "config_used",
+    "toy_source",
+    "toy_eval",
+    "checkpoint_index",
+}
 
 
 @pytest.fixture(scope="module")
@@ -55,21 +66,39 @@ def cluster(tmp_path_factory):
 def env(cluster, tmp_path_factory) -> dict[str, str]:
     site = tmp_path_factory.mktemp("site") / "site.yaml"
     site.write_text(yaml.safe_dump(SITE))
-    return {**cluster.env, "LAYERSWAP_SITE": str(site),
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return {
+        **cluster.env,
+        "LAYERSWAP_SITE": str(site),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
 
 
 def profile_cmd(workdir: Path, *args: str, snakefile: Path = REPO / "Snakefile") -> list[str]:
     """Snakemake with the shipped profile. Status checks start after 5 s instead of 40 (a short test run; the
     plugin then uses squeue as long as MinJobAge >= 15 s: the test cluster keeps 300 s)."""
-    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
-            "--profile", str(REPO / "cluster"), "--jobs", "3", "--slurm-init-seconds-before-status-checks", "5", *args]
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--profile",
+        str(REPO / "cluster"),
+        "--jobs",
+        "3",
+        "--slurm-init-seconds-before-status-checks",
+        "5",
+        *args,
+    ]
 
 
 def squeue(env) -> list[tuple[str, str, str]]:
     """(job id, state, rule) of every job SLURM still knows (finished ones too, for MinJobAge)."""
-    out = subprocess.run(["squeue", "-h", "--states=all", "-o", "%i|%T|%k"], env=env, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run(
+        ["squeue", "-h", "--states=all", "-o", "%i|%T|%k"], env=env, capture_output=True, text=True
+    ).stdout
     jobs = []
     for line in out.splitlines():
         jobid, state, comment = line.split("|", 2)
@@ -102,8 +131,10 @@ class Faults(threading.Thread):
                         self.done["requeue"] = jobid
                         # SLURM holds a requeued job for 2 minutes (BeginTime); let it start at once
                         deadline = time.monotonic() + 60
-                        while not self.slurm("scontrol", "update", f"jobid={jobid}", "StartTime=now") \
-                                and time.monotonic() < deadline:
+                        while (
+                            not self.slurm("scontrol", "update", f"jobid={jobid}", "StartTime=now")
+                            and time.monotonic() < deadline
+                        ):
                             time.sleep(0.5)
                 elif rule == self.cancel and "cancel" not in self.done and self.slurm("scancel", jobid):
                     self.done["cancel"] = jobid
@@ -150,10 +181,26 @@ def test_preempted_sft_resumes_from_its_last_checkpoint(env, tmp_path):
     cfg.write_text(yaml.safe_dump(config))
     target = Layout().checkpoints_record("math_1")
     local = tmp_path / "local"
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory",
-                           str(local), "--configfile", str(cfg), "--cores", "2", target],
-                          env={**os.environ, "PATH": env["PATH"]}, capture_output=True, text=True,
-                          timeout=HANG_GUARD)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            str(local),
+            "--configfile",
+            str(cfg),
+            "--cores",
+            "2",
+            target,
+        ],
+        env={**os.environ, "PATH": env["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
     work = tmp_path / "slurm"
@@ -173,8 +220,13 @@ def test_time_limit_retry_and_keep_going(env, tmp_path):
     retried with 2 minutes; `broken` fails every attempt (retries: 2); `quick` and `slow` finish meanwhile
     (keep-going); Snakemake then exits non-zero by itself."""
     work = tmp_path / "faults"
-    proc = subprocess.run(profile_cmd(work, snakefile=REPO / "tests" / "slurm_faults" / "Snakefile"), env=env,
-                          capture_output=True, text=True, timeout=HANG_GUARD)
+    proc = subprocess.run(
+        profile_cmd(work, snakefile=REPO / "tests" / "slurm_faults" / "Snakefile"),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD,
+    )
     log = proc.stdout + proc.stderr
     assert proc.returncode != 0, log[-3000:]
     assert (work / "quick.txt").read_text() == "ok\n"
@@ -189,17 +241,27 @@ BAD_SITES = {
     "missing": (None, "no site file; copy cluster/site.example.yaml"),
     "placeholder account": ({**SITE, "account": "CHANGE_ME"}, "'account' is not set (got 'CHANGE_ME')"),
     "no gpu partition": ({**SITE, "partitions": {"cpu": "cpu"}}, "'partitions.gpu' is not set"),
-    "unknown partition": ({**SITE, "partitions": {"cpu": "cpu", "gpu": "a100"}},
-                          "'partitions.gpu' 'a100' is not a partition of this cluster (sinfo lists: cpu, gpu)"),
-    "more GPUs than a node": ({**SITE, "gpus_per_node": 16},
-                              "'gpus_per_node' is 16, but the nodes of partition 'gpu' have at most 8 GPUs"),
+    "unknown partition": (
+        {**SITE, "partitions": {"cpu": "cpu", "gpu": "a100"}},
+        "'partitions.gpu' 'a100' is not a partition of this cluster (sinfo lists: cpu, gpu)",
+    ),
+    "more GPUs than a node": (
+        {**SITE, "gpus_per_node": 16},
+        "'gpus_per_node' is 16, but the nodes of partition 'gpu' have at most 8 GPUs",
+    ),
     "GPU model the nodes lack": ({**SITE, "gpu_model": "h100"}, "have at most 0 GPUs of model 'h100'"),
-    "not your account": ({**SITE, "account": "someone_else"},
-                         f"'account' 'someone_else' is not one of yours (sacctmgr lists: {ACCOUNT}"),
-    "no such cache": ({**SITE, "hf_home": "/nonexistent/hf_cache"},
-                      "'hf_home' '/nonexistent/hf_cache' is not a directory; create it and pre-stage"),
-    "path variable": ({**SITE, "scratch": "/scratch/<user>/layerswap"},
-                      "'<user>' is a Snakemake path variable; write the path itself, e.g. $USER"),
+    "not your account": (
+        {**SITE, "account": "someone_else"},
+        f"'account' 'someone_else' is not one of yours (sacctmgr lists: {ACCOUNT}",
+    ),
+    "no such cache": (
+        {**SITE, "hf_home": "/nonexistent/hf_cache"},
+        "'hf_home' '/nonexistent/hf_cache' is not a directory; create it and pre-stage",
+    ),
+    "path variable": (
+        {**SITE, "scratch": "/scratch/<user>/layerswap"},
+        "'<user>' is a Snakemake path variable; write the path itself, e.g. $USER",
+    ),
 }
 
 
@@ -210,8 +272,13 @@ def test_bad_site_settings_stop_before_submission(env, tmp_path, case):
     if site is not None:
         path.write_text(yaml.safe_dump(site))
     before = {j for j, _, _ in squeue(env)}
-    proc = subprocess.run(profile_cmd(tmp_path / "work", "--configfile", str(MICRO)),
-                          env={**env, "LAYERSWAP_SITE": str(path)}, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        profile_cmd(tmp_path / "work", "--configfile", str(MICRO)),
+        env={**env, "LAYERSWAP_SITE": str(path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert len(lines) == 1 and lines[0].startswith(f"site settings: {path}: ") and message in lines[0], lines
@@ -221,8 +288,14 @@ def test_bad_site_settings_stop_before_submission(env, tmp_path, case):
 
 def preview_rows(env, config: Path) -> list[dict]:
     """The per-job-kind rows of `layerswap cost --resources` (what each SLURM job asks for)."""
-    proc = subprocess.run([sys.executable, "-m", "layerswap.cli", "cost", "--configfile", str(config), "--resources"],
-                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "cost", "--configfile", str(config), "--resources"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = proc.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("what each SLURM job asks for")) + 2
@@ -232,9 +305,18 @@ def preview_rows(env, config: Path) -> list[dict]:
             break
         rule, jobs, part, gpus, cpus, mem, time_, *_ = line.split()
         hours, minutes = time_.rstrip("*").split(":")
-        rows.append({"rule": rule, "jobs": int(jobs), "partition": part, "gpus": 0 if gpus == "-" else int(gpus),
-                     "cpus": int(cpus), "mem_gb": int(mem.rstrip("*").removesuffix("GB").replace(",", "")),
-                     "minutes": int(hours) * 60 + int(minutes), "capped": "*" in time_})
+        rows.append(
+            {
+                "rule": rule,
+                "jobs": int(jobs),
+                "partition": part,
+                "gpus": 0 if gpus == "-" else int(gpus),
+                "cpus": int(cpus),
+                "mem_gb": int(mem.rstrip("*").removesuffix("GB").replace(",", "")),
+                "minutes": int(hours) * 60 + int(minutes),
+                "capped": "*" in time_,
+            }
+        )
     print(proc.stdout)
     return rows
 
@@ -251,8 +333,12 @@ def test_preview_of_micro_and_paper_against_the_cluster(env):
     paper = {(r["rule"], r["gpus"]): r for r in preview_rows(env, REPO / "config" / "paper.yaml")}
     assert (paper["sft", 8]["mem_gb"], paper["sft", 8]["cpus"], paper["sft", 4]["mem_gb"]) == (105, 64, 89)
     assert (paper["evaluate_merges", 1]["mem_gb"], paper["evaluate_merges", 1]["jobs"]) == (149, 340)
-    for (rule, gpus), run in {("sft", 8): "jpn_1", ("sft", 4): "math_1", ("evaluate_table2", 1): None,
-                              ("evaluate_merges", 1): None}.items():
+    for (rule, gpus), run in {
+        ("sft", 8): "jpn_1",
+        ("sft", 4): "math_1",
+        ("evaluate_table2", 1): None,
+        ("evaluate_merges", 1): None,
+    }.items():
         wanted = paper_minutes(rule, gpus, run)  # the uncapped request (tests/test_paper_config.py)
         assert paper[rule, gpus]["minutes"] == min(wanted, 240), (rule, gpus, wanted)  # MaxTime 4 h
         assert paper[rule, gpus]["capped"] == (wanted >= 240), (rule, gpus, wanted)

@@ -45,11 +45,22 @@ SOUPSWAP = {"soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lan
 TABLE2 = {"evaluate_table2[lang=en]"}
 
 
-def run_snakemake(snakefile: Path, workdir: Path, configfile: Path, *args: str,
-                  env_extra: dict | None = None) -> subprocess.CompletedProcess:
+def run_snakemake(
+    snakefile: Path, workdir: Path, configfile: Path, *args: str, env_extra: dict | None = None
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", **(env_extra or {})}
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory", str(workdir),
-           "--configfile", str(configfile), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(snakefile),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(configfile),
+        *args,
+    ]
     if "--cores" not in args:
         cmd += ["--cores", "1"]
     # cwd: the Snakefile's repository, since `python -m` puts the cwd first on sys.path
@@ -92,12 +103,18 @@ def set_in(keys: list, value):
         for k in keys[:-1]:
             node = node[k]
         node[keys[-1]] = value
+
     return edit
 
 
 def add_grid_point(config):
-    config["merges"]["configs"]["swap_b2u0"] = {"method": "layer_swap", "bottom": 2, "top": 0,
-                                                "transition_bottom": 0, "transition_top": 0}
+    config["merges"]["configs"]["swap_b2u0"] = {
+        "method": "layer_swap",
+        "bottom": 2,
+        "top": 0,
+        "transition_bottom": 0,
+        "transition_top": 0,
+    }
     config["merges"]["best_of"]["layer_swap"].append("swap_b2u0")
 
 
@@ -106,6 +123,7 @@ def single(edit=None):
         config["evaluation"]["tasks_per_job"] = "single"
         if edit:
             edit(config)
+
     return both
 
 
@@ -135,8 +153,13 @@ def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
 
 def repo_copy(dest: Path) -> Path:
     """The repository's files (tracked and untracked, not ignored): another checkout of the same code."""
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=REPO,
-                            capture_output=True, text=True, check=True).stdout.split("\0")
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     for rel in filter(None, listed):
         src = REPO / rel
         if src.is_file():
@@ -162,12 +185,15 @@ def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
         "nothing": MICRO,
         "same_meaning": same_meaning(tmp / "same_meaning.yaml"),
         "mgsm_size": write_config(tmp / "mgsm_size.yaml", set_in(["toy_world", "sizes", "mgsm"], 20)),
-        "swap_bottom": write_config(tmp / "swap_bottom.yaml", set_in(["merges", "configs", "swap_default", "bottom"], 2)),
+        "swap_bottom": write_config(
+            tmp / "swap_bottom.yaml", set_in(["merges", "configs", "swap_default", "bottom"], 2)
+        ),
         "grid_point": write_config(tmp / "grid_point.yaml", add_grid_point),
         "lr": write_config(tmp / "lr.yaml", set_in(["sft", "runs", "toy_swh_1", "lr"], 3.0e-3)),
         "mmlu_grouped": write_config(tmp / "mmlu.yaml", set_in(["evaluation", "tasks", "mmlu", "shots"], 1)),
-        "heatmap_option": write_config(tmp / "heatmap.yaml",
-                                       set_in(["analysis", "heatmap_thresholds", "language"], 2.0e-3)),
+        "heatmap_option": write_config(
+            tmp / "heatmap.yaml", set_in(["analysis", "heatmap_thresholds", "language"], 2.0e-3)
+        ),
     }
     jobs = {name: (snakefile, work, cfg, None) for name, cfg in edits.items()}
     # (7) the merge module's source edited, in a copy of the repository whose package comes first on sys.path
@@ -180,8 +206,12 @@ def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
     shutil.copytree(work, single_work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     to_single_task_jobs(single_work, single_cfg)
     jobs["single_nothing"] = (snakefile, single_work, single_cfg, None)
-    jobs["mmlu_single"] = (snakefile, single_work, write_config(
-        tmp / "mmlu_single.yaml", single(set_in(["evaluation", "tasks", "mmlu", "shots"], 1))), None)
+    jobs["mmlu_single"] = (
+        snakefile,
+        single_work,
+        write_config(tmp / "mmlu_single.yaml", single(set_in(["evaluation", "tasks", "mmlu", "shots"], 1))),
+        None,
+    )
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(planned, *args) for name, args in jobs.items()}
         return {name: f.result() for name, f in futures.items()}
@@ -192,8 +222,13 @@ def test_package_copy_is_the_one_fingerprinted(tmp_path):
     (tmp_path / "layerswap").mkdir()
     (tmp_path / "layerswap" / "__init__.py").write_text("")
     (tmp_path / "layerswap" / "fingerprint.py").write_text("print(__file__)")
-    out = subprocess.run([sys.executable, "-m", "layerswap.fingerprint"], cwd=tmp_path,
-                         env={**os.environ, "PYTHONPATH": str(tmp_path)}, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "layerswap.fingerprint"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        capture_output=True,
+        text=True,
+    )
     assert out.stdout.strip().startswith(str(tmp_path))
 
 
@@ -212,8 +247,10 @@ def test_a_bigger_toy_evaluation_set_reruns_its_evaluations_not_pretraining_or_s
     """One job per toy dataset, each with only its own size and languages: a bigger MGSM regenerates the MGSM files
     and reruns what reads them; no other dataset, no pretraining, no SFT mix, no SFT run."""
     planned = plans["mgsm_size"]
-    assert {j for j in planned if j.startswith("toy_")} == {"toy_eval[dataset=mgsm_en]",
-                                                          "toy_eval[dataset=mgsm_toy_swh]"}
+    assert {j for j in planned if j.startswith("toy_")} == {
+        "toy_eval[dataset=mgsm_en]",
+        "toy_eval[dataset=mgsm_toy_swh]",
+    }
     assert not {j for j in planned if j.split("[")[0] in ("toy_base", "sft_mix", "sft")}, planned
     assert any(j.startswith("evaluate_") for j in planned)
 
@@ -258,13 +295,15 @@ def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(t
         if by_language in command:
             return "table2 " + command.split(f"--index {by_language}")[1].split()[0]
         words = command.split()
-        return " ".join(words[words.index("layerswap") + 1:][:2])  # "<cmd> <first argument>"
+        return " ".join(words[words.index("layerswap") + 1 :][:2])  # "<cmd> <first argument>"
 
     common = ["charts config-html", "manifest --root", "tables --selection-dir"]
     assert sorted(kind(c) for c in before - after) == sorted(
-        common + [f"table2 {lang}/table2_toy_swh.json" for lang in ("en", "toy_ben", "toy_jpn", "toy_tel")])
+        common + [f"table2 {lang}/table2_toy_swh.json" for lang in ("en", "toy_ben", "toy_jpn", "toy_tel")]
+    )
     assert sorted(kind(c) for c in after - before) == sorted(
-        common + [f"table2 {lang}/table2_toy_jpn.json" for lang in ("en", "toy_ben", "toy_swh", "toy_tel")])
+        common + [f"table2 {lang}/table2_toy_jpn.json" for lang in ("en", "toy_ben", "toy_swh", "toy_tel")]
+    )
 
 
 def test_an_added_target_language_changes_only_what_spans_languages(tmp_path):
@@ -281,26 +320,45 @@ def test_an_added_target_language_changes_only_what_spans_languages(tmp_path):
     without.write_text(yaml.safe_dump(config, sort_keys=False))
     before = set(dry_run_commands(tmp_path / "without", without))
     after = set(dry_run_commands(tmp_path / "with", default))
-    changed = sorted(" ".join(c.split()[c.split().index("layerswap") + 1:][:2]) for c in before - after)
-    assert changed == sorted(["charts config-html", "charts swap-grid", "charts table1-bars", "heatmap --base",
-                              "manifest --root", "tables --selection-dir"] + ["recipes --soup-then-swap"] * 3)
+    changed = sorted(" ".join(c.split()[c.split().index("layerswap") + 1 :][:2]) for c in before - after)
+    assert changed == sorted(
+        [
+            "charts config-html",
+            "charts swap-grid",
+            "charts table1-bars",
+            "heatmap --base",
+            "manifest --root",
+            "tables --selection-dir",
+        ]
+        + ["recipes --soup-then-swap"] * 3
+    )
     assert any("--run toy_ben_1" in c for c in after - before)
 
 
 def test_swap_config_edit_reruns_only_its_merges(plans):
     # swap_default is also the soup-then-swap config (Table 6) and the default swap (Table 1, the swap grid).
     assert plans["swap_bottom"] == merge_jobs("swap_default") | SOUPSWAP | TABLE2 | REPORT_PAGES | {
-        "swap_grid", "table1_bars", "config_used"}
+        "swap_grid",
+        "table1_bars",
+        "config_used",
+    }
 
 
 def test_new_grid_point_runs_only_its_jobs(plans):
     assert plans["grid_point"] == merge_jobs("swap_b2u0") | TABLE2 | REPORT_PAGES | {
-        "swap_grid", "table1_bars", "config_used"}
+        "swap_grid",
+        "table1_bars",
+        "config_used",
+    }
 
 
 def test_language_run_lr_reruns_that_language_only(plans):
-    expected = {"sft[run=toy_swh_1]", "evaluate_checkpoints[run=toy_swh_1]",
-                "evaluate_checkpoints_other[run=toy_swh_1]", "select[expert=toy_swh]"}
+    expected = {
+        "sft[run=toy_swh_1]",
+        "evaluate_checkpoints[run=toy_swh_1]",
+        "evaluate_checkpoints_other[run=toy_swh_1]",
+        "select[expert=toy_swh]",
+    }
     expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
     expected |= REPORT_PAGES | {"swap_grid", "table1_bars", "heatmap", "config_used"}
     assert plans["lr"] == expected
@@ -312,10 +370,12 @@ def test_task_selection_does_not_read_reruns_no_selection_or_merge(plans):
     # and the language checkpoints' (index.json) are evaluated apart from MMLU, so table1_bars, which reads them,
     # does not rerun.
     assert plans["mmlu_grouped"] == {"evaluate_base", "config_used"} | REPORT_PAGES | {
-        f"evaluate_checkpoints_other[run={r}]" for r in RUNS}
+        f"evaluate_checkpoints_other[run={r}]" for r in RUNS
+    }
     # single: only MMLU evaluations and the tables that read them.
     assert plans["mmlu_single"] == {"evaluate_base[benchmark=mmlu]", "config_used"} | REPORT_PAGES | {
-        f"evaluate_checkpoints[benchmark=mmlu,run={r}]" for r in RUNS}
+        f"evaluate_checkpoints[benchmark=mmlu,run={r}]" for r in RUNS
+    }
 
 
 def test_figure_option_reruns_only_that_figure(plans):
@@ -325,6 +385,7 @@ def test_figure_option_reruns_only_that_figure(plans):
 def test_merge_code_edit_reruns_merges_and_aggregates(plans):
     # the merge engine (merge/engine.py) runs in merge evaluations, not in writing recipes: those stay
     evaluations = {f"evaluate_merges[cfg={cfg},lang=toy_swh]" for cfg in CONFIGS} | {
-        "evaluate_soup_then_swap[lang=toy_swh]"}
+        "evaluate_soup_then_swap[lang=toy_swh]"
+    }
     expected = evaluations | TABLE2
     assert plans["merge_code"] == expected | REPORT_PAGES | {"swap_grid", "table1_bars"}

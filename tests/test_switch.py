@@ -32,8 +32,11 @@ def grid(tmp_path_factory):
     recipes = {}
     for t in ("t0", "t1"):
         for lang in ("l0", "l1"):
-            recipe = {"method": "layer_swap", "inputs": {"task": str(experts[t]), "lang": str(experts[lang])},
-                      "params": {"bottom": 1, "top": 1}}
+            recipe = {
+                "method": "layer_swap",
+                "inputs": {"task": str(experts[t]), "lang": str(experts[lang])},
+                "params": {"bottom": 1, "top": 1},
+            }
             path = root / f"{t}x{lang}.json"
             path.write_text(json.dumps(recipe))
             recipes[f"{t}x{lang}"] = path

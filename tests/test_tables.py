@@ -18,19 +18,26 @@ from layerswap.report import tables
 from layerswap.report.render import Table
 
 # the paper's text, as the project's shared folder holds it beside the repository (or where LAYERSWAP_PAPER_TEXT says)
-SEED = Path(os.environ.get("LAYERSWAP_PAPER_TEXT",
-                           Path(__file__).resolve().parents[2] / "shared" / "seeds" / "003_bd5c3fc342042dce.txt"))
+SEED = Path(
+    os.environ.get(
+        "LAYERSWAP_PAPER_TEXT", Path(__file__).resolve().parents[2] / "shared" / "seeds" / "003_bd5c3fc342042dce.txt"
+    )
+)
 SWH, TEL = "toy_swh", "toy_tel"
 
 # MGSM per model: {lang: score}; experts are (run, checkpoint) by rank
 BASE = {"en": 0.50, SWH: 0.20, TEL: 0.10}
 EXPERTS = {
-    "math": [("math_a", "s1", {"en": 0.70, SWH: 0.30, TEL: 0.20}),
-             ("math_b", "s2", {"en": 0.60, SWH: 0.26, TEL: 0.16})],
+    "math": [
+        ("math_a", "s1", {"en": 0.70, SWH: 0.30, TEL: 0.20}),
+        ("math_b", "s2", {"en": 0.60, SWH: 0.26, TEL: 0.16}),
+    ],
     SWH: [("swh_a", "s1", {"en": 0.52, SWH: 0.24, TEL: 0.11}), ("swh_b", "s2", {"en": 0.48, SWH: 0.22, TEL: 0.09})],
     TEL: [("tel_a", "s1", {"en": 0.51, SWH: 0.21, TEL: 0.14}), ("tel_b", "s2", {"en": 0.49, SWH: 0.19, TEL: 0.12})],
-    f"joint_{SWH}": [("joint_a", "s1", {"en": 0.55, SWH: 0.33, TEL: 0.12}),
-                     ("joint_b", "s2", {"en": 0.57, SWH: 0.31, TEL: 0.14})],
+    f"joint_{SWH}": [
+        ("joint_a", "s1", {"en": 0.55, SWH: 0.33, TEL: 0.12}),
+        ("joint_b", "s2", {"en": 0.57, SWH: 0.31, TEL: 0.14}),
+    ],
 }
 PAIRS = ["l1m1", "l1m2", "l2m1", "l2m2"]
 # target-language MGSM of each merge config per pair; English 0.60 and the other language 0.10 for every merge
@@ -67,8 +74,9 @@ PARAMS = {
 ITEMS = 200  # per-item records per language of every synthetic evaluation
 
 
-def write_eval(root: Path, model_id: str, bench: str, scores: dict, skipped: str | None = None,
-               items: int = ITEMS) -> None:
+def write_eval(
+    root: Path, model_id: str, bench: str, scores: dict, skipped: str | None = None, items: int = ITEMS
+) -> None:
     """An evaluation file and its per-item log beside it, as layerswap.evaluation.evaluate writes them: `items` records per key,
     the first round(score * items) of them correct (a corpus metric such as FLORES' BLEU: no per-item correctness)."""
     path = root / model_id / f"{bench}.json"
@@ -80,24 +88,45 @@ def write_eval(root: Path, model_id: str, bench: str, scores: dict, skipped: str
             correct = None if BENCHMARKS[bench].corpus else doc < round(score * items)
             records.append({"key": key, "task": f"toy_{bench}_{key}", "doc_id": doc, "correct": correct})
     path.with_name(f"{bench}.samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    path.write_text(json.dumps({"model_id": model_id, "benchmark": bench, "metric": "m", "scores": scores,
-                                "n": {key: items for key in scores}, "skipped": skipped}))
+    path.write_text(
+        json.dumps(
+            {
+                "model_id": model_id,
+                "benchmark": bench,
+                "metric": "m",
+                "scores": scores,
+                "n": {key: items for key in scores},
+                "skipped": skipped,
+            }
+        )
+    )
 
 
 def other_benchmarks(root: Path, model_id: str, offset: float, swh: str = SWH, tel: str = TEL) -> None:
     """Every registered benchmark besides MGSM (Table 5 shows them all): Belebele / FLORES / MMLU with simple known
     numbers, one that runs code (MBPP) skipped, any other 0.5 + offset per task key (BLEU: 50 + 100 * offset)."""
-    known = {"belebele": {"en": 0.80 + offset, swh: 0.50 + offset, tel: 0.40 + offset},
-             "flores": {f"en-{swh}": 10.0 + 100 * offset, f"{swh}-en": 20.0,
-                        f"en-{tel}": 5.0, f"{tel}-en": 15.0 + 100 * offset},
-             "mmlu": {swh: 0.30 + offset, tel: 0.28}}
+    known = {
+        "belebele": {"en": 0.80 + offset, swh: 0.50 + offset, tel: 0.40 + offset},
+        "flores": {
+            f"en-{swh}": 10.0 + 100 * offset,
+            f"{swh}-en": 20.0,
+            f"en-{tel}": 5.0,
+            f"{tel}-en": 15.0 + 100 * offset,
+        },
+        "mmlu": {swh: 0.30 + offset, tel: 0.28},
+    }
     for name, bench in BENCHMARKS.items():
         if bench.unsafe:
             write_eval(root, model_id, name, {}, skipped="code execution not enabled")
         elif name != "mgsm":
             scale = 100 if bench.unit == "bleu" else 1
-            write_eval(root, model_id, name, known.get(name) or {
-                key: scale * (0.5 + offset) for lang in ("en", swh, tel) for key in bench.keys(lang)})
+            write_eval(
+                root,
+                model_id,
+                name,
+                known.get(name)
+                or {key: scale * (0.5 + offset) for lang in ("en", swh, tel) for key in bench.keys(lang)},
+            )
 
 
 def make_world(tmp: Path, langs=(SWH, TEL)) -> tuple[Path, Path]:
@@ -115,8 +144,16 @@ def make_world(tmp: Path, langs=(SWH, TEL)) -> tuple[Path, Path]:
         etype = ren.get(etype, etype) if not etype.startswith("joint_") else f"joint_{ren[SWH]}"
         selected = []
         for rank, (run, ckpt, mgsm) in enumerate(entries, start=1):
-            selected.append({"rank": rank, "run": run, "checkpoint": ckpt, "path": f"results/experts/{run}/{ckpt}",
-                             "score": 1.0, "metrics": {}})
+            selected.append(
+                {
+                    "rank": rank,
+                    "run": run,
+                    "checkpoint": ckpt,
+                    "path": f"results/experts/{run}/{ckpt}",
+                    "score": 1.0,
+                    "metrics": {},
+                }
+            )
             write_eval(ev, f"ckpt/{run}/{ckpt}", "mgsm", r(mgsm))
             other_benchmarks(ev, f"ckpt/{run}/{ckpt}", 0.01 * rank, *langs)
         # a rank-3 candidate that top_k=2 must ignore
@@ -126,8 +163,7 @@ def make_world(tmp: Path, langs=(SWH, TEL)) -> tuple[Path, Path]:
         other = TEL if lang == SWH else SWH
         for config, values in configs.items():
             for pair, value in zip(PAIRS, values):
-                write_eval(ev, f"merge/{config}/{ren[lang]}/{pair}", "mgsm",
-                           r({"en": 0.60, lang: value, other: 0.10}))
+                write_eval(ev, f"merge/{config}/{ren[lang]}/{pair}", "mgsm", r({"en": 0.60, lang: value, other: 0.10}))
         for kind, value in SOUPSWAP[lang].items():
             write_eval(ev, f"merge/soupswap/{ren[lang]}/{kind}", "mgsm", r({"en": 0.6, lang: value, other: 0.1}))
     return sel, ev
@@ -148,14 +184,20 @@ def test_table1_cells(tmp_path):
     t = build(tmp_path)[0]["table1"]
     expected = {
         # toy_swh: base 20; lang experts .24/.22; math .30/.26
-        ((SWH, "avg"), "base"): "20.0", ((SWH, "max"), "base"): "20.0",
-        ((SWH, "avg"), "language_expert"): "23.0", ((SWH, "max"), "language_expert"): "24.0",
-        ((SWH, "avg"), "math_expert"): "28.0", ((SWH, "max"), "math_expert"): "30.0",
+        ((SWH, "avg"), "base"): "20.0",
+        ((SWH, "max"), "base"): "20.0",
+        ((SWH, "avg"), "language_expert"): "23.0",
+        ((SWH, "max"), "language_expert"): "24.0",
+        ((SWH, "avg"), "math_expert"): "28.0",
+        ((SWH, "max"), "math_expert"): "30.0",
         # soup best per pair: .26 (m), .29 (u), .22 (m), .23 (u)
-        ((SWH, "avg"), "soup_best"): "25.0", ((SWH, "max"), "soup_best"): "29.0",
-        ((SWH, "avg"), "swap_default"): "32.0", ((SWH, "max"), "swap_default"): "35.0",
+        ((SWH, "avg"), "soup_best"): "25.0",
+        ((SWH, "max"), "soup_best"): "29.0",
+        ((SWH, "avg"), "swap_default"): "32.0",
+        ((SWH, "max"), "swap_default"): "35.0",
         # swap best per pair: .31 (def), .36 (alt), .29 (def), .38 (alt)
-        ((SWH, "avg"), "swap_best"): "33.5", ((SWH, "max"), "swap_best"): "38.0",
+        ((SWH, "avg"), "swap_best"): "33.5",
+        ((SWH, "max"), "swap_best"): "38.0",
         ((TEL, "avg"), "language_expert"): "13.0",
         ((TEL, "avg"), "soup_best"): "15.5",  # .17, .15, .15, .15
         ((TEL, "max"), "swap_best"): "28.0",
@@ -164,8 +206,12 @@ def test_table1_cells(tmp_path):
     for (row, col), value in expected.items():
         assert cell(t, row, col) == value, (row, col)
     labels = [labels[0] for _, labels in t.rows]
-    assert labels == ["toy-Swahili (synthetic) avg", "toy-Swahili (synthetic) max",
-                      "toy-Telugu (synthetic) avg", "toy-Telugu (synthetic) max"]
+    assert labels == [
+        "toy-Swahili (synthetic) avg",
+        "toy-Swahili (synthetic) max",
+        "toy-Telugu (synthetic) avg",
+        "toy-Telugu (synthetic) max",
+    ]
     assert t.cells[((SWH, "avg"), "swap_best")] == pytest.approx(33.5)
 
 
@@ -189,22 +235,38 @@ def test_best_configs_per_pair(tmp_path):
 def test_table2_cells(tmp_path):
     t = build(tmp_path)[0]["table2"]
     expected = {
-        ("min", "base"): "20.0", ("all_avg", "base"): "26.7",  # (.5 + .2 + .1) / 3
-        ("min", "language_expert"): "22.0", ("en_avg", "language_expert"): "50.0",
-        ("avg", "math_expert"): "28.0", ("en_avg", "math_expert"): "65.0", ("all_avg", "math_expert"): "37.0",
-        ("min", "joint_sft"): "31.0", ("avg", "joint_sft"): "32.0", ("max", "joint_sft"): "33.0",
-        ("en_avg", "joint_sft"): "56.0", ("all_avg", "joint_sft"): "33.7",
-        ("min", "soup_best"): "22.0", ("avg", "soup_best"): "25.0",
-        ("min", "ties_best"): "21.0", ("avg", "ties_best"): "24.0", ("max", "ties_best"): "26.0",
-        ("min", "swap_default"): "29.0", ("en_avg", "swap_default"): "60.0",
+        ("min", "base"): "20.0",
+        ("all_avg", "base"): "26.7",  # (.5 + .2 + .1) / 3
+        ("min", "language_expert"): "22.0",
+        ("en_avg", "language_expert"): "50.0",
+        ("avg", "math_expert"): "28.0",
+        ("en_avg", "math_expert"): "65.0",
+        ("all_avg", "math_expert"): "37.0",
+        ("min", "joint_sft"): "31.0",
+        ("avg", "joint_sft"): "32.0",
+        ("max", "joint_sft"): "33.0",
+        ("en_avg", "joint_sft"): "56.0",
+        ("all_avg", "joint_sft"): "33.7",
+        ("min", "soup_best"): "22.0",
+        ("avg", "soup_best"): "25.0",
+        ("min", "ties_best"): "21.0",
+        ("avg", "ties_best"): "24.0",
+        ("max", "ties_best"): "26.0",
+        ("min", "swap_default"): "29.0",
+        ("en_avg", "swap_default"): "60.0",
         ("all_avg", "swap_default"): "34.0",  # (.6 + .32 + .1) / 3
-        ("max", "swap_best"): "38.0", ("all_avg", "swap_best"): "34.5",  # (.6 + .335 + .1) / 3
+        ("max", "swap_best"): "38.0",
+        ("all_avg", "swap_best"): "34.5",  # (.6 + .335 + .1) / 3
     }
     for (row, col), value in expected.items():
         assert cell(t, row, col) == value, (row, col)
     assert [labels[0] for _, labels in t.rows] == [
-        "toy-Swahili (synthetic) min", "toy-Swahili (synthetic) avg", "toy-Swahili (synthetic) max",
-        "English avg", "All langs avg"]
+        "toy-Swahili (synthetic) min",
+        "toy-Swahili (synthetic) avg",
+        "toy-Swahili (synthetic) max",
+        "English avg",
+        "All langs avg",
+    ]
 
 
 def test_table2_reads_its_extra_languages_from_files_of_their_own(tmp_path):
@@ -234,8 +296,11 @@ def test_table2_reads_its_extra_languages_from_files_of_their_own(tmp_path):
     split = tables.build_tables(sel, ev, params)["table2"]
     assert split.cells == whole.cells and split.cells
     (ev / "by_language" / TEL / "merge" / "swap_def" / SWH / "l1m1" / "mgsm.json").unlink()
-    with pytest.raises(UserError, match=rf"{ev / 'merge' / 'swap_def' / SWH / 'l1m1' / 'mgsm.json'}: no numeric "
-                                        rf"score for '{TEL}'"):
+    with pytest.raises(
+        UserError,
+        match=rf"{ev / 'merge' / 'swap_def' / SWH / 'l1m1' / 'mgsm.json'}: no numeric "
+        rf"score for '{TEL}'",
+    ):
         tables.build_tables(sel, ev, params)
 
 
@@ -306,14 +371,17 @@ def test_too_few_selected(tmp_path):
         tables.build_tables(sel, ev, tables.Params.from_json(json.dumps({**PARAMS, "top_k": 4})))
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"languages": None}, "'languages' must be a non-empty list of strings, got None"),
-    ({"top_k": True}, "'top_k' must be an integer >= 1, got True"),
-    ({"best_of": {"soup": ["a"], "swap": ["b"]}}, "best_of.swap': unknown merge method"),
-    ({"best_of": {"soup": []}}, "best_of.soup' must be a non-empty list"),
-    ({"world": "moon"}, "'world'"),
-    ({"table2_language": "toy_xx"}, "table2_language"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"languages": None}, "'languages' must be a non-empty list of strings, got None"),
+        ({"top_k": True}, "'top_k' must be an integer >= 1, got True"),
+        ({"best_of": {"soup": ["a"], "swap": ["b"]}}, "best_of.swap': unknown merge method"),
+        ({"best_of": {"soup": []}}, "best_of.soup' must be a non-empty list"),
+        ({"world": "moon"}, "'world'"),
+        ({"table2_language": "toy_xx"}, "table2_language"),
+    ],
+)
 def test_bad_params(bad, message):
     with pytest.raises(UserError, match=message):
         tables.Params.from_json(json.dumps({**PARAMS, **bad}))
@@ -322,8 +390,9 @@ def test_bad_params(bad, message):
 def test_cli_writes_files_toy(tmp_path):
     sel, ev = make_world(tmp_path)
     out = tmp_path / "out"
-    args = argparse.Namespace(selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(PARAMS),
-                              out_dir=str(out), paper_results=None)
+    args = argparse.Namespace(
+        selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(PARAMS), out_dir=str(out), paper_results=None
+    )
     tables.run(args)
     for name in ("table1", "table2", "table5", "table6"):
         for ext in ("csv", "md", "tex"):
@@ -343,11 +412,24 @@ def test_cli_writes_files_toy(tmp_path):
 
 def test_paper_world_shows_paper_numbers(tmp_path):
     sel, ev = make_world(tmp_path, langs=("swh", "tel"))
-    params = {**PARAMS, "world": "hf", "languages": ["swh", "tel"], "mgsm_languages": ["en", "swh", "tel"],
-              "table2_language": "swh", "language_names": {}}
+    params = {
+        **PARAMS,
+        "world": "hf",
+        "languages": ["swh", "tel"],
+        "mgsm_languages": ["en", "swh", "tel"],
+        "table2_language": "swh",
+        "language_names": {},
+    }
     out = tmp_path / "out"
-    tables.run(argparse.Namespace(selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(params),
-                                  out_dir=str(out), paper_results=None))
+    tables.run(
+        argparse.Namespace(
+            selection_dir=str(sel),
+            evals_dir=str(ev),
+            params_json=json.dumps(params),
+            out_dir=str(out),
+            paper_results=None,
+        )
+    )
     md = (out / "table1.md").read_text()
     assert "TOY WORLD" not in md
     assert "| Swahili avg " in md and re.search(r"\| 20\.0 \[1\d\.\d, 2\d\.\d\] \(24\.8\) \|", md)  # ours [95%] (paper)
@@ -383,7 +465,7 @@ def test_paper_numbers_spot_cells():
 def _seed_rows(lines: list[str], caption: str) -> list[list[str]]:
     start = next(i for i, line in enumerate(lines) if line.startswith(caption))
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if "\t" not in line:
             break
         rows.append(line.split("\t"))
@@ -399,8 +481,7 @@ def test_paper_numbers_match_seed_tables_1_2_6():
     for row in _seed_rows(lines, "Table 1:"):
         lang, stat = row[0].split()
         assert [data["table1"][names[lang]][stat][c] for c in t1] == [float(v) for v in row[1:]], row
-    t2 = ["base", "language_expert", "math_expert", "joint_sft", "soup_best", "ties_best", "swap_default",
-          "swap_best"]
+    t2 = ["base", "language_expert", "math_expert", "joint_sft", "soup_best", "ties_best", "swap_default", "swap_best"]
     keys = ["min", "avg", "max", "en_avg", "all_avg"]
     for key, row in zip(keys, _seed_rows(lines, "Table 2:"), strict=True):
         assert [data["table2"]["rows"][key][c] for c in t2] == [float(v) for v in row[1:]], row

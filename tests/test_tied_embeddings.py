@@ -28,17 +28,28 @@ def save_tokenizer(model_dir: Path) -> None:
     tokens = ["<unk>", "<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(VOCAB - 4)]
     tok = Tokenizer(models.WordLevel({t: i for i, t in enumerate(tokens)}, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>",
-                            eos_token="</s>").save_pretrained(model_dir)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
+    ).save_pretrained(model_dir)
 
 
 def tied_model(seed: int, like=None):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=LAYERS,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64, bos_token_id=2,
-                      eos_token_id=3, pad_token_id=1, tie_word_embeddings=True)
+    cfg = LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        bos_token_id=2,
+        eos_token_id=3,
+        pad_token_id=1,
+        tie_word_embeddings=True,
+    )
     model = LlamaForCausalLM(cfg)
     if like is not None:  # an "expert": the base plus a seeded change to every weight (the tied head included)
         with torch.no_grad():
@@ -62,20 +73,35 @@ def tied(tmp_path_factory):
     root = tmp_path_factory.mktemp("tied")
     base = tied_model(0)
     task, lang = tied_model(1, like=base), tied_model(2, like=base)
-    paths = {"base": save(base, root / "base"), "task": save(task, root / "task"),
-             "lang": save(lang, root / "lang", separate_head=True)}
+    paths = {
+        "base": save(base, root / "base"),
+        "task": save(task, root / "task"),
+        "lang": save(lang, root / "lang", separate_head=True),
+    }
     assert HEAD not in load_file(str(Path(paths["task"]) / "model.safetensors"))
     assert HEAD in load_file(str(Path(paths["lang"]) / "model.safetensors"))
     return root, paths, {"task": task.state_dict(), "lang": lang.state_dict()}
 
 
 RECIPES = {
-    "swap": lambda p: {"method": "layer_swap", "base": p["base"], "inputs": {"task": p["task"], "lang": p["lang"]},
-                       "params": {"bottom": 1, "top": 1}},
-    "soup": lambda p: {"method": "soup", "base": p["base"], "inputs": {"models": [p["task"], p["lang"]]},
-                       "params": {"weighting": "magnitude"}},
-    "ties": lambda p: {"method": "ties", "base": p["base"], "inputs": {"models": [p["task"], p["lang"]]},
-                       "params": {"density": 0.5}},
+    "swap": lambda p: {
+        "method": "layer_swap",
+        "base": p["base"],
+        "inputs": {"task": p["task"], "lang": p["lang"]},
+        "params": {"bottom": 1, "top": 1},
+    },
+    "soup": lambda p: {
+        "method": "soup",
+        "base": p["base"],
+        "inputs": {"models": [p["task"], p["lang"]]},
+        "params": {"weighting": "magnitude"},
+    },
+    "ties": lambda p: {
+        "method": "ties",
+        "base": p["base"],
+        "inputs": {"models": [p["task"], p["lang"]]},
+        "params": {"density": 0.5},
+    },
 }
 
 

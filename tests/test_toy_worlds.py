@@ -69,19 +69,37 @@ def test_record_page_rows(tmp_path, monkeypatch):
     page = tmp_path / "toy_worlds.md"
     page.write_text(f"# t\n\nintro\n\n{script.BEGIN}\nold\n{script.END}\n\nafter\n")
     monkeypatch.setattr(script, "PAGE", page)
-    cell = {"base": [15.0, 10.0, 20.0], "language_expert": [0.0, 0.0, 0.0], "math_expert": [12.0, 8.0, 16.0],
-            "soup_best": [9.0, 6.0, 12.0], "swap_default": [25.0, 21.0, 29.0], "swap_best": [25.0, 21.0, 29.0]}
-    scores = {"a": {"holds": False, "math_en_above_base": True,
-                    "languages": {"toy_a": {"belebele": True, "flores": False}}},
-              "b": {"holds": True, "languages_won": ["toy_a"]},
-              "c": {"math": {"middle_share": 0.7}, "language": {"middle_share": 0.5}, "flat_share": 0.625,
-                    "paper_pattern": True},
-              "table1_avg": {"toy_a": cell}}
-    record = {"world": "relex", "levers": ["relex"], "command": "python scripts/toy_worlds.py --workdir DIR "
-              "--levers relex", "wall_s": 600.0, "scores": scores}
+    cell = {
+        "base": [15.0, 10.0, 20.0],
+        "language_expert": [0.0, 0.0, 0.0],
+        "math_expert": [12.0, 8.0, 16.0],
+        "soup_best": [9.0, 6.0, 12.0],
+        "swap_default": [25.0, 21.0, 29.0],
+        "swap_best": [25.0, 21.0, 29.0],
+    }
+    scores = {
+        "a": {"holds": False, "math_en_above_base": True, "languages": {"toy_a": {"belebele": True, "flores": False}}},
+        "b": {"holds": True, "languages_won": ["toy_a"]},
+        "c": {
+            "math": {"middle_share": 0.7},
+            "language": {"middle_share": 0.5},
+            "flat_share": 0.625,
+            "paper_pattern": True,
+        },
+        "table1_avg": {"toy_a": cell},
+    }
+    record = {
+        "world": "relex",
+        "levers": ["relex"],
+        "command": "python scripts/toy_worlds.py --workdir DIR --levers relex",
+        "wall_s": 600.0,
+        "scores": scores,
+    }
     script.write_page([record])
     text = page.read_text()
     assert text.startswith("# t\n\nintro\n\n") and text.endswith(f"{script.END}\n\nafter\n") and "old" not in text
     line = text.splitlines()[7]
-    assert line.startswith("| relex | relex | no: toy_a flores | yes, 1/1 | toy_a: 25.0 [21.0, 29.0] vs best rival "
-                           "15.0 [10.0, 20.0] | math 0.700 / lang 0.500 (flat 0.625): paper-like | 10.0 min |")
+    assert line.startswith(
+        "| relex | relex | no: toy_a flores | yes, 1/1 | toy_a: 25.0 [21.0, 29.0] vs best rival "
+        "15.0 [10.0, 20.0] | math 0.700 / lang 0.500 (flat 0.625): paper-like | 10.0 min |"
+    )

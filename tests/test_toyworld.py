@@ -8,8 +8,11 @@ from layerswap.data.toyworld import ENGLISH_WORDS, METADATA, NAMES, english, gen
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*"))
-            if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def test_same_seed_same_files(tmp_path):
@@ -24,20 +27,23 @@ def test_each_dataset_draws_from_its_own_stream(tmp_path):
     """A bigger MGSM leaves every other file byte-identical (no dataset shares another's random stream), and the
     items of the sets that stayed are the same."""
     generate(tmp_path / "a" / "raw", tmp_path / "a" / "eval", 3, TINY_LANGS, TINY_SIZES)
-    generate(tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, TINY_LANGS, {**TINY_SIZES, "mgsm": TINY_SIZES["mgsm"] + 5})
+    generate(
+        tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, TINY_LANGS, {**TINY_SIZES, "mgsm": TINY_SIZES["mgsm"] + 5}
+    )
     a, b = digest(tmp_path / "a"), digest(tmp_path / "b")
     changed = {name for name in a if a[name] != b[name]}
     assert changed == {f"eval/mgsm_{lang}.jsonl" for lang in ["en", *TINY_LANGS]}
     old = read_jsonl(tmp_path / "a" / "eval" / "mgsm_en.jsonl")
-    assert read_jsonl(tmp_path / "b" / "eval" / "mgsm_en.jsonl")[:len(old)] == old  # the first items stay
+    assert read_jsonl(tmp_path / "b" / "eval" / "mgsm_en.jsonl")[: len(old)] == old  # the first items stay
 
 
 def test_an_added_language_leaves_the_other_languages_files_alone(tmp_path):
     """Only the pretraining corpus and vocabulary (which hold every language) and the new language's files change."""
     (first, spec), *_ = TINY_LANGS.items()
     generate(tmp_path / "a" / "raw", tmp_path / "a" / "eval", 3, {first: spec}, TINY_SIZES)
-    generate(tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, {first: spec, "toy_new": {"word_order": "vso"}},
-             TINY_SIZES)
+    generate(
+        tmp_path / "b" / "raw", tmp_path / "b" / "eval", 3, {first: spec, "toy_new": {"word_order": "vso"}}, TINY_SIZES
+    )
     a, b = digest(tmp_path / "a"), digest(tmp_path / "b")
     assert {n for n in a if a[n] != b[n]} == {"raw/pretrain.jsonl", "raw/vocab.json"}
     assert all("toy_new" in n for n in set(b) - set(a)) and set(a) <= set(b)
@@ -120,7 +126,8 @@ def test_pretrain_mix_defaults_are_the_corpus_of_old_and_omitted_equals_explicit
     lang = next(iter(TINY_LANGS))
     assert dataset_inputs(f"aya_{lang}", TINY_LANGS, sizes)["mix"] == {"math": 0.0}
     assert dataset_inputs(f"aya_{lang}", TINY_LANGS, sizes, {"aya": {"math": 0.0}}) == dataset_inputs(
-        f"aya_{lang}", TINY_LANGS, sizes, {"pretrain": {"toy_math": 0.3}})  # the corpus's mix is not Aya's
+        f"aya_{lang}", TINY_LANGS, sizes, {"pretrain": {"toy_math": 0.3}}
+    )  # the corpus's mix is not Aya's
     langs = [make_language(code, spec["word_order"], 3) for code, spec in sorted(TINY_LANGS.items())]
     docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 300)
     assert docs == _pretrain(World(3, langs), random.Random(5), english(), langs, 300, dict(PRETRAIN_MIX))
@@ -137,12 +144,12 @@ def test_pretrain_mix_shares_shape_the_corpus(tmp_path):
     only_switched = {"english": 0.0, "toy_math": 0.0, "parallel": 0.0, "code_switched": 1.0}
     docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 200, only_switched)
     mixed = [d.split() for d in docs]
-    assert all(set(words) & toy_words and set(words) & set(ENGLISH_WORDS) - set(NAMES) for words in mixed
-               if len(words) > 12)  # a story of 2+ sentences holds both kinds of words
+    assert all(
+        set(words) & toy_words and set(words) & set(ENGLISH_WORDS) - set(NAMES) for words in mixed if len(words) > 12
+    )  # a story of 2+ sentences holds both kinds of words
     assert all("=" not in d and "Q:" not in d for d in docs)  # no parallel pairs, no math
     only_english = {"english": 1.0}
-    docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 200,
-                     {**only_switched, **only_english})
+    docs = _pretrain(World(3, langs), random.Random(5), english(), langs, 200, {**only_switched, **only_english})
     assert not {w for d in docs for w in d.split()} & toy_words
     assert {w for d in docs for w in d.split()} <= set(ENGLISH_WORDS) | set(SHARED) | {"Q:", "A:"}
 

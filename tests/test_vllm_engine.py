@@ -54,8 +54,15 @@ def world(tmp_path_factory):
     for i in range(2):
         for j in range(2):
             recipe = root / f"r{i}{j}.json"
-            recipe.write_text(json.dumps({"method": "layer_swap", "params": {"bottom": 1, "top": 0},
-                                          "inputs": {"task": str(root / f"task{j}"), "lang": str(root / f"lang{i}")}}))
+            recipe.write_text(
+                json.dumps(
+                    {
+                        "method": "layer_swap",
+                        "params": {"bottom": 1, "top": 0},
+                        "inputs": {"task": str(root / f"task{j}"), "lang": str(root / f"lang{i}")},
+                    }
+                )
+            )
             models.append((f"m/r{i}{j}", recipe))
     models.append(("lang1", root / "lang1"))
     return root, models
@@ -65,19 +72,43 @@ def vllm_run(world, out: Path, models, driver: str = "", dtype: str = "float32")
     """`layerswap evaluate-merges --backend vllm` in the CPU-vLLM environment; `driver`: Python run first in the
     same process (a patch), then the command through layerswap.cli.main."""
     root, _ = world
-    argv = ["evaluate-merges", "--backend", "vllm", "--device", "cpu", "--dtype", dtype, "--data-dir",
-            str(root / "data"), "--out-dir", str(out), "--benchmarks-json", json.dumps(BENCH), "--batch-size", "16",
-            "--seed", "0", "--threads", "1", *[a for m, src in models for a in ("--model", f"{m}={src}")]]
+    argv = [
+        "evaluate-merges",
+        "--backend",
+        "vllm",
+        "--device",
+        "cpu",
+        "--dtype",
+        dtype,
+        "--data-dir",
+        str(root / "data"),
+        "--out-dir",
+        str(out),
+        "--benchmarks-json",
+        json.dumps(BENCH),
+        "--batch-size",
+        "16",
+        "--seed",
+        "0",
+        "--threads",
+        "1",
+        *[a for m, src in models for a in ("--model", f"{m}={src}")],
+    ]
     code = f"{driver}\nimport sys\nfrom layerswap.cli import main\nsys.exit(main({argv!r}))"
-    return vllm_cpu_env.run(["python", "-c", code], capture_output=True, text=True, timeout=1800,
-                            env_extra={"PYTHONPATH": str(vllm_cpu_env.REPO)})
+    return vllm_cpu_env.run(
+        ["python", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env_extra={"PYTHONPATH": str(vllm_cpu_env.REPO)},
+    )
 
 
 @pytest.fixture(scope="module")
 def runs(world, tmp_path_factory):
     _, models = world
     hf, vl = tmp_path_factory.mktemp("hf"), tmp_path_factory.mktemp("vllm")
-    ev.run(make_args(world[0] / "data", hf, models, BENCH) , merges=merge)
+    ev.run(make_args(world[0] / "data", hf, models, BENCH), merges=merge)
     proc = vllm_run(world, vl, models)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return hf, vl, proc.stderr
@@ -107,8 +138,9 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
     assert loaded[0][0] == loaded[0][1] and any(n < total for n, total in loaded), "merges sharing layers: a part"
     for model, _ in models:
         for bench in BENCH:
-            assert json.loads((vl / model / f"{bench}.json").read_text()) == \
-                json.loads((hf / model / f"{bench}.json").read_text()), (model, bench)
+            assert json.loads((vl / model / f"{bench}.json").read_text()) == json.loads(
+                (hf / model / f"{bench}.json").read_text()
+            ), (model, bench)
         for a, b in zip(samples(hf, model, "mgsm"), samples(vl, model, "mgsm"), strict=True):
             assert tokens(a["generation"]) == tokens(b["generation"]) and a["extracted"] == b["extracted"], model
         for a, b in zip(samples(hf, model, "belebele"), samples(vl, model, "belebele"), strict=True):
@@ -124,8 +156,10 @@ def test_one_engine_per_model_when_the_vllm_cannot_reload(world, runs, tmp_path)
     _, vl, _ = runs
     _, models = world
     picked = [models[4], models[5]]  # a merge, then a checkpoint: two engines in one process
-    driver = ("from layerswap.evaluation import vllm_weights\n"
-              "vllm_weights.cannot_reload = lambda llm: 'a vLLM without reload_weights (test)'")
+    driver = (
+        "from layerswap.evaluation import vllm_weights\n"
+        "vllm_weights.cannot_reload = lambda llm: 'a vLLM without reload_weights (test)'"
+    )
     proc = vllm_run(world, tmp_path, picked, driver)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stderr.count("falling back to one engine per model") == 1
@@ -139,14 +173,16 @@ def test_update_failing_half_way_is_refused(world, tmp_path) -> None:
     """vLLM raises after part of a merge's tensors went in: the engine is shut down, the job stops with one line,
     and nothing is written for that model."""
     _, models = world
-    driver = ("from layerswap.evaluation import vllm_weights\n"
-              "real = vllm_weights.update_weights\n"
-              "def half(items):\n"
-              "    for i, item in enumerate(items):\n"
-              "        if i == 3:\n"
-              "            raise OSError('read error (test)')\n"
-              "        yield item\n"
-              "vllm_weights.update_weights = lambda llm, items: real(llm, half(items))")
+    driver = (
+        "from layerswap.evaluation import vllm_weights\n"
+        "real = vllm_weights.update_weights\n"
+        "def half(items):\n"
+        "    for i, item in enumerate(items):\n"
+        "        if i == 3:\n"
+        "            raise OSError('read error (test)')\n"
+        "        yield item\n"
+        "vllm_weights.update_weights = lambda llm, items: real(llm, half(items))"
+    )
     proc = vllm_run(world, tmp_path, models[:3], driver)
     assert proc.returncode == 1, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]

@@ -59,6 +59,7 @@ def factory(built: list, engine=FakeLLM, **engine_kw):
         lm.kwargs = kwargs
         built.append(lm)
         return lm
+
     return make_lm
 
 
@@ -117,8 +118,9 @@ def test_failed_update_stops_with_one_line_and_drops_the_engine(world) -> None:
     tmp, recipes = world
     built: list = []
     host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built, fail=True))
-    with pytest.raises(UserError, match=r"r00.json: vLLM failed to load the weights .*RuntimeError: worker died") \
-            as err:
+    with pytest.raises(
+        UserError, match=r"r00.json: vLLM failed to load the weights .*RuntimeError: worker died"
+    ) as err:
         host.load(recipes[0])
     assert "\n" not in str(err.value) and "engine was shut down" in str(err.value)
     assert host.lm is None and host.key is None
@@ -132,10 +134,11 @@ def test_state_that_does_not_fit_the_engine_is_refused_before_loading(world) -> 
     built: list = []
     host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
     host.load(tmp / "task0")
-    for edit, message in [(lambda s: s.pop("model.norm.weight"), r"tensors differ .*missing: \['model.norm.weight'\]"),
-                          (lambda s: s.__setitem__("model.norm.weight", torch.ones(3)),
-                           r"tensor model.norm.weight has shape \(3,\)"),
-                          (lambda s: s["model.norm.weight"].fill_(float("nan")), "model.norm.weight contains NaN")]:
+    for edit, message in [
+        (lambda s: s.pop("model.norm.weight"), r"tensors differ .*missing: \['model.norm.weight'\]"),
+        (lambda s: s.__setitem__("model.norm.weight", torch.ones(3)), r"tensor model.norm.weight has shape \(3,\)"),
+        (lambda s: s["model.norm.weight"].fill_(float("nan")), "model.norm.weight contains NaN"),
+    ]:
         ckpt = tmp / "edited"
         state = load_file(str(tmp / "task1" / "model.safetensors"))
         edit(state)
@@ -179,8 +182,10 @@ def test_checkpoint_dirs_in_place(world) -> None:
 def test_hf_path_does_not_import_vllm() -> None:
     import subprocess
 
-    code = ("import sys, layerswap.evaluation.evaluate, layerswap.evaluation.hosts, layerswap.evaluation.vllm_weights; "
-            "print('vllm' in sys.modules)")
+    code = (
+        "import sys, layerswap.evaluation.evaluate, layerswap.evaluation.hosts, layerswap.evaluation.vllm_weights; "
+        "print('vllm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

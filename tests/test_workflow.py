@@ -39,21 +39,28 @@ def test_every_stage_left_its_files(micro_run):
     base_mgsm = json.loads((micro_run / "evals" / "base" / "mgsm.json").read_text())["scores"]["toy_swh"]
     assert lang["constraints"] == {"mgsm_target": 1.0} and lang["base"] == {"mgsm_target": base_mgsm}
     assert all("mgsm_target" in c["metrics"] and c["failed"] == [] for c in lang["candidates"])
-    assert ("language experts (each in its language) ranked by 1·belebele + 0.005·flores_from_en + "
-            "0.005·flores_to_en, rejected if below the base model by more than a margin on mgsm_target (margin 1)"
-            ) in (micro_run / "tables" / "table5.md").read_text()
+    assert (
+        "language experts (each in its language) ranked by 1·belebele + 0.005·flores_from_en + "
+        "0.005·flores_to_en, rejected if below the base model by more than a margin on mgsm_target (margin 1)"
+    ) in (micro_run / "tables" / "table5.md").read_text()
     recipe = json.loads((micro_run / "merges" / "swap_default" / "toy_swh" / "l1m2.json").read_text())
     assert recipe["method"] == "layer_swap"
     result = json.loads((micro_run / "evals" / "merge" / "swap_default" / "toy_swh" / "l1m2" / "mgsm.json").read_text())
     assert set(result["scores"]) == {"toy_swh"} and 0 <= result["scores"]["toy_swh"] <= 1
     # Table 2's English row of that merge: a file of its own, made by evaluate_table2 (evals/by_language/en/)
-    english = json.loads((micro_run / "evals" / "by_language" / "en" / "merge" / "swap_default" / "toy_swh" / "l1m2"
-                          / "mgsm.json").read_text())
+    english = json.loads(
+        (
+            micro_run / "evals" / "by_language" / "en" / "merge" / "swap_default" / "toy_swh" / "l1m2" / "mgsm.json"
+        ).read_text()
+    )
     assert set(english["scores"]) == {"en"} and 0 <= english["scores"]["en"] <= 1
     index = json.loads((micro_run / "evals" / "by_language" / "en" / "table2_toy_swh.json").read_text())
-    assert sorted(index["files"]) == sorted(f"merge/{c}/toy_swh/l{i}m{j}" for c in ("soup_uniform", "swap_default",
-                                                                                    "ties_d05")
-                                            for i in (1, 2) for j in (1, 2))
+    assert sorted(index["files"]) == sorted(
+        f"merge/{c}/toy_swh/l{i}m{j}"
+        for c in ("soup_uniform", "swap_default", "ties_d05")
+        for i in (1, 2)
+        for j in (1, 2)
+    )
     assert (micro_run / "evals" / "merge" / "soupswap" / "toy_swh" / "multisoup" / "mgsm.json").is_file()
     assert (micro_run / "figures" / "param_change.svg").read_text().lstrip().startswith("<svg")
     assert not list(micro_run.rglob("*.tmp")) and not list(micro_run.rglob(".tmp-*"))  # nothing half-written
@@ -72,12 +79,15 @@ def test_embedded_default_is_found_from_any_working_directory(tmp_path):
     assert not (tmp_path / R).exists()
 
 
-@pytest.mark.parametrize("edit, expected", [
-    (lambda c: c.update(colour="red"), "unknown key 'colour'"),
-    (lambda c: c["sft"]["defaults"].update(lr="fast"), "config key 'sft.defaults.lr'"),
-    (lambda c: c.update(languages=["toy_xyz"]), "unknown language 'toy_xyz'"),
-    (lambda c: c["merges"]["configs"]["swap_default"].update(bottom=4), "exceeds base.num_layers"),
-])
+@pytest.mark.parametrize(
+    "edit, expected",
+    [
+        (lambda c: c.update(colour="red"), "unknown key 'colour'"),
+        (lambda c: c["sft"]["defaults"].update(lr="fast"), "config key 'sft.defaults.lr'"),
+        (lambda c: c.update(languages=["toy_xyz"]), "unknown language 'toy_xyz'"),
+        (lambda c: c["merges"]["configs"]["swap_default"].update(bottom=4), "exceeds base.num_layers"),
+    ],
+)
 def test_bad_config_stops_before_any_job(tmp_path, edit, expected):
     config = yaml.safe_load(MICRO.read_text())
     edit(config)
@@ -90,8 +100,15 @@ def test_bad_config_stops_before_any_job(tmp_path, edit, expected):
     assert not (tmp_path / R).exists()
 
 
-EVALUATION_RULES = {"evaluate_base", "evaluate_base_select", "evaluate_checkpoints", "evaluate_checkpoints_other",
-                    "evaluate_merges", "evaluate_soup_then_swap", "evaluate_table2"}
+EVALUATION_RULES = {
+    "evaluate_base",
+    "evaluate_base_select",
+    "evaluate_checkpoints",
+    "evaluate_checkpoints_other",
+    "evaluate_merges",
+    "evaluate_soup_then_swap",
+    "evaluate_table2",
+}
 
 
 def _planned_evaluation_commands(workdir: Path, config: dict) -> tuple[object, dict[str, list[list[str]]]]:
@@ -186,8 +203,9 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     proc = snakemake(work, target, configfile=path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = work / target
-    assert {"config.json", "model.safetensors.index.json", "layerswap_recipe.json", ".layerswap-merge.json"} \
-        <= {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors.index.json", "layerswap_recipe.json", ".layerswap-merge.json"} <= {
+        p.name for p in out.iterdir()
+    }
     # A rerun of the job (here forced; a changed recipe does the same) finds no old directory to refuse: Snakemake
     # removes a directory output before its job, so `layerswap merge` writes into a new --out without --force.
     proc = snakemake(work, target, "--forcerun", "merged_model", configfile=path)

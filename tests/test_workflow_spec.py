@@ -75,9 +75,20 @@ def test_building_a_spec_and_calling_its_helpers_leaves_the_config_unchanged(nam
 
 
 def test_default_config_runs_pairs_and_paths(default):
-    assert list(default.runs.main) == ["math_1", "math_2", "toy_swh_1", "toy_swh_2", "toy_tel_1", "toy_tel_2",
-                                  "toy_ben_1", "toy_ben_2", "toy_jpn_1", "toy_jpn_2", "joint_toy_swh_1",
-                                  "joint_toy_swh_2"]
+    assert list(default.runs.main) == [
+        "math_1",
+        "math_2",
+        "toy_swh_1",
+        "toy_swh_2",
+        "toy_tel_1",
+        "toy_tel_2",
+        "toy_ben_1",
+        "toy_ben_2",
+        "toy_jpn_1",
+        "toy_jpn_2",
+        "joint_toy_swh_1",
+        "joint_toy_swh_2",
+    ]
     assert default.runs.main["math_2"]["lr"] == 0.002 and default.runs.main["math_2"]["batch_size"] == 16  # defaults
     assert default.merges.pairs == ["l1m1", "l1m2", "l1m3", "l2m1", "l2m2", "l2m3", "l3m1", "l3m2", "l3m3"]
     assert default.runs.expert_types() == ["joint_toy_swh", "math", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
@@ -86,16 +97,23 @@ def test_default_config_runs_pairs_and_paths(default):
     assert default.evals.all_langs == ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
     # grouped layout: the selection benchmarks in one job, the others (Table 5 only) in a second
     assert default.evals.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
-    assert default.evals.checkpoint_eval_indexes("toy_swh_1") == ["results/evals/ckpt/toy_swh_1/index.json",
-                                                            "results/evals/ckpt/toy_swh_1/index.other.json"]
-    assert default.evals.checkpoint_indexes("math", ["mgsm"]) == ["results/evals/ckpt/math_1/index.json",
-                                                            "results/evals/ckpt/math_2/index.json"]
-    assert default.evals.selection_indexes("toy_swh") == ["results/evals/ckpt/toy_swh_1/index.json",
-                                                    "results/evals/ckpt/toy_swh_2/index.json"]
+    assert default.evals.checkpoint_eval_indexes("toy_swh_1") == [
+        "results/evals/ckpt/toy_swh_1/index.json",
+        "results/evals/ckpt/toy_swh_1/index.other.json",
+    ]
+    assert default.evals.checkpoint_indexes("math", ["mgsm"]) == [
+        "results/evals/ckpt/math_1/index.json",
+        "results/evals/ckpt/math_2/index.json",
+    ]
+    assert default.evals.selection_indexes("toy_swh") == [
+        "results/evals/ckpt/toy_swh_1/index.json",
+        "results/evals/ckpt/toy_swh_2/index.json",
+    ]
     assert default.evals.checkpoint_models("toy_swh_1") == {
         "ckpt/toy_swh_1/s0000800": "results/experts/toy_swh_1/s0000800",
         "ckpt/toy_swh_1/s0001600": "results/experts/toy_swh_1/s0001600",
-        "ckpt/toy_swh_1/s0002400": "results/experts/toy_swh_1/s0002400"}
+        "ckpt/toy_swh_1/s0002400": "results/experts/toy_swh_1/s0002400",
+    }
     # no selection constraint in the default config: the base is evaluated in one job
     assert default.evals.base_rest == default.evals.benchmarks and default.evals.base_constrained == []
     assert default.evals.t2 == "toy_swh" and default.evals.t2_langs == ["en", "toy_ben", "toy_jpn", "toy_tel"]
@@ -103,19 +121,28 @@ def test_default_config_runs_pairs_and_paths(default):
 
 
 def test_default_config_params_are_the_rules_former_values(default):
-    assert default.evals.selection_params("toy_swh") == as_json({
-        "constraints": {}, "kind": "language", "lang": "toy_swh", "max_per_run": 2,
-        "mgsm_languages": ["en", "toy_swh", "toy_tel", "toy_ben", "toy_jpn"], "top_k": 3,
-        "weights": {"belebele": 1.0, "flores_from_en": 0.005, "flores_to_en": 0.005}})
+    assert default.evals.selection_params("toy_swh") == as_json(
+        {
+            "constraints": {},
+            "kind": "language",
+            "lang": "toy_swh",
+            "max_per_run": 2,
+            "mgsm_languages": ["en", "toy_swh", "toy_tel", "toy_ben", "toy_jpn"],
+            "top_k": 3,
+            "weights": {"belebele": 1.0, "flores_from_en": 0.005, "flores_to_en": 0.005},
+        }
+    )
     assert _word(default.evals.benchmark_params(["flores", "mgsm"])) == {
         "flores": {"languages": ["toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
-        "mgsm": {"languages": ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0}}
+        "mgsm": {"languages": ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
+    }
     assert default.evals.task_data_files(["flores"], ["en", "toy_swh"]) == ["results/data/eval/flores_toy_swh.jsonl"]
     mix = default.data.mix_sources("joint_toy_swh")
     assert [(m["name"], m["lang"], m["path"]) for m in mix] == [
         ("toy_aya", "toy_swh", "results/data/raw/aya_toy_swh.jsonl"),
         ("toy_nllb", "toy_swh", "results/data/raw/nllb_toy_swh.jsonl"),
-        ("toy_orca_math", "en", "results/data/raw/orca_math.jsonl")]
+        ("toy_orca_math", "en", "results/data/raw/orca_math.jsonl"),
+    ]
     assert default.runs.sft_launch("toy_swh_1", 8, REPO) == "layerswap sft"
 
 
@@ -123,13 +150,22 @@ def test_paper_checkpoint_evaluation_params(paper):
     assert paper.evals.single_task_jobs and paper.evals.task_set == "paper" and paper.evals.gpus == 1
     # a language run: English + its own language; FLORES pairs English with it (no English file of its own)
     assert paper.evals.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
-        {"belebele": {"batch_size": 16, "languages": ["en", "swh"], "limit": None, "shots": 5}})
+        {"belebele": {"batch_size": 16, "languages": ["en", "swh"], "limit": None, "shots": 5}}
+    )
     assert paper.evals.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
-        {"flores": {"languages": ["swh"], "limit": None, "shots": 0}})
+        {"flores": {"languages": ["swh"], "limit": None, "shots": 0}}
+    )
     # a math run: the task's own languages (Table 5), canonical order
-    assert paper.evals.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json({"mgsm": {
-        "languages": ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"], "limit": None,
-        "max_new_tokens": 512, "shots": 8}})
+    assert paper.evals.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json(
+        {
+            "mgsm": {
+                "languages": ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"],
+                "limit": None,
+                "max_new_tokens": 512,
+                "shots": 8,
+            }
+        }
+    )
     # single layout: one index per benchmark; the hf world reads no data files of ours
     assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == ["results/evals/ckpt/swh_1/index.mgsm.json"]
     assert paper.evals.task_data_files(["mgsm"]) == []
@@ -142,20 +178,26 @@ def test_paper_checkpoint_evaluation_params(paper):
 
 
 def test_storage_scratch_and_keep_merged_place_the_big_files():
-    spec = _spec("config.yaml", storage={"scratch": "/scratch/me/", "keep_merged": ["swap_default"],
-                                         "hf_home": None})
+    spec = _spec("config.yaml", storage={"scratch": "/scratch/me/", "keep_merged": ["swap_default"], "hf_home": None})
     assert spec.layout.experts() == "/scratch/me/experts"
     assert spec.layout.selection("math") == "results/selection/math.json"  # the small files stay in results/
     assert {"/scratch/me/experts/math_1/checkpoints.json", "/scratch/me/experts/math_2/checkpoints.json"} <= set(
-        spec.results())
+        spec.results()
+    )
     merged = spec.merges.merged_models
     assert len(merged) == 4 * 9 and merged[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
     assert set(spec.merges.merged_models) <= set(spec.results())
 
 
 def test_accelerate_launch_uses_the_most_gpus_that_split_the_batch(tmp_path):
-    spec = _spec("config.yaml", sft={**_config("config.yaml")["sft"], "launcher": "accelerate",
-                                     "accelerate_config": "cluster/accelerate_fsdp.yaml"})
+    spec = _spec(
+        "config.yaml",
+        sft={
+            **_config("config.yaml")["sft"],
+            "launcher": "accelerate",
+            "accelerate_config": "cluster/accelerate_fsdp.yaml",
+        },
+    )
     launch = spec.runs.sft_launch("toy_swh_1", 6, tmp_path)  # batch 16 on 6 GPUs: 4 processes
     assert launch.startswith("accelerate launch --config_file ") and "--num_processes 4 " in launch
     assert launch.endswith(" -m layerswap.train.sft")
@@ -191,12 +233,16 @@ def test_two_sft_jobs_on_one_node_get_different_rendezvous_ports(paper):
 
 def test_ablations_have_their_merge_configs_runs_and_files(default):
     assert set(default.merges.configs) > set(default.config["merges"]["configs"])
-    assert not set(default.merges.configs) - set(with_merge_configs(default.config, {
-        k: v for k, v in default.merges.configs.items() if k not in default.config["merges"]["configs"]
-    })["merges"]["configs"])
+    assert not set(default.merges.configs) - set(
+        with_merge_configs(
+            default.config,
+            {k: v for k, v in default.merges.configs.items() if k not in default.config["merges"]["configs"]},
+        )["merges"]["configs"]
+    )
     assert default.ablations.selected == list(default.ablations.planned)
     assert default.ablations.outputs("layer_count") == [
-        f"results/ablations/layer_count/{f}" for f in ("table.csv", "table.md", "figure.svg", "figure.png")]
+        f"results/ablations/layer_count/{f}" for f in ("table.csv", "table.md", "figure.svg", "figure.png")
+    ]
     # expert-set ablations: extra runs (never in `runs`), bases of their own where the ablation says so
     assert default.ablations.expert_sets and not set(default.runs.extra) & set(default.runs.main)
     run = next(iter(default.runs.extra))
@@ -223,8 +269,10 @@ def test_hub_arguments_are_shell_words_or_nothing(paper):
 def test_table5_shows_what_the_checkpoints_were_evaluated_on():
     """Checkpoint tasks without MBPP / MMLU: the tables job is told so (it asked for base/mbpp.json and failed
     after the whole DAG had run); the same tasks in another order give the same params."""
-    trimmed = _spec("config.yaml", evaluation={**_config("config.yaml")["evaluation"],
-                                               "checkpoint_tasks": ["mgsm", "flores", "belebele"]})
+    trimmed = _spec(
+        "config.yaml",
+        evaluation={**_config("config.yaml")["evaluation"], "checkpoint_tasks": ["mgsm", "flores", "belebele"]},
+    )
     assert _word(trimmed.report.table_params())["benchmarks"] == ["belebele", "flores", "mgsm"]
     default = _spec("config.yaml")
     assert _word(default.report.table_params())["benchmarks"] == ["belebele", "flores", "mbpp", "mgsm", "mmlu"]

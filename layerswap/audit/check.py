@@ -66,8 +66,13 @@ def drift(manifest: dict, manifest_path: Path, logs: bool = False) -> list[Drift
         size = path.stat().st_size
         digest = file_sha256(path)
         if digest != entry.get("sha256") or size != entry.get("size"):
-            out.append(Drift("changed", p, f"sha256 {str(entry.get('sha256'))[:12]}… -> {digest[:12]}…, "
-                                           f"size {entry.get('size')} -> {size}"))
+            out.append(
+                Drift(
+                    "changed",
+                    p,
+                    f"sha256 {str(entry.get('sha256'))[:12]}… -> {digest[:12]}…, size {entry.get('size')} -> {size}",
+                )
+            )
     foreign = manifest.get("foreign") or {}
     if root.is_dir():
         for path in walk(root, {Path(manifest_path)}):
@@ -104,18 +109,35 @@ def remove_foreign(manifest: dict) -> tuple[list[str], list[str]]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", default=Layout().manifest())
-    parser.add_argument("--logs", action="store_true",
-                        help="compare the run logs too (training log.jsonl: wall-clock timings differ between runs)")
-    parser.add_argument("--trace", nargs=3, metavar=("TABLE", "ROW", "COLUMN"),
-                        help="trace one table cell back to its evaluation files, recipes and checkpoints")
+    parser.add_argument(
+        "--logs",
+        action="store_true",
+        help="compare the run logs too (training log.jsonl: wall-clock timings differ between runs)",
+    )
+    parser.add_argument(
+        "--trace",
+        nargs=3,
+        metavar=("TABLE", "ROW", "COLUMN"),
+        help="trace one table cell back to its evaluation files, recipes and checkpoints",
+    )
     parser.add_argument("--json", action="store_true", help="print the trace as JSON")
-    parser.add_argument("--repair", action="store_true",
-                        help="print the command that rebuilds what changed or is missing (docs/REPAIR.md)")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="print the command that rebuilds what changed or is missing (docs/REPAIR.md)",
+    )
     parser.add_argument("--run", action="store_true", help="with --repair: run that command")
-    parser.add_argument("--remove-foreign", action="store_true",
-                        help="delete the files the manifest names as not from its config (`foreign:` lines)")
-    parser.add_argument("snakemake_args", nargs="*", metavar="-- SNAKEMAKE_ARGS",
-                        help="with --repair: the run's own Snakemake options (e.g. -- --configfile my.yaml --cores 4)")
+    parser.add_argument(
+        "--remove-foreign",
+        action="store_true",
+        help="delete the files the manifest names as not from its config (`foreign:` lines)",
+    )
+    parser.add_argument(
+        "snakemake_args",
+        nargs="*",
+        metavar="-- SNAKEMAKE_ARGS",
+        help="with --repair: the run's own Snakemake options (e.g. -- --configfile my.yaml --cores 4)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -140,8 +162,10 @@ def run(args: argparse.Namespace) -> None:
     if args.remove_foreign:
         foreign, left = remove_foreign(manifest)
     for p in foreign:
-        print(f"foreign: {p} (not from this config: no job of it makes this file"
-              + ("; removed)" if args.remove_foreign else ")"))
+        print(
+            f"foreign: {p} (not from this config: no job of it makes this file"
+            + ("; removed)" if args.remove_foreign else ")")
+        )
     for p in left:
         print(f"foreign: {p} (not from this config; changed since the manifest named it: left, remove it by hand)")
     if args.repair:
@@ -152,8 +176,15 @@ def run(args: argparse.Namespace) -> None:
     if found:
         raise UserError(f"{len(found)} drift(s) against {args.manifest}")
     logs = len({**manifest["files"], **(manifest.get("run_logs") or {})}) - len(recorded(manifest, args.logs))
-    print(f"audit: {len(recorded(manifest, args.logs))} files match {args.manifest}"
-          + (f" ({logs} run logs not compared: --logs compares them)" if logs else "")
-          + (f"; {len(foreign)} files not from this config removed" if foreign and args.remove_foreign else
-             f"; {len(foreign)} files not from this config (foreign: above; never read by its jobs; "
-             "`layerswap audit --remove-foreign` removes them)" if foreign else ""))
+    print(
+        f"audit: {len(recorded(manifest, args.logs))} files match {args.manifest}"
+        + (f" ({logs} run logs not compared: --logs compares them)" if logs else "")
+        + (
+            f"; {len(foreign)} files not from this config removed"
+            if foreign and args.remove_foreign
+            else f"; {len(foreign)} files not from this config (foreign: above; never read by its jobs; "
+            "`layerswap audit --remove-foreign` removes them)"
+            if foreign
+            else ""
+        )
+    )

@@ -24,8 +24,15 @@ EXCLUDED_DIRS = (LOGS, ".snakemake", STORE)
 RUN_LOGS = ("log.jsonl",)
 #: Records whose writer hashed the files it names (sha256 reused by the manifest; the job that owns those files).
 #: Glob patterns, relative to the results root.
-RECORDS = tuple(Layout().relative(p) for p in (Layout().checkpoints_record("*"), Layout().checkpoint_index("*"),
-                                               Layout().checkpoint_index("*", "*"), Layout().table2_index("*", "*")))
+RECORDS = tuple(
+    Layout().relative(p)
+    for p in (
+        Layout().checkpoints_record("*"),
+        Layout().checkpoint_index("*"),
+        Layout().checkpoint_index("*", "*"),
+        Layout().table2_index("*", "*"),
+    )
+)
 
 
 def is_run_log(path: str | Path) -> bool:

@@ -36,8 +36,17 @@ from layerswap.workflow.layout import Layout
 
 MANIFEST_FORMAT = 3  # 2: run logs apart from the files (`run_logs`); 3: `foreign`, jobs' `snakemake` records
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
-ENV_RECORDED = ("CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONHASHSEED", "HF_HOME",
-                "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "TOKENIZERS_PARALLELISM", "CUBLAS_WORKSPACE_CONFIG")
+ENV_RECORDED = (
+    "CUDA_VISIBLE_DEVICES",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "PYTHONHASHSEED",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "TOKENIZERS_PARALLELISM",
+    "CUBLAS_WORKSPACE_CONFIG",
+)
 
 
 # ------------------------------------------------------------------------------------------------------- secrets
@@ -65,15 +74,20 @@ def redact(text: str, secrets: list[str]) -> str:
     return text
 
 
-
 # --------------------------------------------------------------------------------------- snakemake job records
-def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
-                listed: dict[str, str] | None = None, outputs: set[str] | None = None) -> dict[str, dict]:
+def attach_jobs(
+    files: dict[str, dict],
+    meta_dir: Path,
+    secrets: list[str],
+    listed: dict[str, str] | None = None,
+    outputs: set[str] | None = None,
+) -> dict[str, dict]:
     """Set files[p]["job"] to a job id and return {job id: {rule, params, shellcmd, outputs, inputs, snakemake}}.
     `listed`: {undeclared file: the declared record that lists it} (its writer's job); `outputs`: the files the
     config's jobs declare (others' records, left by another config, are not used)."""
-    records: dict[str, dict | None] = {p: read_record(meta_dir, p) for p in files
-                                       if outputs is None or p in outputs} if meta_dir.is_dir() else {}
+    records: dict[str, dict | None] = (
+        {p: read_record(meta_dir, p) for p in files if outputs is None or p in outputs} if meta_dir.is_dir() else {}
+    )
     folders = [o for o in sorted(outputs or ()) if Path(o).is_dir()]  # directory outputs (a merged model)
     records.update({o: read_record(meta_dir, o) for o in folders} if meta_dir.is_dir() else {})
     declared = {p for p, r in records.items() if r is not None}
@@ -89,7 +103,8 @@ def attach_jobs(files: dict[str, dict], meta_dir: Path, secrets: list[str],
             ids[sig] = f"{r['rule']}:{p}"
             params = [redact(str(x), secrets) for x in r.get("params") or []]
             jobs[ids[sig]] = {
-                "rule": r["rule"], "params": [x for x in params if not _names_secret(x)],
+                "rule": r["rule"],
+                "params": [x for x in params if not _names_secret(x)],
                 "shellcmd": redact(str(r.get("shellcmd") or ""), secrets) or None,
                 "inputs": {i: (files.get(i) or {}).get("sha256") for i in r.get("input") or []},
                 "outputs": [],
@@ -131,29 +146,37 @@ def environment() -> dict[str, str]:
     return {k: os.environ[k] for k in ENV_RECORDED if k in os.environ and not is_secret(k)}
 
 
-def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, config: dict | None,
-                   outputs: set[str] | None = None) -> dict:
+def build_manifest(
+    root: Path, out: Path, meta_dir: Path, workflow_dir: Path, config: dict | None, outputs: set[str] | None = None
+) -> dict:
     """`outputs`: the files the config's jobs declare (`audit.provenance.declared`); files under the root that are
     not the config's (`audit.provenance.ownership`) go to `foreign`, not `files`. None: every file is the run's."""
     secrets = secret_values()
     known = recorded_hashes(root)
-    ours, foreign = ownership(root, outputs, {out}) if outputs is not None else ([str(p) for p in walk(root, {out})],
-                                                                                 [])
+    ours, foreign = (
+        ownership(root, outputs, {out}) if outputs is not None else ([str(p) for p in walk(root, {out})], [])
+    )
     hashed = hash_files([Path(p) for p in ours], known)
     jobs = attach_jobs(hashed, meta_dir, secrets, {p: rec.record for p, rec in known.items()}, outputs)
     files = {p: e for p, e in hashed.items() if not is_run_log(p)}
     run_logs = {p: e for p, e in hashed.items() if is_run_log(p)}
     config = drop_secrets(config or {})
-    seeds = {"seed": config.get("seed"), "toy_world_seed": (config.get("toy_world") or {}).get("seed"),
-             "sft_runs": {r: (p or {}).get("seed") for r, p in ((config.get("sft") or {}).get("runs") or {}).items()},
-             "sft_default": ((config.get("sft") or {}).get("defaults") or {}).get("seed")}
+    seeds = {
+        "seed": config.get("seed"),
+        "toy_world_seed": (config.get("toy_world") or {}).get("seed"),
+        "sft_runs": {r: (p or {}).get("seed") for r, p in ((config.get("sft") or {}).get("runs") or {}).items()},
+        "sft_default": ((config.get("sft") or {}).get("defaults") or {}).get("seed"),
+    }
     manifest = {
         "format": MANIFEST_FORMAT,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "root": str(root),
         "workflow": {"path": str(workflow_dir), **git_state(workflow_dir)},
-        "software": {"python": sys.version.split()[0], "implementation": platform.python_implementation(),
-                     "packages": package_versions()},
+        "software": {
+            "python": sys.version.split()[0],
+            "implementation": platform.python_implementation(),
+            "packages": package_versions(),
+        },
         "hardware": hardware(),
         "seeds": seeds,
         "environment": environment(),
@@ -161,7 +184,9 @@ def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, co
         "files": files,
         "run_logs": run_logs,
         "jobs": jobs,
-        "foreign": {p: {k: e[k] for k in ("size", "sha256")} for p, e in hash_files([Path(p) for p in foreign]).items()},
+        "foreign": {
+            p: {k: e[k] for k in ("size", "sha256")} for p, e in hash_files([Path(p) for p in foreign]).items()
+        },
     }
     text = redact(json.dumps(manifest, indent=1, sort_keys=True), secrets)
     return json.loads(text)
@@ -171,10 +196,16 @@ def build_manifest(root: Path, out: Path, meta_dir: Path, workflow_dir: Path, co
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=Layout().root, help="results directory to hash")
     parser.add_argument("--out", default=Layout().manifest())
-    parser.add_argument("--metadata-dir", default=".snakemake/metadata",
-                        help="Snakemake's per-output job records (rule, params, shell command)")
-    parser.add_argument("--workflow-dir", default=None,
-                        help="the workflow's checkout, for its git commit (default: the one this package runs from)")
+    parser.add_argument(
+        "--metadata-dir",
+        default=".snakemake/metadata",
+        help="Snakemake's per-output job records (rule, params, shell command)",
+    )
+    parser.add_argument(
+        "--workflow-dir",
+        default=None,
+        help="the workflow's checkout, for its git commit (default: the one this package runs from)",
+    )
     parser.add_argument("--config-json", default=None, help="the run's config as JSON (secrets are dropped)")
 
 
@@ -187,11 +218,16 @@ def run(args: argparse.Namespace) -> None:
     outputs = config_outputs(config, workflow_dir) if config is not None else None
     manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config, outputs)
     write_json_atomic(Path(args.out), manifest)
-    print(f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "
-          f"{len(manifest['jobs'])} jobs -> {args.out}"
-          + (f"; {len(manifest['foreign'])} files not from this config (foreign)" if manifest["foreign"] else "")
-          + ("; not a workflow config: no file is told apart as foreign" if config is not None and outputs is None
-             else ""))
+    print(
+        f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "
+        f"{len(manifest['jobs'])} jobs -> {args.out}"
+        + (f"; {len(manifest['foreign'])} files not from this config (foreign)" if manifest["foreign"] else "")
+        + (
+            "; not a workflow config: no file is told apart as foreign"
+            if config is not None and outputs is None
+            else ""
+        )
+    )
 
 
 def config_outputs(config: dict, workflow_dir: Path) -> set[str] | None:

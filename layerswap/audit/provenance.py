@@ -39,8 +39,16 @@ from layerswap.workflow.layout import Layout, R
 
 #: The fields of a Snakemake metadata record the manifest keeps (besides rule, params and shell command, which it
 #: lists for readers): what Snakemake's rerun triggers compare, and the inputs' checksums it uses for mtime ties.
-RECORD_FIELDS = ("code", "input", "log", "conda_env", "container_img_url", "software_stack_hash",
-                 "record_format_version", "input_checksums")
+RECORD_FIELDS = (
+    "code",
+    "input",
+    "log",
+    "conda_env",
+    "container_img_url",
+    "software_stack_hash",
+    "record_format_version",
+    "input_checksums",
+)
 SHOWN = 3  # files named in a one-line message
 
 
@@ -53,7 +61,7 @@ def record_path(meta_dir: Path, output: str) -> Path:
     except (OSError, ValueError):
         max_len = 255
     b64 = base64.urlsafe_b64encode(output.encode()).decode()
-    parts = [b64[i:i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
+    parts = [b64[i : i + max_len - 1] for i in range(0, len(b64), max_len - 1)]
     return meta_dir.joinpath(*(["@" + s for s in parts[:-1]] + [parts[-1]]))
 
 
@@ -109,8 +117,13 @@ def ownership(root: Path, outputs: set[str], exclude: set[Path] = frozenset()) -
     for path in walk(root, exclude):
         p = str(path)
         base = p.removesuffix(".samples.jsonl") + ".json" if p.endswith(".samples.jsonl") else p
-        is_ours = (p in outputs or base in outputs or listed.get(base) in outputs
-                   or os.path.dirname(p) in listed_dirs or any(True for _ in _parents_in(p, outputs)))
+        is_ours = (
+            p in outputs
+            or base in outputs
+            or listed.get(base) in outputs
+            or os.path.dirname(p) in listed_dirs
+            or any(True for _ in _parents_in(p, outputs))
+        )
         d = os.path.dirname(p)
         while not is_ours and d and d != str(root) and d != os.path.dirname(d):
             if d in dirs or (d.endswith(".work") and d.removesuffix(".work") in dirs):  # base.work/: its log
@@ -143,8 +156,9 @@ def _vouched(manifest: dict, output: str) -> tuple[dict, dict] | None:
     declares `output` (a file, or a directory such as a merged model) and keeps its record fields."""
     entry = manifest["files"].get(output) or {}
     jobs = manifest.get("jobs") or {}
-    job = jobs.get(entry.get("job") or "") or next((j for j in jobs.values() if isinstance(j, dict) and output
-                                                    in (j.get("outputs") or [])), None)
+    job = jobs.get(entry.get("job") or "") or next(
+        (j for j in jobs.values() if isinstance(j, dict) and output in (j.get("outputs") or [])), None
+    )
     if not job or output not in job.get("outputs", []) or not isinstance(job.get("snakemake"), dict):
         return None
     return entry, job
@@ -177,9 +191,15 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
         if vouched is not None:
             entry, job = vouched
             fields = job["snakemake"]
-            record = {**{k: fields.get(k) for k in RECORD_FIELDS}, "rule": job["rule"], "params": job["params"],
-                      "shellcmd": job.get("shellcmd"), "incomplete": False, "job_hash": None,
-                      "external_jobid": None}
+            record = {
+                **{k: fields.get(k) for k in RECORD_FIELDS},
+                "rule": job["rule"],
+                "params": job["params"],
+                "shellcmd": job.get("shellcmd"),
+                "incomplete": False,
+                "job_hash": None,
+                "external_jobid": None,
+            }
             if current is not None and _compared(current) == _compared(record):
                 continue  # the same provenance (the file was touched or copied without its time)
             if _same_bytes(path, entry, (fields.get("endtime") or {}).get(out)):
@@ -196,8 +216,12 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
 
 
 # -------------------------------------------------------------------------------------------- before a run
-def check(spec, meta_dir: Path = Path(".snakemake/metadata"), incomplete_dir: Path = Path(".snakemake/incomplete"),
-          root: Path = Path(R)) -> list[str]:
+def check(
+    spec,
+    meta_dir: Path = Path(".snakemake/metadata"),
+    incomplete_dir: Path = Path(".snakemake/incomplete"),
+    root: Path = Path(R),
+) -> list[str]:
     """Before the DAG is built: put back the records the manifest vouches for, refuse outputs with no provenance
     (UserError, one line), and return the lines to print (records put back, files not from this config)."""
     outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
@@ -208,17 +232,22 @@ def check(spec, meta_dir: Path = Path(".snakemake/metadata"), incomplete_dir: Pa
             f"{len(unknown)} result(s) have no record of the job that made them ({shown}): neither "
             f".snakemake/metadata nor {manifest} (with these bytes) says which params made them; rebuild "
             "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
-            f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}")
+            f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}"
+        )
     lines = []
     if restored:
-        lines.append(f"provenance: {len(restored)} record(s) put back into .snakemake/metadata from "
-                     f"{manifest} (results moved without .snakemake/ or beside another run's)")
+        lines.append(
+            f"provenance: {len(restored)} record(s) put back into .snakemake/metadata from "
+            f"{manifest} (results moved without .snakemake/ or beside another run's)"
+        )
     if root.is_dir():
         _, foreign = ownership(root, set(outputs), {manifest})
         if foreign:
             shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else "")
-            lines.append(f"provenance: {len(foreign)} file(s) under {root}/ are not from this config ({shown}); "
-                         "kept, never read; `layerswap audit --remove-foreign` after the run removes them")
+            lines.append(
+                f"provenance: {len(foreign)} file(s) under {root}/ are not from this config ({shown}); "
+                "kept, never read; `layerswap audit --remove-foreign` after the run removes them"
+            )
     return lines
 
 

@@ -83,7 +83,9 @@ def repair(manifest: dict, found, snakemake_args: list[str], run: bool) -> bool:
         shutil.rmtree(d)
     code = subprocess.run(p.command(snakemake_args)).returncode
     if code:
-        raise UserError(f"the repair's snakemake exited with status {code} (its messages are above; after a hard "
-                        "kill it may need `snakemake --unlock` first: docs/REPAIR.md)")
+        raise UserError(
+            f"the repair's snakemake exited with status {code} (its messages are above; after a hard "
+            "kill it may need `snakemake --unlock` first: docs/REPAIR.md)"
+        )
     print("repair: done; `layerswap audit` against a copy of the old manifest compares the rebuilt files with it")
     return True

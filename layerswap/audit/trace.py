@@ -63,8 +63,11 @@ def _norm(text: str) -> str:
 def find_cell(table, row: str, column: str):
     rows = {}
     for key, labels in table.rows:
-        names = {"/".join(str(x) for x in labels), str(labels[0]) if len(labels) == 1 else None,
-                 "/".join(str(x) for x in key) if isinstance(key, tuple) else str(key)}
+        names = {
+            "/".join(str(x) for x in labels),
+            str(labels[0]) if len(labels) == 1 else None,
+            "/".join(str(x) for x in key) if isinstance(key, tuple) else str(key),
+        }
         for n in names - {None}:
             rows.setdefault(_norm(n), key)
     cols = {}
@@ -121,15 +124,26 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
     def entry(path: str) -> dict:
         rec = files.get(path)
         on_disk = Path(path).is_file()
-        status = "not in manifest" if rec is None else "missing" if not on_disk else (
-            "ok" if file_sha256(Path(path)) == rec["sha256"] else "changed")
-        return {"path": path, "sha256": rec and rec["sha256"], "status": status,
-                "job": rec and rec.get("job")}
+        status = (
+            "not in manifest"
+            if rec is None
+            else "missing"
+            if not on_disk
+            else ("ok" if file_sha256(Path(path)) == rec["sha256"] else "changed")
+        )
+        return {"path": path, "sha256": rec and rec["sha256"], "status": status, "job": rec and rec.get("job")}
 
-    out = {"table": stem, "row": "/".join(str(x) for x in (rkey if isinstance(rkey, tuple) else (rkey,))),
-           "column": ckey, "value": None if value is None else (float(value) if isinstance(value, float) else value),
-           "displayed": table.display(rkey, ckey), "evaluations": [], "samples": [], "recipes": [],
-           "checkpoints": []}
+    out = {
+        "table": stem,
+        "row": "/".join(str(x) for x in (rkey if isinstance(rkey, tuple) else (rkey,))),
+        "column": ckey,
+        "value": None if value is None else (float(value) if isinstance(value, float) else value),
+        "displayed": table.display(rkey, ckey),
+        "evaluations": [],
+        "samples": [],
+        "recipes": [],
+        "checkpoints": [],
+    }
     checkpoints: list[str] = []
     evals_root = Path(layout.evals())
     by_language = Path(layout.relative(layout.language_evals("*"), layout.evals())).parts[0]
@@ -148,16 +162,21 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
             except (OSError, ValueError):
                 pass
         elif model_id.startswith("ckpt/"):
-            checkpoints.append(str(Path(layout.checkpoint(*model_id[len("ckpt/"):].split("/", 1)))))
+            checkpoints.append(str(Path(layout.checkpoint(*model_id[len("ckpt/") :].split("/", 1)))))
         elif model_id == BASE_MODEL_ID:
             checkpoints.append(str(Path(layout.base())))
     for ck in dict.fromkeys(checkpoints):
-        weights = sorted(p for p in files if p.startswith(ck.rstrip("/") + "/") and p.endswith(".safetensors")
-                         and "/adapter/" not in p)
+        weights = sorted(
+            p
+            for p in files
+            if p.startswith(ck.rstrip("/") + "/") and p.endswith(".safetensors") and "/adapter/" not in p
+        )
         out["checkpoints"].append({"path": ck, "weights": [entry(w) for w in weights]})
     if not evals:
-        out["note"] = ("no numeric score behind this cell (a label, 'skipped' or 'n/a' cell); "
-                       "see the evaluation files of its column")
+        out["note"] = (
+            "no numeric score behind this cell (a label, 'skipped' or 'n/a' cell); "
+            "see the evaluation files of its column"
+        )
     return out
 
 

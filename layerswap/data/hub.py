@@ -73,11 +73,18 @@ def source_spec(config: dict, name: str, lang: str) -> dict:
     src = config["data_sources"][name]
     code = (src.get("languages") or {}).get(lang)
     spec = {
-        "name": name, "lang": lang, "hub_id": src["hub_id"], "revision": src.get("revision"),
-        "subset": _fmt(src.get("subset"), lang, code), "data_files": _fmt(src.get("data_files"), lang, code),
-        "split": _fmt(src.get("split", "train"), lang, code), "schema": src["schema"],
-        "builder": src.get("builder"), "builder_kwargs": _fmt(src.get("builder_kwargs") or {}, lang, code),
-        "columns": _fmt(dict(src.get("columns") or {}), lang, code), "language_column": src.get("language_column"),
+        "name": name,
+        "lang": lang,
+        "hub_id": src["hub_id"],
+        "revision": src.get("revision"),
+        "subset": _fmt(src.get("subset"), lang, code),
+        "data_files": _fmt(src.get("data_files"), lang, code),
+        "split": _fmt(src.get("split", "train"), lang, code),
+        "schema": src["schema"],
+        "builder": src.get("builder"),
+        "builder_kwargs": _fmt(src.get("builder_kwargs") or {}, lang, code),
+        "columns": _fmt(dict(src.get("columns") or {}), lang, code),
+        "language_column": src.get("language_column"),
         "language_value": code if src.get("language_column") else None,
         "n": needed_sources(config).get((name, lang)),
         "flores": [],
@@ -96,9 +103,18 @@ def flores_artefacts(lang: str) -> list[dict]:
     codes = [HF_LANGUAGES[c]["flores"] for c in dict.fromkeys(["en", lang]) if c in HF_LANGUAGES]
     if lang not in HF_LANGUAGES:
         raise UserError(f"no FLORES code known for language '{lang}' (layerswap/languages.py:HF_LANGUAGES)")
-    return [{"kind": "dataset", "hub_id": FLORES_HUB["hub_id"], "subset": code, "split": split,
-             "column": FLORES_HUB["column"], "purpose": f"overlap removal ({lang})"}
-            for code in codes for split in FLORES_HUB["splits"]]
+    return [
+        {
+            "kind": "dataset",
+            "hub_id": FLORES_HUB["hub_id"],
+            "subset": code,
+            "split": split,
+            "column": FLORES_HUB["column"],
+            "purpose": f"overlap removal ({lang})",
+        }
+        for code in codes
+        for split in FLORES_HUB["splits"]
+    ]
 
 
 def describe(item: dict) -> str:
@@ -146,8 +162,10 @@ def open_dataset(item: dict, streaming: bool = False):
 def gated_hint() -> str:
     from huggingface_hub import get_token
 
-    return ("gated: accept its terms on the hub page with the account of your token, and give the token (HF_TOKEN "
-            "or `hf auth login`)" + ("" if get_token() else "; no token is set"))
+    return (
+        "gated: accept its terms on the hub page with the account of your token, and give the token (HF_TOKEN "
+        "or `hf auth login`)" + ("" if get_token() else "; no token is set")
+    )
 
 
 BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
@@ -164,13 +182,23 @@ def repo_files(item: dict, download: bool = True) -> tuple[str, list[str]]:
 
     if download:
         offline = os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1"
-        local = Path(snapshot_download(item["hub_id"], repo_type="dataset", revision=item.get("revision"),
-                                       allow_patterns=[item["data_files"]], local_files_only=offline))
+        local = Path(
+            snapshot_download(
+                item["hub_id"],
+                repo_type="dataset",
+                revision=item.get("revision"),
+                allow_patterns=[item["data_files"]],
+                local_files_only=offline,
+            )
+        )
         files = sorted(str(p) for p in local.glob(item["data_files"]))
     else:
         at = f"@{item['revision']}" if item.get("revision") else ""
-        files = [f"hf://datasets/{item['hub_id']}{at}/{p}" for p in sorted(HfApi().list_repo_files(
-            item["hub_id"], repo_type="dataset", revision=item.get("revision"))) if fnmatch.fnmatch(p, item["data_files"])]
+        files = [
+            f"hf://datasets/{item['hub_id']}{at}/{p}"
+            for p in sorted(HfApi().list_repo_files(item["hub_id"], repo_type="dataset", revision=item.get("revision")))
+            if fnmatch.fnmatch(p, item["data_files"])
+        ]
     if not files:
         raise FileNotFoundError(f"no file matches data_files {item['data_files']!r}")
     suffix = Path(files[0]).suffix
@@ -185,9 +213,11 @@ def load_error(err: BaseException) -> str:
     name = type(err).__name__
     offline = os.environ.get("HF_DATASETS_OFFLINE") == "1" or os.environ.get("HF_HUB_OFFLINE") == "1"
     if "Dataset scripts are no longer supported" in text:
-        return (f"a loading-script dataset ({text.rsplit(' ', 1)[-1]}), which the installed datasets refuses; "
-                "read its parquet conversion (revision: refs/convert/parquet, with data_files) or the files the "
-                "script reads (builder + data_files)")
+        return (
+            f"a loading-script dataset ({text.rsplit(' ', 1)[-1]}), which the installed datasets refuses; "
+            "read its parquet conversion (revision: refs/convert/parquet, with data_files) or the files the "
+            "script reads (builder + data_files)"
+        )
     if name in ("GatedRepoError",) or "gated" in text.lower():
         return gated_hint()
     if "BuilderConfig" in text and "not found" in text:
@@ -201,9 +231,14 @@ def snapshot(item: dict, local_files_only: bool) -> Path:
     from huggingface_hub import snapshot_download
 
     try:
-        return Path(snapshot_download(repo_id=item["hub_id"], revision=item.get("revision"),
-                                      allow_patterns=item.get("allow_patterns", MODEL_PATTERNS),
-                                      local_files_only=local_files_only))
+        return Path(
+            snapshot_download(
+                repo_id=item["hub_id"],
+                revision=item.get("revision"),
+                allow_patterns=item.get("allow_patterns", MODEL_PATTERNS),
+                local_files_only=local_files_only,
+            )
+        )
     except Exception as err:  # noqa: BLE001
         hint = " (run `layerswap prestage` first, with the same HF_HOME)" if local_files_only else ""
         raise UserError(f"cannot get {describe(item)}: {type(err).__name__}{hint}") from None
@@ -266,7 +301,7 @@ def _shuffled_rows(ds, seed: int, indices=None, chunk: int = 2048) -> Iterator[d
 
     order = np.random.default_rng(seed).permutation(len(ds) if indices is None else np.asarray(indices))
     for start in range(0, len(order), chunk):
-        batch = ds[order[start:start + chunk].tolist()]
+        batch = ds[order[start : start + chunk].tolist()]
         names = list(batch)
         for i in range(len(batch[names[0]]) if names else 0):
             yield {k: batch[k][i] for k in names}
@@ -285,8 +320,10 @@ def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dat
     if spec.get("language_column"):
         column, value = spec["language_column"], spec["language_value"]
         if column not in ds.column_names:
-            raise UserError(f"data source '{spec['name']}': no column '{column}' (language_column); the dataset "
-                            f"has: {', '.join(ds.column_names)}")
+            raise UserError(
+                f"data source '{spec['name']}': no column '{column}' (language_column); the dataset "
+                f"has: {', '.join(ds.column_names)}"
+            )
         indices = [i for i, v in enumerate(ds[column]) if v == value]
     else:
         indices = None
@@ -299,16 +336,28 @@ def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dat
     order = _shuffled_rows(ds, source_seed(seed, spec["name"], spec["lang"]), indices)
     rows, counts = select_rows(order, spec, n, overlap)
     if counts["examples"] < n:
-        raise UserError(f"data source '{spec['name']}' ({spec['lang']}): only {counts['examples']} usable examples "
-                        f"after removing blanks, duplicates and evaluation overlap; the mix asks for {n} "
-                        f"(dropped: {counts})")
+        raise UserError(
+            f"data source '{spec['name']}' ({spec['lang']}): only {counts['examples']} usable examples "
+            f"after removing blanks, duplicates and evaluation overlap; the mix asks for {n} "
+            f"(dropped: {counts})"
+        )
     write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     info = {
-        "source": spec["name"], "lang": spec["lang"], "hub_id": spec["hub_id"], "subset": spec.get("subset"),
-        "split": spec.get("split"), "data_files": spec.get("data_files"), "revision": spec.get("revision"),
-        "dataset_fingerprint": getattr(ds, "_fingerprint", None), "schema": spec["schema"],
-        "columns": spec.get("columns"), "rows_in_split": total, "rows_in_language": in_language, "seed": seed,
-        "asked": n, "overlap_sentences": overlap.size if overlap else 0,
+        "source": spec["name"],
+        "lang": spec["lang"],
+        "hub_id": spec["hub_id"],
+        "subset": spec.get("subset"),
+        "split": spec.get("split"),
+        "data_files": spec.get("data_files"),
+        "revision": spec.get("revision"),
+        "dataset_fingerprint": getattr(ds, "_fingerprint", None),
+        "schema": spec["schema"],
+        "columns": spec.get("columns"),
+        "rows_in_split": total,
+        "rows_in_language": in_language,
+        "seed": seed,
+        "asked": n,
+        "overlap_sentences": overlap.size if overlap else 0,
         "overlap_source": [f"{f['hub_id']}:{f['subset']}:{f['split']}" for f in spec.get("flores") or []],
         **counts,
     }
@@ -330,12 +379,20 @@ def model_files(directory: Path) -> list[Path]:
     if not weights:
         pickles = [p.name for p in files if p.suffix in PICKLE_SUFFIXES]
         what = f"only pickle weights ({', '.join(pickles[:3])})" if pickles else "no weights"
-        raise UserError(f"base model {directory}: {what}; need *.safetensors (convert it, e.g. save_pretrained "
-                        "with safe_serialization=True)")
+        raise UserError(
+            f"base model {directory}: {what}; need *.safetensors (convert it, e.g. save_pretrained "
+            "with safe_serialization=True)"
+        )
     if not (directory / "config.json").is_file():
         raise UserError(f"base model {directory}: no config.json")
-    return [p for p in files if p.suffix == ".safetensors" or p.suffix == ".json" or p.name.startswith("tokenizer")
-            or p.suffix in (".model", ".tiktoken")]
+    return [
+        p
+        for p in files
+        if p.suffix == ".safetensors"
+        or p.suffix == ".json"
+        or p.name.startswith("tokenizer")
+        or p.suffix in (".model", ".tiktoken")
+    ]
 
 
 def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_fn=None) -> list[str]:
@@ -356,8 +413,9 @@ def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_f
     ordered = sorted(files, key=lambda p: p.name == "config.json")
     for path in ordered:
         (out / path.name).symlink_to(path.resolve())
-    (out / "layerswap_source.json").write_text(json.dumps({"source": source, "revision": revision,
-                                                            "directory": str(directory)}) + "\n")
+    (out / "layerswap_source.json").write_text(
+        json.dumps({"source": source, "revision": revision, "directory": str(directory)}) + "\n"
+    )
     return [p.name for p in ordered]
 
 
@@ -384,8 +442,14 @@ def run(args: argparse.Namespace) -> None:
     if hasattr(args, "spec_json"):
         spec = json.loads(args.spec_json)
         info = write_source(spec, args.seed, args.out, args.manifest)
-        print(json.dumps({k: info[k] for k in ("source", "lang", "scanned", "kept_rows", "examples", "blank",
-                                                "duplicate", "overlap")}))
+        print(
+            json.dumps(
+                {
+                    k: info[k]
+                    for k in ("source", "lang", "scanned", "kept_rows", "examples", "blank", "duplicate", "overlap")
+                }
+            )
+        )
     else:
         names = prepare_base(args.source, args.out, args.revision)
         print(f"linked {len(names)} files into {args.out}")

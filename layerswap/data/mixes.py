@@ -175,14 +175,17 @@ def to_schema(row: dict, schema: str, columns: dict[str, str] | None, source: st
         if isinstance(column, list):  # a field made of several columns: {column: value}
             missing = [c for c in column if c not in row]
             if missing:
-                raise UserError(f"data source '{source}': no column '{missing[0]}' (for {role}); the dataset has: "
-                                f"{', '.join(sorted(row))}")
+                raise UserError(
+                    f"data source '{source}': no column '{missing[0]}' (for {role}); the dataset has: "
+                    f"{', '.join(sorted(row))}"
+                )
             out[target] = {c: row[c] for c in column}
         elif column in row:
             out[target] = row[column]
         elif role not in spec.optional or role in columns:
-            raise UserError(f"data source '{source}': no column '{column}' (for {role}); the dataset has: "
-                            f"{', '.join(sorted(row))}")
+            raise UserError(
+                f"data source '{source}': no column '{column}' (for {role}); the dataset has: {', '.join(sorted(row))}"
+            )
     return out
 
 
@@ -237,7 +240,7 @@ class OverlapFilter:
             return False
         norm, k = overlap_key(text), self.key_len
         for i in range(len(norm) - k + 1):
-            hits = self.index.get(norm[i:i + k])
+            hits = self.index.get(norm[i : i + k])
             if hits and any(norm.startswith(s, i) for s in hits):
                 return True
         return False
@@ -274,15 +277,24 @@ def build_mix(sources: list[dict], seed: int, out: Path, manifest: Path | None =
     entries = []
     for src in sources:
         lang = src.get("lang", "en")
-        pool = list({(r["prompt"], r["response"]): r for r in normalise(Path(src["path"]), src["schema"],
-                                                                          lang, src["name"])}.values())
+        pool = list(
+            {
+                (r["prompt"], r["response"]): r for r in normalise(Path(src["path"]), src["schema"], lang, src["name"])
+            }.values()
+        )
         if src["n"] > len(pool):
             raise UserError(f"data source '{src['name']}' ({src['path']}): asked for {src['n']} rows, has {len(pool)}")
         picked = rng.sample(pool, src["n"])
         counts[f"{src['name']}:{lang}"] = len(picked)
         rows += picked
-        entry = {"name": src["name"], "lang": lang, "schema": src["schema"], "path": str(src["path"]),
-                 "available": len(pool), "taken": len(picked)}
+        entry = {
+            "name": src["name"],
+            "lang": lang,
+            "schema": src["schema"],
+            "path": str(src["path"]),
+            "available": len(pool),
+            "taken": len(picked),
+        }
         raw_manifest = manifest_path(Path(src["path"]))
         if raw_manifest.is_file():
             entry["source_manifest"] = json.loads(raw_manifest.read_text(encoding="utf-8"))
@@ -290,8 +302,15 @@ def build_mix(sources: list[dict], seed: int, out: Path, manifest: Path | None =
     rng.shuffle(rows)
     write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     if manifest is not None:
-        write_text_atomic(manifest, json.dumps({"mix": str(out), "seed": seed, "rows": len(rows), "counts": counts,
-                                                "sources": entries}, indent=1, ensure_ascii=False) + "\n")
+        write_text_atomic(
+            manifest,
+            json.dumps(
+                {"mix": str(out), "seed": seed, "rows": len(rows), "counts": counts, "sources": entries},
+                indent=1,
+                ensure_ascii=False,
+            )
+            + "\n",
+        )
     return counts
 
 

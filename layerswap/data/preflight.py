@@ -68,17 +68,22 @@ def check_model(item: dict, num_layers: int | None) -> str:
         files = {f.path: getattr(f, "size", None) for f in tree if getattr(f, "size", None) is not None}
     except Exception as err:  # noqa: BLE001
         raise UserError(_hub_error(err, item)) from None
-    fetched = {f: s for f, s in files.items() if any(fnmatch.fnmatch(f, p) for p in
-                                                         item.get("allow_patterns", MODEL_PATTERNS))}
+    fetched = {
+        f: s for f, s in files.items() if any(fnmatch.fnmatch(f, p) for p in item.get("allow_patterns", MODEL_PATTERNS))
+    }
     weights = [f for f in fetched if f.endswith(".safetensors")]
     if not weights:
         pickles = [f for f in files if f.endswith((".bin", ".pth", ".pt"))]
-        raise UserError("no safetensors weights" + (f" (only pickle: {', '.join(pickles[:2])})" if pickles else "")
-                        + "; layerswap loads safetensors only")
+        raise UserError(
+            "no safetensors weights"
+            + (f" (only pickle: {', '.join(pickles[:2])})" if pickles else "")
+            + "; layerswap loads safetensors only"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            for name in [f for f in fetched if f.endswith(".json") and "/" not in f] + \
-                        [f for f in fetched if f.startswith("tokenizer")]:
+            for name in [f for f in fetched if f.endswith(".json") and "/" not in f] + [
+                f for f in fetched if f.startswith("tokenizer")
+            ]:
                 hf_hub_download(item["hub_id"], name, revision=item.get("revision"), local_dir=tmp)
         except Exception as err:  # noqa: BLE001
             raise UserError(_hub_error(err, item)) from None
@@ -88,13 +93,17 @@ def check_model(item: dict, num_layers: int | None) -> str:
             cfg = AutoConfig.from_pretrained(tmp)
             AutoTokenizer.from_pretrained(tmp)
         except Exception as err:  # noqa: BLE001
-            raise UserError(f"transformers cannot read its config or tokenizer: {type(err).__name__}: "
-                            f"{str(err).splitlines()[0] if str(err) else ''}") from None
+            raise UserError(
+                f"transformers cannot read its config or tokenizer: {type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else ''}"
+            ) from None
     layers = getattr(cfg, "num_hidden_layers", None)
     if num_layers is not None and layers != num_layers:
         raise UserError(f"{layers} layers, the config says base.num_layers: {num_layers}")
-    return (f"{cfg.model_type}, {layers} layers, {len(weights)} safetensors file(s), "
-            f"{_size(sum(s or 0 for s in fetched.values()))} to fetch")
+    return (
+        f"{cfg.model_type}, {layers} layers, {len(weights)} safetensors file(s), "
+        f"{_size(sum(s or 0 for s in fetched.values()))} to fetch"
+    )
 
 
 # -------------------------------------------------------------------------------------------------------- datasets
@@ -153,16 +162,20 @@ def check_dataset(item: dict, scan_cap: int = 2_000_000) -> str:
             try:
                 usable.update(examples(doc, spec["schema"], spec["lang"]))
             except (KeyError, TypeError, ValueError, AttributeError) as err:
-                raise UserError(f"row {scanned - 1}: the {spec['schema']} normaliser cannot read it "
-                                f"({type(err).__name__}: {err})") from None
+                raise UserError(
+                    f"row {scanned - 1}: the {spec['schema']} normaliser cannot read it ({type(err).__name__}: {err})"
+                ) from None
         row = next(rows, None)
     if column and in_language == 0:
         raise UserError(f"{column} = {value!r} selects no rows (of {scanned} read); check the language value")
     if len(usable) < n:
         where = "in the split" if row is None else f"in the first {scanned} rows"
         raise UserError(f"only {len(usable)} usable examples {where}; the mix asks for {n}")
-    return f"{n} usable examples in the first {scanned} rows" + (f" ({column} = {value!r})" if column else "") \
+    return (
+        f"{n} usable examples in the first {scanned} rows"
+        + (f" ({column} = {value!r})" if column else "")
         + f", {size}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------------------ all
@@ -195,6 +208,9 @@ def verify(items: list[dict], base_layers: int | None, out=None) -> bool:
             ok &= passed
             print(f"{'ok  ' if passed else 'FAIL'}  {describe(item)}: {what}", file=out, flush=True)
     failed = "all passed" if ok else "FAILED: fix the lines marked FAIL before queueing jobs"
-    print(f"{len(items)} artefacts checked in {time.monotonic() - start:.1f} s against "
-          f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}: {failed}", file=out)
+    print(
+        f"{len(items)} artefacts checked in {time.monotonic() - start:.1f} s against "
+        f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co')}: {failed}",
+        file=out,
+    )
     return ok

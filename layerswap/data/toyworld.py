@@ -30,10 +30,60 @@ FOODS = ["bread", "rice", "corn", "grass", "seeds", "milk", "meat", "fruit"]
 GAIN = {"buys": "buys", "finds": "finds", "gets": "gets"}
 LOSS = {"gives": "gives away", "loses": "loses", "sells": "sells"}
 FUNCTION_WORDS = [
-    "has", "have", "buys", "finds", "gets", "gives", "away", "loses", "sells", "more", "then", "how", "many",
-    "does", "now", "the", "a", "answer", "is", "what", "where", "who", "lives", "live", "in", "likes", "like",
-    "animal", "color", "eats", "eat", "food", "translate", "to", "write", "function", "that", "returns", "plus",
-    "minus", "times", "x", "and", "sees", "big", "small", "day", "every", "goes", "with", "friend", "of", "at", "hat",
+    "has",
+    "have",
+    "buys",
+    "finds",
+    "gets",
+    "gives",
+    "away",
+    "loses",
+    "sells",
+    "more",
+    "then",
+    "how",
+    "many",
+    "does",
+    "now",
+    "the",
+    "a",
+    "answer",
+    "is",
+    "what",
+    "where",
+    "who",
+    "lives",
+    "live",
+    "in",
+    "likes",
+    "like",
+    "animal",
+    "color",
+    "eats",
+    "eat",
+    "food",
+    "translate",
+    "to",
+    "write",
+    "function",
+    "that",
+    "returns",
+    "plus",
+    "minus",
+    "times",
+    "x",
+    "and",
+    "sees",
+    "big",
+    "small",
+    "day",
+    "every",
+    "goes",
+    "with",
+    "friend",
+    "of",
+    "at",
+    "hat",
 ]
 ARTICLES = {"the", "a", "does"}  # dropped in every toy language
 SHARED = ["+", "-", "*", "=", ".", ",", "?", ":", "(", ")", "==", "def", "f", "return", "assert"]
@@ -149,8 +199,9 @@ class World:
         return " ".join(sentences + [question]), solution
 
     # ---- reading comprehension and facts ------------------------------------------------------------------
-    def fact(self, rng: random.Random, kind: str | None = None, name: str | None = None
-             ) -> tuple[list[str], list[str], list[str], list[str], str, str]:
+    def fact(
+        self, rng: random.Random, kind: str | None = None, name: str | None = None
+    ) -> tuple[list[str], list[str], list[str], list[str], str, str]:
         """A random fact about a person: (s, v, o, x, question kind, answer word)."""
         name = name or rng.choice(NAMES)
         kind = kind or rng.choice(["animal", "place", "likes", "color"])
@@ -172,8 +223,10 @@ class World:
         facts = [self.fact(rng, kind, name) for kind, name in zip(kinds, rng.sample(NAMES, n_facts))]
         s, _, _, _, kind, answer = rng.choice(facts)
         wh, verb = {
-            "animal": (["what", "animal"], ["have"]), "place": (["where"], ["live"]),
-            "likes": (["what"], ["like"]), "color": (["what", "color", "hat"], ["have"]),
+            "animal": (["what", "animal"], ["have"]),
+            "place": (["where"], ["live"]),
+            "likes": (["what"], ["like"]),
+            "color": (["what", "color", "hat"], ["have"]),
         }[kind]
         pool = {"animal": ANIMALS, "place": PLACES, "likes": OBJECTS, "color": COLORS}[kind]
         # Distractors: the other facts' answers (in the passage, wrong kind) and one word of the right kind that
@@ -184,20 +237,35 @@ class World:
         while len(set(distractors)) < 3:
             distractors[-1] = rng.choice(same_kind)
         passage = " ".join(lang.clause(fs, fv, fo, fx) for fs, fv, fo, fx, _, _ in facts)
-        return {"passage": passage, "question": lang.question(wh, s, verb),
-                "answer": lang.text(answer), "options": [lang.text(w) for w in distractors], "kind": kind}
+        return {
+            "passage": passage,
+            "question": lang.question(wh, s, verb),
+            "answer": lang.text(answer),
+            "options": [lang.text(w) for w in distractors],
+            "kind": kind,
+        }
 
     def world_fact(self, rng: random.Random, lang: Language) -> dict:
         animal = rng.choice(ANIMALS)
         if rng.random() < 0.5:
             statement = lang.clause(["the", animal], ["lives"], [], ["in", "the", self.home[animal]])
             question = lang.question(["where"], ["the", animal], ["live"])
-            return {"statement": statement, "question": question, "answer": lang.text(self.home[animal]),
-                    "pool": [lang.text(p) for p in PLACES if p != self.home[animal]], "subject": "toy_geography"}
+            return {
+                "statement": statement,
+                "question": question,
+                "answer": lang.text(self.home[animal]),
+                "pool": [lang.text(p) for p in PLACES if p != self.home[animal]],
+                "subject": "toy_geography",
+            }
         statement = lang.clause(["the", animal], ["eats"], [self.food[animal]])
         question = lang.question(["what", "food"], ["the", animal], ["eat"])
-        return {"statement": statement, "question": question, "answer": lang.text(self.food[animal]),
-                "pool": [lang.text(f) for f in FOODS if f != self.food[animal]], "subject": "toy_biology"}
+        return {
+            "statement": statement,
+            "question": question,
+            "answer": lang.text(self.food[animal]),
+            "pool": [lang.text(f) for f in FOODS if f != self.food[animal]],
+            "subject": "toy_biology",
+        }
 
     def story(self, rng: random.Random, lang: Language, n: int = 4) -> str:
         sentences = []
@@ -276,8 +344,9 @@ def _stream(seed: int, *names: str) -> random.Random:
     return random.Random("-".join([str(seed), *names]))
 
 
-def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], size: int,
-                  mix: dict | None = None) -> None:
+def write_dataset(
+    name: str, out: Path, seed: int, languages: dict[str, dict], size: int, mix: dict | None = None
+) -> None:
     """Write one dataset (`out`: its .jsonl; the pretraining corpus also writes vocab.json beside it). Every word of
     its text is checked against the vocabulary (`in_vocabulary`)."""
     langs = [make_language(code, spec["word_order"], seed) for code, spec in sorted(languages.items())]
@@ -288,14 +357,22 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
     if name == "pretrain":
         writer, rows = _pretrain, ({"text": d} for d in _pretrain(world, rng, en, langs, size, pretrain_mix(mix)))
     elif name == "orca_math":  # Orca-Math style English math (one- and two-step word problems, worked solutions)
-        writer, rows = World.render_math, ({"question": q, "answer": a} for q, a in
-                                           (world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en)
-                                            for _ in range(size)))
+        writer, rows = (
+            World.render_math,
+            (
+                {"question": q, "answer": a}
+                for q, a in (
+                    world.render_math(world.math_problem(rng, steps=rng.choice([1, 2, 2])), en) for _ in range(size)
+                )
+            ),
+        )
     else:
         kind, _, code = name.partition("_")  # benchmark and source names have no "_"
         if kind not in SOURCES + tuple(WRITERS) or not code or (code != "en" and len(langs) != 1):
-            raise UserError(f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
-                            f"<{'|'.join(WRITERS)}>_<language> with that language's spec")
+            raise UserError(
+                f"toy dataset '{name}': unknown; allowed: pretrain, orca_math, <aya|nllb>_<language>, "
+                f"<{'|'.join(WRITERS)}>_<language> with that language's spec"
+            )
         lang = en if code == "en" else langs[0]
         if kind == "aya":
             writer, rows = _aya, _aya(world, rng, lang, size, aya_mix(mix))
@@ -310,8 +387,9 @@ def write_dataset(name: str, out: Path, seed: int, languages: dict[str, dict], s
         vocab.write_text(json.dumps(vocabulary(langs), ensure_ascii=False), encoding="utf-8")
 
 
-def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list[dict], vocab: set[str]
-                  ) -> Iterator[dict]:
+def in_vocabulary(
+    name: str, kind: str, writer: str, rows: Iterator[dict] | list[dict], vocab: set[str]
+) -> Iterator[dict]:
     """The rows of dataset `name` (of `kind`), refused with one line at the first word of model text (every string
     of a row, in lists and dicts too, but the fields `METADATA[kind]` names) that is not in the toy vocabulary: the
     word-level tokenizer would read it as <unk>, so the model could never see or write it."""
@@ -320,9 +398,11 @@ def in_vocabulary(name: str, kind: str, writer: str, rows: Iterator[dict] | list
         for key, value in row.items():
             unknown = [] if key in metadata else [w for text in strings(value) for w in text.split() if w not in vocab]
             if unknown:
-                raise UserError(f"toy dataset '{name}' (writer {writer} in layerswap/data/toyworld.py): the word "
-                                f"'{unknown[0]}' of field '{key}' is not in the toy vocabulary; append it to "
-                                f"FUNCTION_WORDS, or, if no prompt shows the field, add '{key}' to METADATA['{kind}']")
+                raise UserError(
+                    f"toy dataset '{name}' (writer {writer} in layerswap/data/toyworld.py): the word "
+                    f"'{unknown[0]}' of field '{key}' is not in the toy vocabulary; append it to "
+                    f"FUNCTION_WORDS, or, if no prompt shows the field, add '{key}' to METADATA['{kind}']"
+                )
         yield row
 
 
@@ -367,13 +447,16 @@ def pretrain_mix(given: dict | None) -> dict[str, float]:
     mix = {**PRETRAIN_MIX, **(given or {})}
     toy = mix["toy_math"] + mix["parallel"] + mix["code_switched"]
     if toy > 1 + 1e-9:
-        raise UserError(f"toy_world.pretrain_mix: toy_math + parallel + code_switched is {toy:g}, more than 1 "
-                        "(they are shares of the toy-language documents)")
+        raise UserError(
+            f"toy_world.pretrain_mix: toy_math + parallel + code_switched is {toy:g}, more than 1 "
+            "(they are shares of the toy-language documents)"
+        )
     return mix
 
 
-def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n: int,
-              mix: dict[str, float] = PRETRAIN_MIX) -> list[str]:
+def _pretrain(
+    world: "World", rng: random.Random, en: "Language", langs: list, n: int, mix: dict[str, float] = PRETRAIN_MIX
+) -> list[str]:
     """Pretraining corpus: English-heavy (like Llama), a little of each toy language, some parallel text."""
     math_to, parallel_to = mix["toy_math"], mix["toy_math"] + mix["parallel"]
     switched_to = parallel_to + mix["code_switched"]
@@ -405,8 +488,14 @@ def _pretrain(world: "World", rng: random.Random, en: "Language", langs: list, n
     return docs
 
 
-def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict], sizes: dict[str, int],
-             mixes: dict | None = None) -> None:
+def generate(
+    out_raw: Path,
+    out_eval: Path,
+    seed: int,
+    languages: dict[str, dict],
+    sizes: dict[str, int],
+    mixes: dict | None = None,
+) -> None:
     """Write every dataset of the toy world (what the workflow's per-dataset jobs write, in one call)."""
     for name in datasets(sorted(languages)):
         folder = out_eval if is_evaluation_set(name) else out_raw
@@ -414,8 +503,7 @@ def generate(out_raw: Path, out_eval: Path, seed: int, languages: dict[str, dict
         write_dataset(name, folder / f"{name}.jsonl", seed, **dataset_inputs(name, languages, sizes, mixes))
 
 
-def _aya(world: World, rng: random.Random, lang: Language, n: int, mix: dict[str, float] = AYA_MIX
-         ) -> Iterator[dict]:
+def _aya(world: World, rng: random.Random, lang: Language, n: int, mix: dict[str, float] = AYA_MIX) -> Iterator[dict]:
     """Aya-style generic instructions in a toy language: reading QA, facts and story continuation; a `mix["math"]`
     share of one-step word problems (none by default)."""
     for i in range(n):
@@ -431,17 +519,29 @@ def _aya(world: World, rng: random.Random, lang: Language, n: int, mix: dict[str
         else:
             story = world.story(rng, lang, n=rng.randint(2, 4)).split(" . ")
             inputs, targets = " . ".join(story[:-1]) + " .", story[-1]
-        yield {"inputs": inputs, "targets": targets, "language": lang.code, "language_code": lang.code,
-               "annotation_type": "synthetic-toy", "user_id": f"toy-{i % 7}"}
+        yield {
+            "inputs": inputs,
+            "targets": targets,
+            "language": lang.code,
+            "language_code": lang.code,
+            "annotation_type": "synthetic-toy",
+            "user_id": f"toy-{i % 7}",
+        }
 
 
 def _nllb(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
     en = english()
     for _ in range(n):
         facts = [world.fact(rng)[:4] for _ in range(rng.choice([1, 2]))]
-        yield {"translation": {"eng_Latn": " ".join(en.clause(*f) for f in facts),
-                               lang.code: " ".join(lang.clause(*f) for f in facts)},
-               "laser_score": 1.0, "source_sentence_lid": 1.0, "target_sentence_lid": 1.0}
+        yield {
+            "translation": {
+                "eng_Latn": " ".join(en.clause(*f) for f in facts),
+                lang.code: " ".join(lang.clause(*f) for f in facts),
+            },
+            "laser_score": 1.0,
+            "source_sentence_lid": 1.0,
+            "target_sentence_lid": 1.0,
+        }
 
 
 def _mgsm(world: World, rng: random.Random, lang: Language, n: int) -> list[dict]:
@@ -460,9 +560,15 @@ def _belebele(world: World, rng: random.Random, lang: Language, n: int) -> Itera
         options = c["options"] + [c["answer"]]
         order = rng.sample(range(4), 4)
         shuffled = [options[j] for j in order]
-        row = {"link": f"toy://belebele/{i}", "question_number": 1, "flores_passage": c["passage"],
-               "question": c["question"], "correct_answer_num": str(order.index(3) + 1),
-               "dialect": lang.code, "ds": "toy"}
+        row = {
+            "link": f"toy://belebele/{i}",
+            "question_number": 1,
+            "flores_passage": c["passage"],
+            "question": c["question"],
+            "correct_answer_num": str(order.index(3) + 1),
+            "dialect": lang.code,
+            "ds": "toy",
+        }
         row.update({f"mc_answer{k + 1}": shuffled[k] for k in range(4)})
         yield row
 
@@ -472,23 +578,36 @@ def _mmlu(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[
         f = world.world_fact(rng, lang)
         choices = rng.sample(f["pool"], 3) + [f["answer"]]
         rng.shuffle(choices)
-        yield {"question": f["question"], "subject": f["subject"], "choices": choices,
-               "answer": choices.index(f["answer"])}
+        yield {
+            "question": f["question"],
+            "subject": f["subject"],
+            "choices": choices,
+            "answer": choices.index(f["answer"]),
+        }
 
 
 def _mbpp(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
     for i in range(n):
         t = world.code_task(rng, lang)
-        yield {"task_id": i + 1, "text": t["text"], "code": t["code"], "test_list": t["tests"],
-               "test_setup_code": "", "challenge_test_list": []}
+        yield {
+            "task_id": i + 1,
+            "text": t["text"],
+            "code": t["code"],
+            "test_list": t["tests"],
+            "test_setup_code": "",
+            "challenge_test_list": [],
+        }
 
 
 def _flores(world: World, rng: random.Random, lang: Language, n: int) -> Iterator[dict]:
     en = english()
     for i in range(n):
         facts = [world.fact(rng)[:4] for _ in range(2)]
-        yield {"id": i, "sentence_eng": " ".join(en.clause(*f) for f in facts),
-               "sentence": " ".join(lang.clause(*f) for f in facts)}
+        yield {
+            "id": i,
+            "sentence_eng": " ".join(en.clause(*f) for f in facts),
+            "sentence": " ".join(lang.clause(*f) for f in facts),
+        }
 
 
 #: The toy evaluation set of each benchmark of layerswap/benchmarks.py: writer(world, rng, language, n) -> rows in the
@@ -508,8 +627,9 @@ METADATA = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True, help="pretrain, orca_math, <aya|nllb>_<lang> or <benchmark>_<lang>")
     parser.add_argument("--out", required=True, type=Path, help="the dataset's .jsonl file")
-    parser.add_argument("--params-json", required=True,
-                        help="{seed, languages, size}: what the dataset depends on (see dataset_inputs)")
+    parser.add_argument(
+        "--params-json", required=True, help="{seed, languages, size}: what the dataset depends on (see dataset_inputs)"
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -80,38 +80,65 @@ BACKENDS = ("hf", "vllm")
 
 # ----------------------------------------------------------------------------------------------------- arguments
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path,
-                        help="toy task set: folder with <benchmark>_<lang>.jsonl files (required there; unused by "
-                        "paper)")
-    parser.add_argument("--task-set", default="toy", choices=TASK_SETS,
-                        help="toy: task YAMLs over the toy world's files; paper: the paper's lm-eval tasks over "
-                        "pre-staged hub datasets (config world: hf)")
-    parser.add_argument("--backend", default="hf", choices=BACKENDS,
-                        help="hf: one HFLM, weights swapped per model (merges built in memory); vllm: one vLLM engine "
-                        "per model (a recipe is written to a temporary checkpoint dir first)")
-    parser.add_argument("--benchmarks-json", required=True,
-                        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, "
-                        "execute_code?}}; benchmarks: "
-                        + ", ".join(BENCHMARKS))
-    parser.add_argument("--model", action="append", required=True, metavar="ID=SOURCE",
-                        help="model id (output subfolder) = checkpoint dir or merge recipe .json; repeatable")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="toy task set: folder with <benchmark>_<lang>.jsonl files (required there; unused by paper)",
+    )
+    parser.add_argument(
+        "--task-set",
+        default="toy",
+        choices=TASK_SETS,
+        help="toy: task YAMLs over the toy world's files; paper: the paper's lm-eval tasks over "
+        "pre-staged hub datasets (config world: hf)",
+    )
+    parser.add_argument(
+        "--backend",
+        default="hf",
+        choices=BACKENDS,
+        help="hf: one HFLM, weights swapped per model (merges built in memory); vllm: one vLLM engine "
+        "per model (a recipe is written to a temporary checkpoint dir first)",
+    )
+    parser.add_argument(
+        "--benchmarks-json",
+        required=True,
+        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, "
+        "execute_code?}}; benchmarks: " + ", ".join(BENCHMARKS),
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="ID=SOURCE",
+        help="model id (output subfolder) = checkpoint dir or merge recipe .json; repeatable",
+    )
     parser.add_argument("--out-dir", required=True, type=Path)
-    parser.add_argument("--batch-size", type=int, default=64,
-                        help="requests per batch, unless the benchmarks JSON gives a benchmark its own batch_size")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=64,
+        help="requests per batch, unless the benchmarks JSON gives a benchmark its own batch_size",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
     parser.add_argument("--device", default="auto", help="auto (cuda if available, else cpu), cpu, cuda, cuda:N")
-    parser.add_argument("--dtype", default="auto",
-                        help="dtype of the evaluated weights: auto (bfloat16 on a GPU, as SFT trains, float32 on a "
-                             "CPU), float32, bfloat16, ...; recorded in each result file")
+    parser.add_argument(
+        "--dtype",
+        default="auto",
+        help="dtype of the evaluated weights: auto (bfloat16 on a GPU, as SFT trains, float32 on a "
+        "CPU), float32, bfloat16, ...; recorded in each result file",
+    )
     parser.add_argument("--verbose", action="store_true", help="show lm-eval's own log lines")
-    parser.add_argument("--index", type=Path,
-                        help="also write this JSON index of the evaluated models and their result files")
+    parser.add_argument(
+        "--index", type=Path, help="also write this JSON index of the evaluated models and their result files"
+    )
     parser.add_argument("--run", help="SFT run name recorded in the index (checkpoint evaluations)")
-    parser.add_argument("--hf-home", default=None,
-                        help="the pre-staged Hugging Face cache the paper task set's datasets are read from "
-                             "(storage.hf_home; default: the environment's HF_HOME)")
-
+    parser.add_argument(
+        "--hf-home",
+        default=None,
+        help="the pre-staged Hugging Face cache the paper task set's datasets are read from "
+        "(storage.hf_home; default: the environment's HF_HOME)",
+    )
 
 
 def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Path]]:
@@ -134,15 +161,16 @@ def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Pat
             check_model_dir(src)
         elif src.suffix.lower() in {".json", ".yaml", ".yml"}:
             if not recipes:
-                raise UserError(f"--model {model_id}: {src} is a merge recipe; `layerswap evaluate-merges` evaluates "
-                                "recipes (`layerswap evaluate` only checkpoint dirs)")
+                raise UserError(
+                    f"--model {model_id}: {src} is a merge recipe; `layerswap evaluate-merges` evaluates "
+                    "recipes (`layerswap evaluate` only checkpoint dirs)"
+                )
             if not src.is_file():
                 raise UserError(f"--model {model_id}: recipe {src} does not exist")
         else:
             raise UserError(f"--model {model_id}: {src} is neither a checkpoint dir nor a recipe .json file")
         models.append((model_id, src))
     return models
-
 
 
 # ---------------------------------------------------------------------------------------------------------- run
@@ -212,8 +240,10 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
         torch.set_num_threads(args.threads)
         args.dtype = resolve_dtype(args.dtype, args.device, torch)
         if backend == "vllm":  # before any model is loaded: this machine's vLLM runs these models in this dtype
-            check_vllm_models([src if src.is_dir() else Path(merges.model_dir_of(merges.load_recipe(str(src))))
-                               for _, src in models], args.dtype)
+            check_vllm_models(
+                [src if src.is_dir() else Path(merges.model_dir_of(merges.load_recipe(str(src)))) for _, src in models],
+                args.dtype,
+            )
         import lm_eval
         import lm_eval.caching.cache as lm_cache
         import lm_eval.evaluator  # noqa: F401  (_evaluate_models runs it; imported here so its cost counts as imports)
@@ -248,12 +278,12 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
         if unsafe:
             from layerswap.evaluation.sandbox import network_isolation
 
-            log.info("evaluate: model-written code runs in a subprocess sandbox; network isolation: %s",
-                     network_isolation())
+            log.info(
+                "evaluate: model-written code runs in a subprocess sandbox; network isolation: %s", network_isolation()
+            )
 
         if backend == "vllm":
-            host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed,
-                            merges=merges)
+            host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed, merges=merges)
         else:
             host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
         job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
@@ -288,8 +318,9 @@ class Job:
     unsafe: bool  # a benchmark runs model-written code
 
 
-def _evaluate_models(job: Job, host, models: list[tuple[str, Path]], timings: dict,
-                     kept: Callable[[str], None] | None = None) -> None:
+def _evaluate_models(
+    job: Job, host, models: list[tuple[str, Path]], timings: dict, kept: Callable[[str], None] | None = None
+) -> None:
     """Per model (in the host's order: merges sharing tensors one after another): swap its weights in, re-seed, one
     lm-eval `evaluate` over all tasks, write one file per benchmark; then `kept(model_id)` (the store keeps them).
     Adds each model's phases to `timings`."""
@@ -309,8 +340,15 @@ def _evaluate_models(job: Job, host, models: list[tuple[str, Path]], timings: di
             random.seed(seed)
             np.random.seed(seed)
             torch.manual_seed(seed)
-            results = evaluate(lm, task_dict, cache_requests=True, bootstrap_iters=0, log_samples=True,
-                               confirm_run_unsafe_code=job.unsafe, samples=paper_samples(task_dict, plans))
+            results = evaluate(
+                lm,
+                task_dict,
+                cache_requests=True,
+                bootstrap_iters=0,
+                log_samples=True,
+                confirm_run_unsafe_code=job.unsafe,
+                samples=paper_samples(task_dict, plans),
+            )
             if "build" in host.phase and isinstance(host, ModelHost):  # first model of an architecture
                 check_truncation(lm, plans, results)
             host.release()
@@ -319,18 +357,32 @@ def _evaluate_models(job: Job, host, models: list[tuple[str, Path]], timings: di
         tc = time.perf_counter()
         recipe = None if source.is_dir() else host.merges.recipe_hash(host.merges.load_recipe(str(source)))
         for plan in plans:
-            write_outputs(job.out_dir, model_id, plan, None if plan.skipped else results, seed, job.lm_eval_version,
-                          job.dtype, recipe)
+            write_outputs(
+                job.out_dir,
+                model_id,
+                plan,
+                None if plan.skipped else results,
+                seed,
+                job.lm_eval_version,
+                job.dtype,
+                recipe,
+            )
         if kept is not None:
             kept(model_id)
         td = time.perf_counter()
         timings["model_load"] += tb - ta
         timings["evaluate"] += tc - tb
         timings["write"] += td - tc
-        timings["per_model"].append({"model_id": model_id, "load": tb - ta, "evaluate": tc - tb,
-                                     "cpu": time.process_time() - cpu_a, "load_phases": dict(host.phase)})
-        summary = ", ".join(
-            f"{p.name}={'skipped' if p.skipped else score_summary(results, p)}" for p in plans)
+        timings["per_model"].append(
+            {
+                "model_id": model_id,
+                "load": tb - ta,
+                "evaluate": tc - tb,
+                "cpu": time.process_time() - cpu_a,
+                "load_phases": dict(host.phase),
+            }
+        )
+        summary = ", ".join(f"{p.name}={'skipped' if p.skipped else score_summary(results, p)}" for p in plans)
         log.info("evaluate: %s: load %.2f s, evaluate %.2f s: %s", model_id, tb - ta, tc - tb, summary)
 
 
@@ -350,4 +402,3 @@ def _cache_jinja_templates() -> None:
 
     apply_template._layerswap_cached = True
     lm_utils.apply_template = apply_template
-

@@ -17,9 +17,13 @@ from layerswap.merge import engine
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     evaluate.add_arguments(parser)
-    parser.add_argument("--store", type=Path, default=None,
-                        help="results kept by content (layerswap.evaluation.store): a model whose result for this "
-                        "exact evaluation is there is copied, not evaluated; new results are added")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="results kept by content (layerswap.evaluation.store): a model whose result for this "
+        "exact evaluation is there is copied, not evaluated; new results are added",
+    )
 
 
 def run(args: argparse.Namespace) -> dict:

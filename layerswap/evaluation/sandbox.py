@@ -57,8 +57,9 @@ def network_isolation() -> str:
     unshare = shutil.which("unshare")
     if unshare:
         try:
-            done = subprocess.run([unshare, "-rn", sys.executable, "-I", "-S", "-c", "pass"],
-                                  capture_output=True, timeout=10)
+            done = subprocess.run(
+                [unshare, "-rn", sys.executable, "-I", "-S", "-c", "pass"], capture_output=True, timeout=10
+            )
             if done.returncode == 0:
                 return "unshare -rn"
         except (OSError, subprocess.SubprocessError):
@@ -85,9 +86,16 @@ def run_program(source: str, timeout: float = TIMEOUT_S, memory: int = MEMORY_BY
     cmd = [*prefix, sys.executable, "-I", "-S", "-c", _BOOTSTRAP]
     with tempfile.TemporaryDirectory(prefix="layerswap-sandbox-") as cwd:
         env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": cwd}
-        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=_limits(int(timeout) + 1, memory))
+        proc = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            preexec_fn=_limits(int(timeout) + 1, memory),
+        )
         try:
             _, err = proc.communicate(source.encode("utf-8", "replace"), timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -77,10 +77,18 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
                 versions[name] = None
     hw = hardware()
     return {
-        "version": VERSION, "code": command_hash(COMMAND), "plans": [_plan_doc(p) for p in plans],
-        "seed": args.seed, "batch_size": args.batch_size, "dtype": dtype, "device": device,
-        "backend": getattr(args, "backend", "hf"), "task_set": getattr(args, "task_set", "toy"),
-        "hf_home": getattr(args, "hf_home", None), "threads": args.threads, "versions": versions,
+        "version": VERSION,
+        "code": command_hash(COMMAND),
+        "plans": [_plan_doc(p) for p in plans],
+        "seed": args.seed,
+        "batch_size": args.batch_size,
+        "dtype": dtype,
+        "device": device,
+        "backend": getattr(args, "backend", "hf"),
+        "task_set": getattr(args, "task_set", "toy"),
+        "hf_home": getattr(args, "hf_home", None),
+        "threads": args.threads,
+        "versions": versions,
         "hardware": {k: hw.get(k) for k in HARDWARE},
     }
 
@@ -92,8 +100,11 @@ def model_doc(model_id: str, source: Path, merges) -> dict:
         return {"model_id": model_id, "checkpoint": dir_digest(source)}
     recipe = merges.load_recipe(str(source))
     paths = merges.input_paths(merges.validate_recipe(recipe))
-    return {"model_id": model_id, "recipe": merges.canonical_json(recipe),
-            "checkpoints": {p: dir_digest(Path(p)) for p in paths}}
+    return {
+        "model_id": model_id,
+        "recipe": merges.canonical_json(recipe),
+        "checkpoints": {p: dir_digest(Path(p)) for p in paths},
+    }
 
 
 class Store:
@@ -125,8 +136,12 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             recorded, blobs = {}, {"key.json": b""}
         if any(recorded.get(n) != hashlib.sha256(b).hexdigest() for n, b in blobs.items()):
-            log.warning("evaluate: store: %s is incomplete or differs from the sha256 its key.json records; "
-                        "removed, %s is evaluated again", entry, model_id)
+            log.warning(
+                "evaluate: store: %s is incomplete or differs from the sha256 its key.json records; "
+                "removed, %s is evaluated again",
+                entry,
+                model_id,
+            )
             shutil.rmtree(entry, ignore_errors=True)
             return False
         for n, blob in blobs.items():
@@ -149,8 +164,9 @@ class Store:
                     blob = src.read_bytes()
                     (tmp / src.name).write_bytes(blob)
                     sums[src.name] = hashlib.sha256(blob).hexdigest()
-            (tmp / "key.json").write_text(json.dumps({"job": self.job, **doc, "files": sums}, indent=1,
-                                                     sort_keys=True, default=str) + "\n")
+            (tmp / "key.json").write_text(
+                json.dumps({"job": self.job, **doc, "files": sums}, indent=1, sort_keys=True, default=str) + "\n"
+            )
             os.replace(tmp, entry)
         except OSError:
             shutil.rmtree(tmp, ignore_errors=True)

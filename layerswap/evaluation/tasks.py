@@ -43,8 +43,10 @@ def _filter_doc(yaml_filter: dict) -> str:
     steps = []
     for step in yaml_filter["filter"]:
         if step["function"] == "regex":
-            steps.append(f"regex {step['regex_pattern']}" + (f" group_select {step['group_select']}"
-                                                              if "group_select" in step else ""))
+            steps.append(
+                f"regex {step['regex_pattern']}"
+                + (f" group_select {step['group_select']}" if "group_select" in step else "")
+            )
         else:
             steps.append(step["function"])
     return f"{yaml_filter['name']}: " + ", ".join(steps)
@@ -65,8 +67,14 @@ def _toy_benchmark(bench: registry.Benchmark) -> Benchmark:
     task = read_task_yaml(TASK_DIR / bench.toy_templates[0][1])
     filters = task.get("filter_list") or []
     doc = bench.toy_scoring or (_filter_doc(filters[0]) if filters else "none")
-    return Benchmark(bench.name, task["metric_list"][0]["metric"], filters[0]["name"] if filters else "none", doc,
-                     directions=bench.directions, unsafe=bench.unsafe)
+    return Benchmark(
+        bench.name,
+        task["metric_list"][0]["metric"],
+        filters[0]["name"] if filters else "none",
+        doc,
+        directions=bench.directions,
+        unsafe=bench.unsafe,
+    )
 
 
 def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
@@ -78,15 +86,18 @@ def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
         return paper
     task = read_task_yaml(PAPER_TASK_DIR / paper.yaml)
     filters = task.get("filter_list") or []
-    hub = HubSplits(task["dataset_path"], paper.hub.subset or task.get("dataset_name"), (task["test_split"],),
-                    paper.hub.columns)
-    return dataclasses.replace(paper, metric=task["metric_list"][0]["metric"],
-                               filter=filters[0]["name"] if filters else "none", hub=hub)
+    hub = HubSplits(
+        task["dataset_path"], paper.hub.subset or task.get("dataset_name"), (task["test_split"],), paper.hub.columns
+    )
+    return dataclasses.replace(
+        paper, metric=task["metric_list"][0]["metric"], filter=filters[0]["name"] if filters else "none", hub=hub
+    )
 
 
 BENCHMARKS: dict[str, Benchmark] = {name: _toy_benchmark(b) for name, b in registry.BENCHMARKS.items()}
-PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {name: _paper_benchmark(b) for name, b in registry.BENCHMARKS.items()
-                                               if b.paper is not None}
+PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {
+    name: _paper_benchmark(b) for name, b in registry.BENCHMARKS.items() if b.paper is not None
+}
 LAST_INTEGER = read_task_yaml(TASK_DIR / "mgsm.yaml")["filter_list"][0]["filter"][0]["regex_pattern"]  # (-?[0-9]+)
 
 
@@ -133,7 +144,6 @@ class BenchmarkPlan:
         return [t for t in self.tasks if not t.unavailable]
 
 
-
 @dataclasses.dataclass
 class TaskSettings:
     """One benchmark's settings in --benchmarks-json (layerswap/workflow/evaluation_jobs.py: benchmark_params)."""
@@ -175,7 +185,7 @@ def _data_file(data_dir: Path, file: str, lang: str) -> Path:
 
 def _languages_on_disk(data_dir: Path, prefix: str) -> list[str]:
     head, tail = _data_file(data_dir, prefix, "*").name.split("*")
-    return sorted(p.name[len(head): -len(tail)] for p in data_dir.glob(f"{head}*{tail}"))
+    return sorted(p.name[len(head) : -len(tail)] for p in data_dir.glob(f"{head}*{tail}"))
 
 
 def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[BenchmarkPlan]:
@@ -202,8 +212,10 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[Bench
                 with path.open(encoding="utf-8") as fh:
                     n_lines = sum(1 for line in fh if line.strip())
                 if n_lines <= pool:
-                    raise UserError(f"{path}: {n_lines} items, but {shots}-shot {name} keeps the first {pool} as the "
-                                    "few-shot pool: nothing left to score")
+                    raise UserError(
+                        f"{path}: {n_lines} items, but {shots}-shot {name} keeps the first {pool} as the "
+                        "few-shot pool: nothing left to score"
+                    )
             for key, template in registry.BENCHMARKS[name].toy_templates:  # FLORES: one task per direction
                 key = key.format(lang=lang)
                 tasks.append(TaskPlan(name, key, f"toy_{name}_{key}", template, path, shots, pool, limit))
@@ -211,8 +223,10 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[Bench
             raise UserError(f"--benchmarks-json: {name}: no language besides en to translate from/to")
         skipped = None
         if bench.unsafe and not cfg.execute_code:
-            skipped = (f"{name} not run: it executes model-written code, which is off "
-                       f"(set execute_code: true for {name} to run it in the sandbox)")
+            skipped = (
+                f"{name} not run: it executes model-written code, which is off "
+                f"(set execute_code: true for {name} to run it in the sandbox)"
+            )
         plan = BenchmarkPlan(name, shots, limit, tasks, skipped, max_new_tokens=cfg.max_new_tokens)
         plan.config_hash = _config_hash(plan)
         plans.append(plan)
@@ -245,7 +259,6 @@ def write_task_yamls(plans: list[BenchmarkPlan], include_dir: Path) -> list[str]
             (include_dir / f"{t.name}.yaml").write_text(yaml.safe_dump(cfg, sort_keys=True), encoding="utf-8")
             names.append(t.name)
     return names
-
 
 
 def group_leaves(name: str, leaves, groups: dict) -> list[str]:
@@ -286,8 +299,11 @@ def task_settings(task) -> dict:
     out = {"num_fewshot": cfg.num_fewshot, "output_type": cfg.output_type}
     if cfg.output_type == "generate_until":
         gen = cfg.generation_kwargs or {}
-        out["generation"] = {"max_gen_toks": gen.get("max_gen_toks", 256),  # lm-eval's HFLM/vLLM default
-                             "do_sample": bool(gen.get("do_sample", False)), "until": gen.get("until")}
+        out["generation"] = {
+            "max_gen_toks": gen.get("max_gen_toks", 256),  # lm-eval's HFLM/vLLM default
+            "do_sample": bool(gen.get("do_sample", False)),
+            "until": gen.get("until"),
+        }
     for metric in cfg.metric_list or []:
         tokenize = getattr(metric.get("aggregation"), "sacrebleu_tokenize", None)
         if tokenize:
@@ -308,5 +324,3 @@ def paper_samples(task_dict, plans: list[BenchmarkPlan]) -> dict[str, list[int]]
                 task = task_dict["tasks"][leaf]
                 out[leaf] = list(range(min(plan.limit, len(task.eval_docs))))
     return out or None
-
-

@@ -120,10 +120,15 @@ def unsupported(config: dict, dtype: str) -> str | None:
         return f"dtype {dtype!r} is not a torch dtype"
     where = f"vLLM's {current_platform.device_name or current_platform.device_type} platform"
     if want not in current_platform.supported_dtypes:
-        return f"dtype {dtype} is not supported on {where} (it supports " \
-               f"{', '.join(str(d).removeprefix('torch.') for d in current_platform.supported_dtypes)})"
-    head = config.get("head_dim") or (config["hidden_size"] // config["num_attention_heads"]
-                                      if {"hidden_size", "num_attention_heads"} <= config.keys() else None)
+        return (
+            f"dtype {dtype} is not supported on {where} (it supports "
+            f"{', '.join(str(d).removeprefix('torch.') for d in current_platform.supported_dtypes)})"
+        )
+    head = config.get("head_dim") or (
+        config["hidden_size"] // config["num_attention_heads"]
+        if {"hidden_size", "num_attention_heads"} <= config.keys()
+        else None
+    )
     if head is None:
         return None  # no head size in the config: vLLM's own model code decides
     from vllm.config import VllmConfig, set_current_vllm_config
@@ -135,8 +140,10 @@ def unsupported(config: dict, dtype: str) -> str | None:
     except Exception:  # noqa: BLE001 - a platform or version where the choice needs the model: the engine decides
         return None
     if not backend.supports_head_size(head):
-        return f"head size {head} is not supported by {backend.get_name()} attention on {where} (it supports " \
-               f"{', '.join(map(str, backend.get_supported_head_sizes()))})"
+        return (
+            f"head size {head} is not supported by {backend.get_name()} attention on {where} (it supports "
+            f"{', '.join(map(str, backend.get_supported_head_sizes()))})"
+        )
     if not backend.supports_dtype(want):
         return f"dtype {dtype} is not supported by {backend.get_name()} attention on {where}"
     return None

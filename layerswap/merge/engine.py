@@ -36,8 +36,15 @@ from layerswap.merge.registry import METHODS
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
 CONFIG_KEYS = ("architectures", "model_type", "num_hidden_layers", "vocab_size")
 COPIED_FILES = (
-    "config.json", "generation_config.json", "special_tokens_map.json", "added_tokens.json", "merges.txt",
-    "vocab.json", "vocab.txt", "chat_template.jinja", "chat_template.json",
+    "config.json",
+    "generation_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "merges.txt",
+    "vocab.json",
+    "vocab.txt",
+    "chat_template.jinja",
+    "chat_template.json",
 )
 F32 = torch.float32
 
@@ -210,8 +217,16 @@ class Merge(Node):
     input nodes and the optional base, after the compatibility checks; output dtypes of the first input. The methods
     read through the helpers below (chunks in reusable float32 buffers), so they import nothing of the engine."""
 
-    def __init__(self, method: Method, where: str, recipe: dict, inputs: list[Node], refs: list[Any],
-                 base: Node | None, cache: ExpertCache) -> None:
+    def __init__(
+        self,
+        method: Method,
+        where: str,
+        recipe: dict,
+        inputs: list[Node],
+        refs: list[Any],
+        base: Node | None,
+        cache: ExpertCache,
+    ) -> None:
         self.method, self.label, self.recipe, self.params = method, where, recipe, recipe["params"]
         self.inputs, self.refs, self.base, self.cache = inputs, refs, base, cache
         check_compatible(where, inputs + ([base] if base is not None else []))
@@ -345,8 +360,9 @@ def tensor_keys(recipe: dict, cache: ExpertCache) -> TensorKeys:
         return _keys(_open(recipe, cache)[1])
 
 
-def build_changes(recipe: dict, cache: ExpertCache | None, held: TensorKeys | None) -> tuple[TensorKeys,
-                                                                                          dict[str, torch.Tensor]]:
+def build_changes(
+    recipe: dict, cache: ExpertCache | None, held: TensorKeys | None
+) -> tuple[TensorKeys, dict[str, torch.Tensor]]:
     """(the merge's tensor keys, the merged tensors whose key differs from `held`'s: what a model holding `held`
     must load to hold this merge; every tensor where `held` is None or names other tensors). Backend-neutral: the HF
     host copies them into its parameters, the vLLM host loads them into its engine."""
@@ -427,8 +443,9 @@ def _copy_side_files(src: Path, dst: Path) -> None:
             shutil.copyfile(path, dst / path.name)
 
 
-def write_merged(recipe: dict, out_dir: str, max_shard_bytes: int = 2**30, force: bool = False,
-                 protect: tuple[str, ...] = ()) -> None:
+def write_merged(
+    recipe: dict, out_dir: str, max_shard_bytes: int = 2**30, force: bool = False, protect: tuple[str, ...] = ()
+) -> None:
     """Write the merge as a HF model dir (sharded safetensors + index, config, tokenizer), atomically.
 
     `out_dir` is checked first and again just before it is replaced (`layerswap.merge.output.check_target`): never a

@@ -47,10 +47,15 @@ def check_target(out_dir: str | Path, inputs: Iterable[str], force: bool = False
     for ref in inputs:
         relation = _relation(real, Path(os.path.realpath(ref)))
         if relation is not None:
-            what = "is an input of this merge" + (f" ({ref})" if str(ref) != str(out_dir) else "") \
-                if relation == "is" else f"{relation} {ref}, an input of this merge"
-            raise UserError(f"--out {out_dir} {what}; a merge never writes over or into its inputs: name another "
-                            "directory (nothing was changed)")
+            what = (
+                "is an input of this merge" + (f" ({ref})" if str(ref) != str(out_dir) else "")
+                if relation == "is"
+                else f"{relation} {ref}, an input of this merge"
+            )
+            raise UserError(
+                f"--out {out_dir} {what}; a merge never writes over or into its inputs: name another "
+                "directory (nothing was changed)"
+            )
     if not out.exists():
         return
     if not out.is_dir():
@@ -62,11 +67,15 @@ def check_target(out_dir: str | Path, inputs: Iterable[str], force: bool = False
     foreign = [name for name in entries if name != MARKER and (name not in written or not _plain_file(out / name))]
     if foreign:
         more = f" (and {len(foreign) - 1} more)" if len(foreign) > 1 else ""
-        raise UserError(f"--out {out_dir} holds {foreign[0]}{more}, which `{WRITER}` did not write: move it away or "
-                        "name another directory (nothing was changed)")
+        raise UserError(
+            f"--out {out_dir} holds {foreign[0]}{more}, which `{WRITER}` did not write: move it away or "
+            "name another directory (nothing was changed)"
+        )
     if not force:
-        raise UserError(f"--out {out_dir} already holds a merge (recipe {recipe_hash}); add --force to replace "
-                        "it (nothing was changed)")
+        raise UserError(
+            f"--out {out_dir} already holds a merge (recipe {recipe_hash}); add --force to replace "
+            "it (nothing was changed)"
+        )
 
 
 def _plain_file(path: Path) -> bool:
@@ -77,8 +86,10 @@ def _previous_merge(out: Path, shown: str | Path) -> tuple[str, set[str]]:
     """(recipe hash, files written) from the marker of a previous merge output, or a UserError: not one of ours."""
     path = out / MARKER
     if not _plain_file(path):
-        raise UserError(f"--out {shown} is not empty and is not a merge output of `{WRITER}` (no {MARKER}): name a "
-                        "new or empty directory (nothing was changed)")
+        raise UserError(
+            f"--out {shown} is not empty and is not a merge output of `{WRITER}` (no {MARKER}): name a "
+            "new or empty directory (nothing was changed)"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         ok = data.get("written_by") == WRITER and all(isinstance(f, str) for f in data["files"])

@@ -81,11 +81,16 @@ class Method:
             return [(f"models[{i}]", ref) for i, ref in enumerate(inputs["models"])]
         return [(key, inputs[key]) for key in self.inputs]
 
-    def run_check(self, params: dict, given: dict | None = None, n_layers: int | None = None,
-                  depth: str | None = None) -> None:
+    def run_check(
+        self, params: dict, given: dict | None = None, n_layers: int | None = None, depth: str | None = None
+    ) -> None:
         if self.check is not None:
-            self.check(params, given if given is not None else params, n_layers,
-                       depth or (f"the {n_layers} layers of the model" if n_layers is not None else ""))
+            self.check(
+                params,
+                given if given is not None else params,
+                n_layers,
+                depth or (f"the {n_layers} layers of the model" if n_layers is not None else ""),
+            )
 
 
 def check_value(where: str, value: Any, kind: Any) -> Any:
@@ -108,8 +113,9 @@ def check_value(where: str, value: Any, kind: Any) -> Any:
     return sorted(value)
 
 
-def filled_params(method: Method, given: dict, where: str, n_layers: int | None = None,
-                  depth: str | None = None) -> dict[str, Any]:
+def filled_params(
+    method: Method, given: dict, where: str, n_layers: int | None = None, depth: str | None = None
+) -> dict[str, Any]:
     """`given` params of `method` checked (known keys, each value of its kind, the method's own check) and with
     every default filled in; a one-line UserError naming `where`.<key> otherwise."""
     spec = method.params

@@ -50,8 +50,9 @@ def validate_recipe(recipe: Any, where: str = "recipe") -> dict:
         raise UserError(f"{where}.params: expected a mapping")
     filled = filled_params(method, params, f"{where}.params")
     if method.needs_base(filled) and out["base"] is None:
-        raise UserError(f"{where}.base: required for {method.name} with these params (task vectors are taken "
-                        "against it)")
+        raise UserError(
+            f"{where}.base: required for {method.name} with these params (task vectors are taken against it)"
+        )
     out["params"] = filled
     return out
 
@@ -76,8 +77,11 @@ def _check_inputs(where: str, method: str, keys: tuple[str, ...], inputs: Any) -
 
 def input_paths(recipe: dict) -> list[str]:
     """Every checkpoint directory a validated recipe reads: its base and inputs, nested recipes' ones included."""
-    refs = [recipe.get("base"), *recipe["inputs"].get("models", []),
-            *(recipe["inputs"][k] for k in ("task", "lang") if k in recipe["inputs"])]
+    refs = [
+        recipe.get("base"),
+        *recipe["inputs"].get("models", []),
+        *(recipe["inputs"][k] for k in ("task", "lang") if k in recipe["inputs"]),
+    ]
     paths: list[str] = []
     for ref in refs:
         if isinstance(ref, dict):
@@ -158,13 +162,18 @@ def run(args: argparse.Namespace) -> None:
     langs, tasks = _selected(args.lang_selection), _selected(args.task_selection)
     out = Path(args.out_dir)
     if not args.soup_then_swap:
-        recipes = {f"{pair_id(i, j)}.json": _recipe(method, args.base, tp, lp, params, top)
-                   for i, lp in langs for j, tp in tasks}
+        recipes = {
+            f"{pair_id(i, j)}.json": _recipe(method, args.base, tp, lp, params, top)
+            for i, lp in langs
+            for j, tp in tasks
+        }
     else:
         if method != SWAP:
             raise UserError(f"--params-json: method {method!r}; soup-then-swap needs layer_swap")
         math_soup = _soup(args.base, [p for _, p in tasks])
-        recipes = {"langsoup.json": _recipe(method, args.base, math_soup, _soup(args.base, [p for _, p in langs]), params, top)}
+        recipes = {
+            "langsoup.json": _recipe(method, args.base, math_soup, _soup(args.base, [p for _, p in langs]), params, top)
+        }
         if args.all_lang_selections:
             pooled: list[str] = []
             for sel in args.all_lang_selections:

@@ -47,21 +47,31 @@ def config_schema() -> dict:
         params = method.params
         props: dict[str, Any] = {"method": {}}
         props.update({k: _value_schema(p) for k, p in params.items() if p.config})
-        props["allow_different_base"] = {"type": "boolean", "default": False,
-                                         "description": "allow experts fine-tuned from different bases"}
+        props["allow_different_base"] = {
+            "type": "boolean",
+            "default": False,
+            "description": "allow experts fine-tuned from different bases",
+        }
         then: dict[str, Any] = {"additionalProperties": False, "properties": props}
         required = [k for k, p in params.items() if p.config and p.default is REQUIRED]
         if required:
             then["required"] = required
         branches.append({"if": {"required": ["method"], "properties": {"method": {"const": name}}}, "then": then})
-    return {"type": "object", "required": ["method"], "properties": {"method": {"enum": list(METHODS)}},
-            "allOf": branches}
+    return {
+        "type": "object",
+        "required": ["method"],
+        "properties": {"method": {"enum": list(METHODS)}},
+        "allOf": branches,
+    }
 
 
 def best_of_schema() -> dict:
     """JSON schema of `merges.best_of`: per registered method, the configs whose best result a table reports."""
-    return {"type": "object", "additionalProperties": False,
-            "properties": {name: {"$ref": "#/$defs/name_list"} for name in METHODS}}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {name: {"$ref": "#/$defs/name_list"} for name in METHODS},
+    }
 
 
 # config/schema.yaml keeps a copy of config_schema() and best_of_schema() between these markers; tests/test_config.py
@@ -73,6 +83,10 @@ END = "  # END merge_config"
 def schema_block() -> str:
     import yaml
 
-    body = yaml.safe_dump({"merge_config": config_schema(), "merge_best_of": best_of_schema()}, sort_keys=False,
-                          width=110, default_flow_style=None)
+    body = yaml.safe_dump(
+        {"merge_config": config_schema(), "merge_best_of": best_of_schema()},
+        sort_keys=False,
+        width=110,
+        default_flow_style=None,
+    )
     return "\n".join([BEGIN, *("  " + line for line in body.splitlines()), END])

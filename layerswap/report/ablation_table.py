@@ -24,11 +24,24 @@ from layerswap.workflow.layout import Layout
 
 METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 # table columns per language, after `language`/`variant`
-COLUMNS = ["ablation", "variant", "config", "layers", "n_lang_layers", "language", "language_name", "n_pairs",
-           *(f"{m}_{s}" for m in METRICS for s in ("avg", "max")), "note"]
+COLUMNS = [
+    "ablation",
+    "variant",
+    "config",
+    "layers",
+    "n_lang_layers",
+    "language",
+    "language_name",
+    "n_pairs",
+    *(f"{m}_{s}" for m in METRICS for s in ("avg", "max")),
+    "note",
+]
 # per metric: 95% interval of avg and max (layerswap.report.intervals; none for a corpus metric) and items per model
-COLUMNS += [f"{m}_{c}" for m in METRICS
-            for c in (("n",) if BENCHMARKS[m].corpus else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))]
+COLUMNS += [
+    f"{m}_{c}"
+    for m in METRICS
+    for c in (("n",) if BENCHMARKS[m].corpus else ("avg_lo", "avg_hi", "max_lo", "max_hi", "n"))
+]
 
 
 @dataclass
@@ -90,9 +103,16 @@ def records(evals_dir: str | Path, params: Params) -> list[dict]:
     for var in params.variants:
         for lang in params.languages:
             row = {c: None for c in COLUMNS}
-            row.update(ablation=params.name, variant=var.label, config=var.config, layers=var.layers,
-                       n_lang_layers=var.n_lang_layers, language=lang, language_name=names.get(lang, lang),
-                       note=var.skipped and f"skipped: {var.skipped}")
+            row.update(
+                ablation=params.name,
+                variant=var.label,
+                config=var.config,
+                layers=var.layers,
+                n_lang_layers=var.n_lang_layers,
+                language=lang,
+                language_name=names.get(lang, lang),
+                note=var.skipped and f"skipped: {var.skipped}",
+            )
             if not var.skipped:
                 ids = [merge_model_id(var.config, lang, p) for p in pairs]
                 row["n_pairs"] = len(ids)
@@ -105,8 +125,9 @@ def records(evals_dir: str | Path, params: Params) -> list[dict]:
                     row[f"{bench}_avg"], row[f"{bench}_max"] = round(mean(scores), 4), round(max(scores), 4)
                     row[f"{bench}_n"] = evals.smallest_count(ids, bench, BENCHMARKS[bench].keys(lang))
                     for stat in ("avg", "max") if not BENCHMARKS[bench].corpus else ():  # no per-item scores
-                        bounds = intervals.cell_interval(evals.items, ids, [lang], stat, bench=bench,
-                                                         seed=params.seed, draws=params.bootstrap_draws)
+                        bounds = intervals.cell_interval(
+                            evals.items, ids, [lang], stat, bench=bench, seed=params.seed, draws=params.bootstrap_draws
+                        )
                         if bounds is not None:
                             row[f"{bench}_{stat}_lo"], row[f"{bench}_{stat}_hi"] = (round(b, 4) for b in bounds)
                 row["note"] = "; ".join(notes)
@@ -118,18 +139,28 @@ def markdown(frame, params: Params) -> str:
     metrics = params.metrics
     lines = [f"## Ablation: {params.heading}", ""]
     if params.world == "toy":
-        lines += ["**TOY WORLD**: synthetic toy languages and a tiny model; these numbers say nothing about the "
-                  "real languages or the paper's models.", ""]
+        lines += [
+            "**TOY WORLD**: synthetic toy languages and a tiny model; these numbers say nothing about the "
+            "real languages or the paper's models.",
+            "",
+        ]
     if params.plan:
         lines += [f"Plan: {params.plan}", ""]
     percent = ", ".join(b.title for b in BENCHMARKS.values() if b.unit != "bleu")
-    bleu = ", ".join(b.title + (" (mean of en->x and x->en)" if b.directions else "") for b in BENCHMARKS.values()
-                     if b.unit == "bleu")
+    bleu = ", ".join(
+        b.title + (" (mean of en->x and x->en)" if b.directions else "")
+        for b in BENCHMARKS.values()
+        if b.unit == "bleu"
+    )
     corpus = ", ".join(f"{b.title} BLEU" if b.unit == "bleu" else b.title for b in BENCHMARKS.values() if b.corpus)
-    lines += [f"Avg / max over the {params.top_k ** 2} expert pairs (language rank x math rank); {percent} "
-              f"in %, {bleu} in BLEU, all in the target language.", "",
-              "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
-              f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).", ""]
+    lines += [
+        f"Avg / max over the {params.top_k**2} expert pairs (language rank x math rank); {percent} "
+        f"in %, {bleu} in BLEU, all in the target language.",
+        "",
+        "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): avg resamples the items (the "
+        f"same draw for every pair) and the pairs, max the items only; {corpus} has none (corpus metric).",
+        "",
+    ]
     counts = []
     for m in metrics:
         found = sorted({int(v) for v in frame[f"{m}_n"] if _present(v)})
@@ -159,9 +190,16 @@ def language_table(part, params: Params, lang: str) -> Table:
             if _present(lo) and _present(hi):
                 bounds[(i, key)] = (float(lo), float(hi))
         cells[(i, "note")] = str(r["note"] or "").replace("|", "/")  # a Markdown cell holds no pipe
-    return Table(name=f"{params.name}_{lang}", title=params.language_names.get(lang, lang),
-                 index=["variant", "layers"], rows=rows, columns=[(k, k) for k in keys + ["note"]], cells=cells,
-                 fmt=fmt_pct, intervals=bounds)
+    return Table(
+        name=f"{params.name}_{lang}",
+        title=params.language_names.get(lang, lang),
+        index=["variant", "layers"],
+        rows=rows,
+        columns=[(k, k) for k in keys + ["note"]],
+        cells=cells,
+        fmt=fmt_pct,
+        intervals=bounds,
+    )
 
 
 def _present(value) -> bool:
@@ -175,23 +213,37 @@ def chart(frame, params: Params):
     if data.empty:
         raise UserError("no variant has MGSM scores to plot (all skipped)")
     order = list(dict.fromkeys(data["variant"]))
-    base = alt.Chart(data).encode(x=alt.X("variant:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35,
-                                                                                          labelLimit=260)))
+    base = alt.Chart(data).encode(
+        x=alt.X("variant:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35, labelLimit=260))
+    )
     bars = base.mark_bar(color="#4c78a8").encode(
         y=alt.Y("mgsm_avg:Q", title="MGSM target language (%)"),
-        tooltip=["variant:N", "layers:N", alt.Tooltip("mgsm_avg:Q", format=".2f"),
-                 alt.Tooltip("mgsm_max:Q", format=".2f")])
+        tooltip=[
+            "variant:N",
+            "layers:N",
+            alt.Tooltip("mgsm_avg:Q", format=".2f"),
+            alt.Tooltip("mgsm_max:Q", format=".2f"),
+        ],
+    )
     ticks = base.mark_tick(color="#e45756", thickness=2, size=18).encode(y="mgsm_max:Q")
     interval = base.transform_filter(alt.expr.isValid(alt.datum.mgsm_avg_lo))
     whisker = interval.mark_rule(color="#222222", strokeWidth=1.5).encode(y="mgsm_avg_lo:Q", y2="mgsm_avg_hi:Q")
-    caps = [interval.mark_tick(color="#222222", thickness=1.5, size=10).encode(y=f"mgsm_avg_{end}:Q")
-            for end in ("lo", "hi")]
+    caps = [
+        interval.mark_tick(color="#222222", thickness=1.5, size=10).encode(y=f"mgsm_avg_{end}:Q")
+        for end in ("lo", "hi")
+    ]
     world = "TOY WORLD (synthetic): " if params.world == "toy" else ""
-    return alt.layer(bars, ticks, whisker, *caps).properties(width=max(160, 34 * len(order)), height=180).facet(
-        row=alt.Row("language_name:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left"))
-    ).properties(title=alt.Title(f"{world}ablation: {params.heading}",
-                                 subtitle="bar: MGSM mean over the expert pairs, with its 95% interval; red "
-                                          "tick: best pair"))
+    return (
+        alt.layer(bars, ticks, whisker, *caps)
+        .properties(width=max(160, 34 * len(order)), height=180)
+        .facet(row=alt.Row("language_name:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")))
+        .properties(
+            title=alt.Title(
+                f"{world}ablation: {params.heading}",
+                subtitle="bar: MGSM mean over the expert pairs, with its 95% interval; red tick: best pair",
+            )
+        )
+    )
 
 
 def build(evals_dir: str | Path, params: Params, out_dir: str | Path) -> list[Path]:
@@ -210,8 +262,11 @@ def build(evals_dir: str | Path, params: Params, out_dir: str | Path) -> list[Pa
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evals-dir", required=True, help=Layout().evals())
-    parser.add_argument("--params-json", required=True,
-                        help="{name, title, plan, metrics, variants, languages, top_k, world, language_names}")
+    parser.add_argument(
+        "--params-json",
+        required=True,
+        help="{name, title, plan, metrics, variants, languages, top_k, world, language_names}",
+    )
     parser.add_argument("--out-dir", required=True, help=Layout().ablation_dir("<name>"))
 
 

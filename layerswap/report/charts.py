@@ -43,10 +43,34 @@ from layerswap.merge.registry import METHODS, SWAP
 from layerswap.report.evals import Evals, mean, pct
 from layerswap.report.render import TOY_LABEL
 
-GRID_COLUMNS = ["language", "language_name", "config", *SWAP_KEYS, "lang_layers", "in_grid", "is_default", "n_pairs",
-                "mgsm_mean", "mgsm_min", "mgsm_max", "note"]
-BAR_COLUMNS = ["language", "language_name", "setting", "setting_label", "kind", "member", "model_id", "config",
-               "mgsm", "mgsm_lo", "mgsm_hi", "n_items"]
+GRID_COLUMNS = [
+    "language",
+    "language_name",
+    "config",
+    *SWAP_KEYS,
+    "lang_layers",
+    "in_grid",
+    "is_default",
+    "n_pairs",
+    "mgsm_mean",
+    "mgsm_min",
+    "mgsm_max",
+    "note",
+]
+BAR_COLUMNS = [
+    "language",
+    "language_name",
+    "setting",
+    "setting_label",
+    "kind",
+    "member",
+    "model_id",
+    "config",
+    "mgsm",
+    "mgsm_lo",
+    "mgsm_hi",
+    "n_items",
+]
 
 
 def _title(text: str, world: str) -> str:
@@ -81,15 +105,24 @@ def swap_grid_records(evals_dir: str | Path, params: SwapGridParams) -> list[dic
         for cfg, spec in params.configs.items():
             method = spec.get("method", SWAP)
             if method != SWAP:
-                raise UserError(f"--params-json: configs.{cfg} has method {method!r}; only layer_swap configs "
-                                "belong on the swap grid")
+                raise UserError(
+                    f"--params-json: configs.{cfg} has method {method!r}; only layer_swap configs "
+                    "belong on the swap grid"
+                )
             scores = [pct(evals.score(merge_model_id(cfg, lang, pair), "mgsm", lang)) for pair in pairs]
             rec = {
-                "language": lang, "language_name": names.get(lang, lang), "config": cfg,
+                "language": lang,
+                "language_name": names.get(lang, lang),
+                "config": cfg,
                 **dict.fromkeys(SWAP_KEYS),
-                "lang_layers": "", "in_grid": True, "is_default": cfg == params.default_swap,
-                "n_pairs": len(scores), "mgsm_mean": mean(scores), "mgsm_min": min(scores),
-                "mgsm_max": max(scores), "note": "",
+                "lang_layers": "",
+                "in_grid": True,
+                "is_default": cfg == params.default_swap,
+                "n_pairs": len(scores),
+                "mgsm_mean": mean(scores),
+                "mgsm_min": min(scores),
+                "mgsm_max": max(scores),
+                "note": "",
             }
             if spec.get("lang_layers") is not None:
                 rec["lang_layers"] = " ".join(str(x) for x in spec["lang_layers"])
@@ -131,11 +164,19 @@ def swap_grid_chart(frame, world: str = "toy"):
         y=alt.Y("top:O", sort=u_values, title="u (top layers)"),
     )
     rect = base.mark_rect(stroke="#888888", strokeWidth=0.5).encode(
-        color=alt.Color("mgsm_mean:Q", title="MGSM target (%)",
-                        scale=alt.Scale(domain=domain, scheme="viridis")),
-        tooltip=["language_name:N", "config:N", "bottom:O", "top:O", "transition_bottom:O", "transition_top:O",
-                 alt.Tooltip("mgsm_mean:Q", format=".2f"), alt.Tooltip("mgsm_min:Q", format=".2f"),
-                 alt.Tooltip("mgsm_max:Q", format=".2f"), "n_pairs:Q"],
+        color=alt.Color("mgsm_mean:Q", title="MGSM target (%)", scale=alt.Scale(domain=domain, scheme="viridis")),
+        tooltip=[
+            "language_name:N",
+            "config:N",
+            "bottom:O",
+            "top:O",
+            "transition_bottom:O",
+            "transition_top:O",
+            alt.Tooltip("mgsm_mean:Q", format=".2f"),
+            alt.Tooltip("mgsm_min:Q", format=".2f"),
+            alt.Tooltip("mgsm_max:Q", format=".2f"),
+            "n_pairs:Q",
+        ],
     )
     text = base.mark_text(fontSize=11).encode(
         text="label:N",
@@ -145,15 +186,25 @@ def swap_grid_chart(frame, world: str = "toy"):
         width=max(60, 44 * len(b_values)), height=max(64, 30 * len(u_values))
     )
     return chart.facet(
-        column=alt.Column("transitions:N", sort=[f"tb={a}, tu={b}" for a, b in facet_order],
-                          title="transition layers", header=alt.Header(labelFontSize=11)),
-        row=alt.Row("language_name:N", sort=list(dict.fromkeys(grid["language_name"])), title=None,
-                    header=alt.Header(labelAngle=0, labelAlign="left", labelFontSize=11)),
-    ).properties(title=alt.Title(
-        _title("MGSM in the target language over the layer-swap grid", world),
-        subtitle="mean over the expert pairs (%); b/u: bottom/top layers from the language expert, "
-                 "tb/tu: transition layers (averaged); * = default config",
-    ))
+        column=alt.Column(
+            "transitions:N",
+            sort=[f"tb={a}, tu={b}" for a, b in facet_order],
+            title="transition layers",
+            header=alt.Header(labelFontSize=11),
+        ),
+        row=alt.Row(
+            "language_name:N",
+            sort=list(dict.fromkeys(grid["language_name"])),
+            title=None,
+            header=alt.Header(labelAngle=0, labelAlign="left", labelFontSize=11),
+        ),
+    ).properties(
+        title=alt.Title(
+            _title("MGSM in the target language over the layer-swap grid", world),
+            subtitle="mean over the expert pairs (%); b/u: bottom/top layers from the language expert, "
+            "tb/tu: transition layers (averaged); * = default config",
+        )
+    )
 
 
 def run_swap_grid(args: argparse.Namespace) -> None:
@@ -198,14 +249,22 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                 else:
                     config, _, member = merge_model_parts(model)
                 value = pct(builder.ws.mgsm(model, lang))
-                points.append({"kind": "point", "member": member, "model_id": model, "config": config,
-                               "mgsm": value})
-            common = {"language": lang, "language_name": builder.name(lang), "setting": col,
-                      "setting_label": label}
+                points.append({"kind": "point", "member": member, "model_id": model, "config": config, "mgsm": value})
+            common = {"language": lang, "language_name": builder.name(lang), "setting": col, "setting_label": label}
             lo, hi = builder.interval(models, [lang], "avg") or (None, None)
-            records.append({**common, "kind": "avg", "member": "", "model_id": "", "config": "",
-                            "mgsm": mean([p["mgsm"] for p in points]), "mgsm_lo": lo, "mgsm_hi": hi,
-                            "n_items": builder.count(models, [lang])})
+            records.append(
+                {
+                    **common,
+                    "kind": "avg",
+                    "member": "",
+                    "model_id": "",
+                    "config": "",
+                    "mgsm": mean([p["mgsm"] for p in points]),
+                    "mgsm_lo": lo,
+                    "mgsm_hi": hi,
+                    "n_items": builder.count(models, [lang]),
+                }
+            )
             records += [{**common, **p, "mgsm_lo": None, "mgsm_hi": None, "n_items": None} for p in points]
     return records
 
@@ -225,30 +284,58 @@ def table1_bars_chart(frame, world: str = "toy"):
     top = max(float(frame["mgsm"].max()), float(frame["mgsm_hi"].max()) if frame["mgsm_hi"].notna().any() else 0.0)
     ymax = min(100.0, max(5.0, top * 1.08))  # an all-zero run still gets an axis
     x = alt.X("setting_label:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35, labelLimit=260))
-    bar = alt.Chart().transform_filter(alt.datum.kind == "avg").mark_bar(color="#9ecae1").encode(
-        x=x, y=alt.Y("mgsm:Q", title="MGSM target language (%)", scale=alt.Scale(domain=[0, ymax])),
-        tooltip=["language_name:N", "setting_label:N", alt.Tooltip("mgsm:Q", title="mean (%)", format=".2f")],
+    bar = (
+        alt.Chart()
+        .transform_filter(alt.datum.kind == "avg")
+        .mark_bar(color="#9ecae1")
+        .encode(
+            x=x,
+            y=alt.Y("mgsm:Q", title="MGSM target language (%)", scale=alt.Scale(domain=[0, ymax])),
+            tooltip=["language_name:N", "setting_label:N", alt.Tooltip("mgsm:Q", title="mean (%)", format=".2f")],
+        )
     )
-    dots = alt.Chart().transform_filter(alt.datum.kind == "point").mark_point(
-        filled=True, size=40, color="#08306b", opacity=0.85
-    ).encode(
-        x=x, xOffset=alt.XOffset("spread:Q", scale=alt.Scale(domain=[-1.0, 1.0])), y="mgsm:Q",
-        tooltip=["language_name:N", "setting_label:N", "member:N", "config:N", "model_id:N",
-                 alt.Tooltip("mgsm:Q", format=".2f")],
+    dots = (
+        alt.Chart()
+        .transform_filter(alt.datum.kind == "point")
+        .mark_point(filled=True, size=40, color="#08306b", opacity=0.85)
+        .encode(
+            x=x,
+            xOffset=alt.XOffset("spread:Q", scale=alt.Scale(domain=[-1.0, 1.0])),
+            y="mgsm:Q",
+            tooltip=[
+                "language_name:N",
+                "setting_label:N",
+                "member:N",
+                "config:N",
+                "model_id:N",
+                alt.Tooltip("mgsm:Q", format=".2f"),
+            ],
+        )
     )
     interval = alt.Chart().transform_filter((alt.datum.kind == "avg") & alt.expr.isValid(alt.datum.mgsm_lo))
     whisker = interval.mark_rule(color="#d62728", strokeWidth=2).encode(
-        x=x, y="mgsm_lo:Q", y2="mgsm_hi:Q",
-        tooltip=["language_name:N", "setting_label:N", alt.Tooltip("mgsm_lo:Q", title="95% lo", format=".2f"),
-                 alt.Tooltip("mgsm_hi:Q", title="95% hi", format=".2f"), alt.Tooltip("n_items:Q", title="items")],
+        x=x,
+        y="mgsm_lo:Q",
+        y2="mgsm_hi:Q",
+        tooltip=[
+            "language_name:N",
+            "setting_label:N",
+            alt.Tooltip("mgsm_lo:Q", title="95% lo", format=".2f"),
+            alt.Tooltip("mgsm_hi:Q", title="95% hi", format=".2f"),
+            alt.Tooltip("n_items:Q", title="items"),
+        ],
     )
-    caps = [interval.mark_tick(color="#d62728", thickness=2, size=14).encode(x=x, y=f"{end}:Q")
-            for end in ("mgsm_lo", "mgsm_hi")]
+    caps = [
+        interval.mark_tick(color="#d62728", thickness=2, size=14).encode(x=x, y=f"{end}:Q")
+        for end in ("mgsm_lo", "mgsm_hi")
+    ]
     layered = alt.layer(bar, dots, whisker, *caps, data=frame).properties(width=max(220, 48 * len(order)), height=220)
     return layered.facet(column=alt.Column("language_name:N", sort=langs, title=None)).properties(
-        title=alt.Title(_title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world),
-                        subtitle="red: 95% bootstrap interval of the mean (items and experts / pairs resampled, "
-                                 "seeded; layerswap/report/intervals.py)")
+        title=alt.Title(
+            _title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world),
+            subtitle="red: 95% bootstrap interval of the mean (items and experts / pairs resampled, "
+            "seeded; layerswap/report/intervals.py)",
+        )
     )
 
 
@@ -259,8 +346,9 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     from layerswap.report.paper_tables import Params
 
     params = Params.from_json(args.params_json, table2=False)
-    frame = pd.DataFrame.from_records(table1_bar_records(args.selection_dir, args.evals_dir, params),
-                                      columns=BAR_COLUMNS)
+    frame = pd.DataFrame.from_records(
+        table1_bar_records(args.selection_dir, args.evals_dir, params), columns=BAR_COLUMNS
+    )
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     out = frame.copy()
@@ -283,8 +371,10 @@ PAGE_CSS = (
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{PAGE_CSS}</style></head><body>\n{body}\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{PAGE_CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )
 
 
 def parse_markdown_table(text: str) -> dict:
@@ -306,8 +396,14 @@ def parse_markdown_table(text: str) -> dict:
     if len(rows) < 2 or not all(set(c) <= set(":-") and c for c in rows[1]):
         raise UserError("no Markdown pipe table (header, separator line, rows) found")
     align = ["right" if c.endswith(":") and not c.startswith(":") else "left" for c in rows[1]]
-    return {"title": title, "paragraphs": paragraphs, "header": rows[0], "align": align, "rows": rows[2:],
-            "notes": notes}
+    return {
+        "title": title,
+        "paragraphs": paragraphs,
+        "header": rows[0],
+        "align": align,
+        "rows": rows[2:],
+        "notes": notes,
+    }
 
 
 def table_page(md_text: str, source: str) -> str:
@@ -318,14 +414,15 @@ def table_page(md_text: str, source: str) -> str:
         return ' class="r"' if i < len(t["align"]) and t["align"][i] == "right" else ""
 
     head = "".join(f"<th{cls(i)}>{esc(c)}</th>" for i, c in enumerate(t["header"]))
-    body = "\n".join("<tr>" + "".join(f"<td{cls(i)}>{esc(c)}</td>" for i, c in enumerate(row)) + "</tr>"
-                     for row in t["rows"])
+    body = "\n".join(
+        "<tr>" + "".join(f"<td{cls(i)}>{esc(c)}</td>" for i, c in enumerate(row)) + "</tr>" for row in t["rows"]
+    )
     parts = [f"<h2>{esc(t['title'])}</h2>"]
     parts += [f"<p>{esc(p)}</p>" for p in t["paragraphs"]]
     parts.append(f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>")
     if t["notes"]:
         parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in t["notes"]) + "</ul>")
-    parts.append(f"<p style=\"color:#777;font-size:12px\">Source: {esc(source)}</p>")
+    parts.append(f'<p style="color:#777;font-size:12px">Source: {esc(source)}</p>')
     return _page(t["title"] or source, "\n".join(parts))
 
 
@@ -355,10 +452,13 @@ def run_config_html(args: argparse.Namespace) -> None:
     header = "# The workflow config this run used (after schema defaults), written by `layerswap charts config-html`.\n"
     prefix.with_name(prefix.name + ".yaml").write_text(header + text)
     world = config.get("world", "?")
-    warn = ("<p><b>Toy world:</b> every language is a synthetic stand-in; no number says anything about a real "
-            "language.</p>" if world == "toy" else "")
-    body = (f"<h2>Config used (world: {html.escape(str(world))})</h2>{warn}"
-            f"<pre>{html.escape(text)}</pre>")
+    warn = (
+        "<p><b>Toy world:</b> every language is a synthetic stand-in; no number says anything about a real "
+        "language.</p>"
+        if world == "toy"
+        else ""
+    )
+    body = f"<h2>Config used (world: {html.escape(str(world))})</h2>{warn}<pre>{html.escape(text)}</pre>"
     prefix.with_name(prefix.name + ".html").write_text(_page("Config used", body))
 
 

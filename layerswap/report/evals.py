@@ -111,13 +111,15 @@ class Evals:
     def samples_path(self, model_id: str, bench: str, key: str) -> Path:
         """The per-item log beside the file that holds this score (layerswap.evaluation.results.write_outputs)."""
         path = self.source(model_id, bench, key)
-        return path.with_name(f"{path.name[:-len('.json')]}.samples.jsonl")
+        return path.with_name(f"{path.name[: -len('.json')]}.samples.jsonl")
 
     def _records(self, path: Path) -> list[dict]:
         if path not in self._samples:
             if not path.is_file():
-                raise UserError(f"missing per-item file {path} (the tables' 95% intervals read it; the evaluation "
-                                "job writes it beside its JSON)")
+                raise UserError(
+                    f"missing per-item file {path} (the tables' 95% intervals read it; the evaluation "
+                    "job writes it beside its JSON)"
+                )
             self._samples[path] = [row for _, row in read_rows(path, ("key", "doc_id"))]
         return self._samples[path]
 
@@ -158,7 +160,6 @@ class Evals:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
             return MISSING
         return float(value)
-
 
     def smallest_count(self, models: list[str], bench: str, keys: list[str]) -> int | None:
         """Items per model and key behind a cell of these models (the smallest, should they differ); None where a

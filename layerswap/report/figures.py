@@ -171,8 +171,9 @@ def row_changes(base_dir: str | Path, experts: dict[str, str | Path], rows: str 
     return changes
 
 
-def change_records(base_dir: str | Path, experts: dict[str, str | Path], thresholds: dict[str, ThresholdSpec],
-                   rows: str = "input") -> tuple[list[dict], list[dict]]:
+def change_records(
+    base_dir: str | Path, experts: dict[str, str | Path], thresholds: dict[str, ThresholdSpec], rows: str = "input"
+) -> tuple[list[dict], list[dict]]:
     """(share records, mean records) from one pass over the weights.
 
     Share records {expert, layer, matrix, share, n_above, n_rows, threshold, threshold_quantile}: per layer and
@@ -189,13 +190,27 @@ def change_records(base_dir: str | Path, experts: dict[str, str | Path], thresho
         threshold = spec.resolve(torch.cat(list(per_matrix.values())).numpy())
         for (layer, short), mav in per_matrix.items():
             above = int((mav.double() > threshold).sum().item())
-            shares.append({
-                "expert": name, "layer": layer, "matrix": short,
-                "share": above / mav.numel(), "n_above": above, "n_rows": mav.numel(),
-                "threshold": threshold, "threshold_quantile": spec.quantile,
-            })
-            means.append({"expert": name, "layer": layer, "matrix": short,
-                          "mean_abs_change": float(mav.double().mean().item()), "n_rows": mav.numel()})
+            shares.append(
+                {
+                    "expert": name,
+                    "layer": layer,
+                    "matrix": short,
+                    "share": above / mav.numel(),
+                    "n_above": above,
+                    "n_rows": mav.numel(),
+                    "threshold": threshold,
+                    "threshold_quantile": spec.quantile,
+                }
+            )
+            means.append(
+                {
+                    "expert": name,
+                    "layer": layer,
+                    "matrix": short,
+                    "mean_abs_change": float(mav.double().mean().item()),
+                    "n_rows": mav.numel(),
+                }
+            )
     return shares, means
 
 
@@ -213,13 +228,21 @@ def heatmap_chart(frame, experts: list[str]):
     order = {e: i for i, e in enumerate(experts)}
     panels = sorted(dict.fromkeys(frame["panel"]), key=lambda p: order.get(p.split("|", 1)[0], len(order)))
     num_layers = int(frame["layer"].max()) + 1
-    base = alt.Chart(frame).mark_rect(stroke="#dddddd", strokeWidth=0.5).encode(
-        x=alt.X("matrix:N", sort=MATRIX_NAMES, title=None, axis=alt.Axis(labelAngle=-45)),
-        y=alt.Y("layer:O", sort="descending", title="layer"),
-        color=alt.Color("share:Q", title="share of rows",
-                        scale=alt.Scale(domain=[0, 1], range=["#ffffff", "#00441b"], interpolate="rgb")),
-        tooltip=["expert:N", "layer:O", "matrix:N", alt.Tooltip("share:Q", format=".4f"), "n_above:Q", "n_rows:Q"],
-    ).properties(width=24 * len(MATRIX_NAMES), height=max(120, 14 * num_layers))
+    base = (
+        alt.Chart(frame)
+        .mark_rect(stroke="#dddddd", strokeWidth=0.5)
+        .encode(
+            x=alt.X("matrix:N", sort=MATRIX_NAMES, title=None, axis=alt.Axis(labelAngle=-45)),
+            y=alt.Y("layer:O", sort="descending", title="layer"),
+            color=alt.Color(
+                "share:Q",
+                title="share of rows",
+                scale=alt.Scale(domain=[0, 1], range=["#ffffff", "#00441b"], interpolate="rgb"),
+            ),
+            tooltip=["expert:N", "layer:O", "matrix:N", alt.Tooltip("share:Q", format=".4f"), "n_above:Q", "n_rows:Q"],
+        )
+        .properties(width=24 * len(MATRIX_NAMES), height=max(120, 14 * num_layers))
+    )
     header = alt.Header(labelExpr="split(datum.value, '|')", labelFontSize=11)
     return base.facet(column=alt.Column("panel:N", sort=panels, title=None, header=header)).properties(
         title="Share of rows with mean |W_ft - W_pre| above the threshold"
@@ -231,17 +254,32 @@ def mean_chart(frame, experts: list[str]):
     import altair as alt
 
     num_layers = int(frame["layer"].max()) + 1
-    base = alt.Chart(frame).mark_line(point=True, strokeWidth=1.5).encode(
-        x=alt.X("layer:Q", title="layer", scale=alt.Scale(domain=[0, num_layers - 1], nice=False),
-                axis=alt.Axis(format="d", tickMinStep=1)),
-        y=alt.Y("mean_abs_change:Q", title="mean |W_ft - W_pre|", scale=alt.Scale(zero=True),
-                axis=alt.Axis(format=".1e")),
-        color=alt.Color("matrix:N", sort=MATRIX_NAMES, title="matrix"),
-        tooltip=["expert:N", "layer:O", "matrix:N", alt.Tooltip("mean_abs_change:Q", format=".3e")],
-    ).properties(width=max(200, 16 * num_layers), height=180)
-    return base.facet(column=alt.Column("expert:N", sort=experts, title=None,
-                                        header=alt.Header(labelFontSize=11))).resolve_scale(y="independent") \
+    base = (
+        alt.Chart(frame)
+        .mark_line(point=True, strokeWidth=1.5)
+        .encode(
+            x=alt.X(
+                "layer:Q",
+                title="layer",
+                scale=alt.Scale(domain=[0, num_layers - 1], nice=False),
+                axis=alt.Axis(format="d", tickMinStep=1),
+            ),
+            y=alt.Y(
+                "mean_abs_change:Q",
+                title="mean |W_ft - W_pre|",
+                scale=alt.Scale(zero=True),
+                axis=alt.Axis(format=".1e"),
+            ),
+            color=alt.Color("matrix:N", sort=MATRIX_NAMES, title="matrix"),
+            tooltip=["expert:N", "layer:O", "matrix:N", alt.Tooltip("mean_abs_change:Q", format=".3e")],
+        )
+        .properties(width=max(200, 16 * num_layers), height=180)
+    )
+    return (
+        base.facet(column=alt.Column("expert:N", sort=experts, title=None, header=alt.Header(labelFontSize=11)))
+        .resolve_scale(y="independent")
         .properties(title="Mean |W_ft - W_pre| per layer and matrix")
+    )
 
 
 def render_chart(chart) -> tuple[str, bytes]:
@@ -301,8 +339,9 @@ def parse_thresholds(text: str, experts: dict[str, str]) -> dict[str, ThresholdS
             unknown = sorted(set(value) - {"quantile"})
             if unknown or "quantile" not in value:
                 what = f"unknown key '{unknown[0]}'" if unknown else "no key 'quantile'"
-                raise UserError(f"--threshold-json: threshold of '{key}': {what}; allowed: a number or "
-                                "{\"quantile\": q}")
+                raise UserError(
+                    f"--threshold-json: threshold of '{key}': {what}; allowed: a number or {{\"quantile\": q}}"
+                )
             q = value["quantile"]
             if not _is_number(q) or not 0 <= q <= 1:
                 raise UserError(f"--threshold-json: quantile of '{key}' must be a number in [0, 1], not {q!r}")
@@ -310,8 +349,10 @@ def parse_thresholds(text: str, experts: dict[str, str]) -> dict[str, ThresholdS
         elif _is_number(value) and value >= 0:
             out[name] = ThresholdSpec(value=float(value))
         else:
-            raise UserError(f"--threshold-json: threshold of '{key}' must be a non-negative number or "
-                            f"{{\"quantile\": q}}, not {value!r}")
+            raise UserError(
+                f"--threshold-json: threshold of '{key}' must be a non-negative number or "
+                f'{{"quantile": q}}, not {value!r}'
+            )
     return out
 
 
@@ -321,20 +362,39 @@ def _is_number(value) -> bool:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, help="HF model directory of the pretrained base")
-    parser.add_argument("--expert", action="append", default=[], metavar="NAME=DIR",
-                        help="an expert checkpoint directory, one panel each (repeatable)")
-    parser.add_argument("--expert-from-selection", action="append", default=[], metavar="NAME=SELECTION_JSON",
-                        help="the rank-1 checkpoint of a selection file, one panel each (repeatable)")
-    parser.add_argument("--threshold-json", required=True,
-                        help='JSON object {expert name: threshold}, a threshold being a number (fixed) or '
-                             '{"quantile": q} (the q-quantile of that expert\'s row changes over all rows of all '
-                             "matrices of all layers); key '*' is a default for the others")
-    parser.add_argument("--out-prefix", required=True,
-                        help="writes the heatmap as <prefix>.{svg,png,csv} and the mean change per layer and "
-                             "matrix as <prefix>_mean.{svg,png,csv}")
-    parser.add_argument("--rows", choices=["input", "output"], default="input",
-                        help="rows = input features, as in the paper's figures (default), or rows of the stored "
-                             "[out, in] tensor")
+    parser.add_argument(
+        "--expert",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="an expert checkpoint directory, one panel each (repeatable)",
+    )
+    parser.add_argument(
+        "--expert-from-selection",
+        action="append",
+        default=[],
+        metavar="NAME=SELECTION_JSON",
+        help="the rank-1 checkpoint of a selection file, one panel each (repeatable)",
+    )
+    parser.add_argument(
+        "--threshold-json",
+        required=True,
+        help="JSON object {expert name: threshold}, a threshold being a number (fixed) or "
+        '{"quantile": q} (the q-quantile of that expert\'s row changes over all rows of all '
+        "matrices of all layers); key '*' is a default for the others",
+    )
+    parser.add_argument(
+        "--out-prefix",
+        required=True,
+        help="writes the heatmap as <prefix>.{svg,png,csv} and the mean change per layer and "
+        "matrix as <prefix>_mean.{svg,png,csv}",
+    )
+    parser.add_argument(
+        "--rows",
+        choices=["input", "output"],
+        default="input",
+        help="rows = input features, as in the paper's figures (default), or rows of the stored [out, in] tensor",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -347,8 +407,10 @@ def run(args: argparse.Namespace) -> None:
     share_frame, mean_frame = pd.DataFrame.from_records(shares), pd.DataFrame.from_records(means)
     prefix = Path(args.out_prefix)
     outputs = {}  # everything rendered before the first file is written
-    for stem, frame, chart in [(prefix.name, share_frame, heatmap_chart(share_frame, list(experts))),
-                               (prefix.name + "_mean", mean_frame, mean_chart(mean_frame, list(experts)))]:
+    for stem, frame, chart in [
+        (prefix.name, share_frame, heatmap_chart(share_frame, list(experts))),
+        (prefix.name + "_mean", mean_frame, mean_chart(mean_frame, list(experts))),
+    ]:
         svg, png = render_chart(chart)
         outputs[stem] = (frame.to_csv(index=False), svg, png)
     for stem, (csv, svg, png) in outputs.items():

@@ -36,8 +36,9 @@ CHUNK = 4_000_000  # item counts held at once (draws x items)
 STATS = ("avg", "min", "max")
 
 
-def bootstrap(units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws: int, name: str,
-              scale: float = 1.0) -> tuple[float, float]:
+def bootstrap(
+    units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws: int, name: str, scale: float = 1.0
+) -> tuple[float, float]:
     """(lo, hi) of the `stat` over units, each {language: 0/1 per item, in item order}; times `scale`."""
     if stat not in STATS:
         raise ValueError(f"stat must be one of {STATS}, not {stat!r}")
@@ -49,8 +50,10 @@ def bootstrap(units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws
     for lang in langs:
         sizes = {len(unit[lang]) for unit in units if lang in unit}
         if len(sizes) != 1 or 0 in sizes:
-            raise UserError(f"interval of {name}: the models were scored on different or no items in {lang!r} "
-                            f"({sorted(sizes)} items); a paired bootstrap needs the same items for every model")
+            raise UserError(
+                f"interval of {name}: the models were scored on different or no items in {lang!r} "
+                f"({sorted(sizes)} items); a paired bootstrap needs the same items for every model"
+            )
         n = sizes.pop()
         cols = [i for i, unit in enumerate(units) if lang in unit]
         scores = np.stack([np.asarray(units[i][lang], dtype=float) for i in cols], axis=1)  # items x units
@@ -74,8 +77,9 @@ def bootstrap(units: list[dict[str, np.ndarray]], stat: str, *, seed: int, draws
     return float(lo) * scale, float(hi) * scale
 
 
-def cell_interval(items, models: list[str], langs: list[str], stat: str, *, bench: str, seed: int, draws: int,
-                  scale: float = 100.0) -> tuple[float, float] | None:
+def cell_interval(
+    items, models: list[str], langs: list[str], stat: str, *, bench: str, seed: int, draws: int, scale: float = 100.0
+) -> tuple[float, float] | None:
     """The interval of a table cell: `stat` over `models` of their score on `bench`, averaged over `langs`;
     `items(model, bench, lang)` gives the per-item correctness (layerswap.report.evals.Evals.items) or None for a corpus
     metric, which gives None here."""

@@ -100,7 +100,8 @@ def selection_rule(selection_dir: str | Path, expert_type: str) -> str:
     text = "ranked by " + " + ".join(f"{w:g}·{m}" for m, w in weights.items())
     if constraints:
         text += ", rejected if below the base model by more than a margin on " + ", ".join(
-            f"{m} (margin {margin:g})" for m, margin in constraints.items())
+            f"{m} (margin {margin:g})" for m, margin in constraints.items()
+        )
     return text
 
 
@@ -160,8 +161,9 @@ class Workspace:
             }
             winner = max(candidates, key=lambda c: candidates[c])  # first of equal maxima
             choices.append(
-                BestChoice(lang, method, pair, winner, merge_model_id(winner, lang, pair), candidates[winner],
-                           candidates)
+                BestChoice(
+                    lang, method, pair, winner, merge_model_id(winner, lang, pair), candidates[winner], candidates
+                )
             )
         return choices
 
@@ -223,8 +225,11 @@ class Builder:
 
     def merge_columns(self, table: int) -> list[tuple[str, str]]:
         """The rivals' best configs, the default layer swap, the layer swap's best config (if best_of lists it)."""
-        cols = [(m.best_column, f"{m.label} (best config, {{n}} pairs)") for m in self.best_of_methods(table)
-                if m.name != SWAP]
+        cols = [
+            (m.best_column, f"{m.label} (best config, {{n}} pairs)")
+            for m in self.best_of_methods(table)
+            if m.name != SWAP
+        ]
         cols.append(("swap_default", f"{METHODS[SWAP].label} (default config, {{n}} pairs)"))
         if self.p.best_of.get(SWAP):
             cols.append((METHODS[SWAP].best_column, f"{METHODS[SWAP].label} (best config, {{n}} pairs)"))
@@ -242,18 +247,38 @@ class Builder:
         k = self.p.top_k
         return [(key, label.format(k=k, n=k * k, **extra)) for key, label in spec]
 
-    def interval(self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm",
-                 scale: float = 100.0) -> tuple[float, float] | None:
+    def interval(
+        self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm", scale: float = 100.0
+    ) -> tuple[float, float] | None:
         """95% bootstrap interval of a cell (layerswap.report.intervals); None for a corpus metric (no per-item scores)."""
-        return intervals.cell_interval(self.ws.evals.items, models, langs, stat, bench=bench, seed=self.p.seed,
-                                       draws=self.p.bootstrap_draws, scale=scale)
+        return intervals.cell_interval(
+            self.ws.evals.items,
+            models,
+            langs,
+            stat,
+            bench=bench,
+            seed=self.p.seed,
+            draws=self.p.bootstrap_draws,
+            scale=scale,
+        )
 
     def count(self, models: list[str], langs: list[str], bench: str = "mgsm") -> int | None:
         """Items per model and language behind a cell (the smallest, should they differ); None if not recorded."""
         return self.ws.evals.smallest_count(models, bench, langs)
 
-    def fill(self, cells: dict, bounds: dict, counts: dict, key: tuple, value: float, models: list[str],
-             langs: list[str], stat: str, bench: str = "mgsm", scale: float = 100.0) -> None:
+    def fill(
+        self,
+        cells: dict,
+        bounds: dict,
+        counts: dict,
+        key: tuple,
+        value: float,
+        models: list[str],
+        langs: list[str],
+        stat: str,
+        bench: str = "mgsm",
+        scale: float = 100.0,
+    ) -> None:
         """One numeric cell with its interval and item count."""
         cells[key] = value
         interval = self.interval(models, langs, stat, bench, scale)
@@ -304,19 +329,38 @@ class Builder:
             f"MGSM exact match (%) in the target language. Experts: the top {k} selected checkpoints; merges: the "
             f"{k}x{k} pairs (language expert rank x math expert rank).",
             f"Default layer-swap config: {self.p.default_swap}."
-            + (f" {best}; winners in table1_best_configs.csv." if (best := self.best_note(1, "target-language"))
-               else ""),
+            + (
+                f" {best}; winners in table1_best_configs.csv."
+                if (best := self.best_note(1, "target-language"))
+                else ""
+            ),
         ]
-        return Table("table1", self.title("Table 1: MGSM results of layer swapping"), ["Setting"], rows, cols,
-                     cells, fmt_pct, notes, paper, bounds, counts)
+        return Table(
+            "table1",
+            self.title("Table 1: MGSM results of layer swapping"),
+            ["Setting"],
+            rows,
+            cols,
+            cells,
+            fmt_pct,
+            notes,
+            paper,
+            bounds,
+            counts,
+        )
 
     # Table 2 --------------------------------------------------------------------------------------------------
     def table2(self) -> Table:
         lang = self.p.table2_language
         cols = self.columns(self.table_columns(2), lang=self.name(lang))
         name = self.name(lang)
-        row_spec = [("min", f"{name} min"), ("avg", f"{name} avg"), ("max", f"{name} max"),
-                    ("en_avg", "English avg"), ("all_avg", "All langs avg")]
+        row_spec = [
+            ("min", f"{name} min"),
+            ("avg", f"{name} avg"),
+            ("max", f"{name} max"),
+            ("en_avg", "English avg"),
+            ("all_avg", "All langs avg"),
+        ]
         paper_lang = (self.paper.get("table2") or {}).get("language")
         use_paper = paper_lang is not None and self.paper_code(lang) == paper_lang
         cells, paper, bounds, counts = {}, {}, {}, {}
@@ -324,14 +368,24 @@ class Builder:
             models = self.column_models(col, lang)
             target = self.mgsm_stats(models, lang)
             values = {
-                "min": target.min, "avg": target.avg, "max": target.max,
+                "min": target.min,
+                "avg": target.avg,
+                "max": target.max,
                 "en_avg": mean([pct(self.ws.mgsm(m, "en")) for m in models]),
                 "all_avg": mean([pct(self.ws.mgsm_all(m)) for m in models]),
             }
             langs = {"en_avg": ["en"], "all_avg": list(self.p.mgsm_languages)}
             for row, _ in row_spec:
-                self.fill(cells, bounds, counts, (row, col), values[row], models, langs.get(row, [lang]),
-                          row if row in ("min", "max") else "avg")
+                self.fill(
+                    cells,
+                    bounds,
+                    counts,
+                    (row, col),
+                    values[row],
+                    models,
+                    langs.get(row, [lang]),
+                    row if row in ("min", "max") else "avg",
+                )
                 if use_paper:
                     ref = self._paper_get("table2", "rows", row, col)
                     if ref is not None:
@@ -339,14 +393,29 @@ class Builder:
         rows = [(key, (label,)) for key, label in row_spec]
         notes = [f"MGSM exact match (%). 'All langs avg' = mean over {', '.join(self.p.mgsm_languages)}."]
         if best := self.best_note(2, name):
-            notes.append(f"{best}; the English and all-languages rows use the same winning models; winners in "
-                         "table2_best_configs.csv.")
+            notes.append(
+                f"{best}; the English and all-languages rows use the same winning models; winners in "
+                "table2_best_configs.csv."
+            )
         notes.append(f"Joint SFT: the top {self.p.top_k} checkpoints of selection joint_{lang}.")
         if self.p.world == "paper" and paper:
-            notes.append("The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "
-                         "('all 9 languages', Table 2 caption).")
-        return Table("table2", self.title(f"Table 2: MGSM results of layer swapping for {name}"), ["Setting"],
-                     rows, cols, cells, fmt_pct, notes, paper, bounds, counts)
+            notes.append(
+                "The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "
+                "('all 9 languages', Table 2 caption)."
+            )
+        return Table(
+            "table2",
+            self.title(f"Table 2: MGSM results of layer swapping for {name}"),
+            ["Setting"],
+            rows,
+            cols,
+            cells,
+            fmt_pct,
+            notes,
+            paper,
+            bounds,
+            counts,
+        )
 
     # Table 5 --------------------------------------------------------------------------------------------------
     def table5_rows(self) -> list[tuple[str, str]]:
@@ -356,8 +425,12 @@ class Builder:
         rows = []
         for name, bench in BENCHMARKS.items():
             for part in bench.table5:
-                keys = {"en": ["en"], "avg": ["avg"], "targets": targets,
-                        "directions": [k for l in targets for k in bench.keys(l)]}[part]
+                keys = {
+                    "en": ["en"],
+                    "avg": ["avg"],
+                    "targets": targets,
+                    "directions": [k for l in targets for k in bench.keys(l)],
+                }[part]
                 rows += [(name, key) for key in keys]
         return rows
 
@@ -391,8 +464,9 @@ class Builder:
                     cells[(row, col)] = MISSING
                 else:
                     langs = list(self.p.mgsm_languages) if key == "avg" else [key]
-                    self.fill(cells, bounds, counts, (row, col), mean(per_model), models[col], langs, "avg", bench,
-                              scale=1.0)
+                    self.fill(
+                        cells, bounds, counts, (row, col), mean(per_model), models[col], langs, "avg", bench, scale=1.0
+                    )
                 ref = self._paper_table5(bench, key, col)
                 if ref is not None:
                     paper[(row, col)] = ref
@@ -421,15 +495,28 @@ class Builder:
         ]
 
         if self.p.world == "paper":
-            notes.append("The paper's MGSM avg (beside ours) is its 10-language average (English, German, French, "
-                         "Chinese, Russian, Spanish, Japanese, Bengali, Swahili, Telugu).")
+            notes.append(
+                "The paper's MGSM avg (beside ours) is its 10-language average (English, German, French, "
+                "Chinese, Russian, Spanish, Japanese, Bengali, Swahili, Telugu)."
+            )
             notes += PAPER_TASK_NOTES
 
         def fmt(row: Any, value: float) -> str:
             return f"{value:.1f}" if BENCHMARKS[row[0]].unit == "bleu" else f"{value:.3f}"
 
-        return Table("table5", self.title("Table 5: results of each set of experts"), ["Task", "Language"], rows,
-                     cols, cells, fmt, notes, paper, bounds, counts)
+        return Table(
+            "table5",
+            self.title("Table 5: results of each set of experts"),
+            ["Task", "Language"],
+            rows,
+            cols,
+            cells,
+            fmt,
+            notes,
+            paper,
+            bounds,
+            counts,
+        )
 
     def _paper_table5(self, bench: str, key: str, col: str) -> float | None:
         if key == "avg":
@@ -467,8 +554,16 @@ class Builder:
             }
             rows.append((lang, (self.name(lang),)))
             for col, _ in cols:
-                self.fill(cells, bounds, counts, (lang, col), self.mgsm_stats(models[col], lang).avg, models[col],
-                          [lang], "avg")
+                self.fill(
+                    cells,
+                    bounds,
+                    counts,
+                    (lang, col),
+                    self.mgsm_stats(models[col], lang).avg,
+                    models[col],
+                    [lang],
+                    "avg",
+                )
                 ref = self._paper_get("table6", self.paper_code(lang), col)
                 if ref is not None:
                     paper[(lang, col)] = ref
@@ -476,8 +571,19 @@ class Builder:
             "MGSM exact match (%) in the target language. Language soup: uniform soup of the language's top "
             f"{k} experts; multilingual soup: uniform soup of all language experts; each swapped with the math soup.",
         ]
-        return Table("table6", self.title("Table 6: layer swapping combined with model souping"), ["Setting"],
-                     rows, cols, cells, fmt_pct, notes, paper, bounds, counts)
+        return Table(
+            "table6",
+            self.title("Table 6: layer swapping combined with model souping"),
+            ["Setting"],
+            rows,
+            cols,
+            cells,
+            fmt_pct,
+            notes,
+            paper,
+            bounds,
+            counts,
+        )
 
     # helpers --------------------------------------------------------------------------------------------------
     def _paper_get(self, *keys: Any) -> float | None:
@@ -499,9 +605,14 @@ class Builder:
                     rows.append((key, (lang, method.label, choice.pair)))
                     cells[(key, "config")] = choice.config
                     cells[(key, "score")] = pct(choice.score)
-                    cells[(key, "candidates")] = "; ".join(
-                        f"{c}={pct(v):.1f}" for c, v in choice.candidates.items()
-                    )
-        return Table(name, self.title(f"Table {name[len('table')]}: best config per pair"),
-                     ["language", "method", "pair"], rows, cols, cells, fmt_pct,
-                     ["pair l<i>m<j>: language expert rank i, math expert rank j."])
+                    cells[(key, "candidates")] = "; ".join(f"{c}={pct(v):.1f}" for c, v in choice.candidates.items())
+        return Table(
+            name,
+            self.title(f"Table {name[len('table')]}: best config per pair"),
+            ["language", "method", "pair"],
+            rows,
+            cols,
+            cells,
+            fmt_pct,
+            ["pair l<i>m<j>: language expert rank i, math expert rank j."],
+        )

@@ -26,10 +26,12 @@ PAPER_TASK_NOTES = [
     "MBPP: English MBPP (google-research-datasets/mbpp), 0-shot pass@1, recorded under every language key: the "
     "paper's translated MBPP is not named and none is loadable.",
 ]
-INTERVAL_NOTE = ("[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): an avg resamples the items "
-                 "(the same draw for every model) and the experts / pairs; a min, max or single model resamples the "
-                 "items only; a best-config winner is kept as chosen. Where every item is wrong the interval is "
-                 "[0, 0]: the bootstrap sees only the observed items (0 of n still allows a rate up to about 3/n).")
+INTERVAL_NOTE = (
+    "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): an avg resamples the items "
+    "(the same draw for every model) and the experts / pairs; a min, max or single model resamples the "
+    "items only; a best-config winner is kept as chosen. Where every item is wrong the interval is "
+    "[0, 0]: the bootstrap sees only the observed items (0 of n still allows a rate up to about 3/n)."
+)
 
 
 Cell = float | str | None
@@ -143,8 +145,11 @@ class Table:
                 records.append(record)
             names = self.index + [lab for _, lab in self.columns] + (["n"] if self.count_mode() == "row" else [])
             frame = pd.DataFrame.from_records(records, columns=names)
-            lines += ["Cells: ours [95% interval] (paper). The paper's numbers are Llama 3.1 8B, from "
-                      "layerswap/report/paper_results.yaml.", ""]
+            lines += [
+                "Cells: ours [95% interval] (paper). The paper's numbers are Llama 3.1 8B, from "
+                "layerswap/report/paper_results.yaml.",
+                "",
+            ]
         else:
             frame = self.frame(numeric=False)
         lines.append(self._md(frame))
@@ -208,8 +213,11 @@ class Table:
                         diff=round(diff, 6) if diff is not None else "",
                     )
                 records.append(record)
-        names = ["column", "ours", "paper", "diff", "n"] if formatted else \
-            ["column", "ours", "ours_lo", "ours_hi", "n", "paper", "diff"]
+        names = (
+            ["column", "ours", "paper", "diff", "n"]
+            if formatted
+            else ["column", "ours", "ours_lo", "ours_hi", "n", "paper", "diff"]
+        )
         return pd.DataFrame.from_records(records, columns=self.index + names)
 
     def _md(self, frame, labels: int | None = None) -> str:
@@ -234,17 +242,32 @@ class Table:
             settings = PAPER_TASK_NOTES if self.name == "table5" else PAPER_TASK_NOTES[:1]  # others: MGSM only
             notes = self.notes + self.extra_notes() + [n for n in settings if n not in self.notes]
             write_text_atomic(
-                extra[1], f"# {self.title}: paper vs ours\n\n" + self._md(frame, labels=len(self.index) + 1) + "\n\n"
-                + "".join(f"- {n}\n" for n in notes)
+                extra[1],
+                f"# {self.title}: paper vs ours\n\n"
+                + self._md(frame, labels=len(self.index) + 1)
+                + "\n\n"
+                + "".join(f"- {n}\n" for n in notes),
             )
             written += extra
         return written
 
 
 def _latex_escape(text: str) -> str:
-    repl = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-            "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-            "→": r"$\rightarrow$", "—": "---", "×": r"$\times$"}
+    repl = {
+        "\\": r"\textbackslash{}",
+        "&": r"\&",
+        "%": r"\%",
+        "$": r"\$",
+        "#": r"\#",
+        "_": r"\_",
+        "{": r"\{",
+        "}": r"\}",
+        "~": r"\textasciitilde{}",
+        "^": r"\textasciicircum{}",
+        "→": r"$\rightarrow$",
+        "—": "---",
+        "×": r"$\times$",
+    }
     return "".join(repl.get(ch, ch) for ch in text)
 
 

@@ -18,7 +18,9 @@ from typing import Any
 
 from layerswap.report.intervals import separated
 
-README_BEGIN = "<!-- BEGIN summary: `layerswap tables` -> results/tables/summary.md; check: scripts/readme_summary.py -->"
+README_BEGIN = (
+    "<!-- BEGIN summary: `layerswap tables` -> results/tables/summary.md; check: scripts/readme_summary.py -->"
+)
 README_END = "<!-- END summary -->"
 
 
@@ -68,36 +70,52 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
     math, base = t5.cells.get((row, "math")), t5.cells.get((row, "base"))
     if isinstance(math, float) and isinstance(base, float) and (row, "math") in t5.intervals:
         (mlo, mhi), (blo, bhi) = t5.intervals[(row, "math")], t5.intervals[(row, "base")]
-        verdict = {1: "higher, with non-overlapping 95% intervals", -1: "lower, with non-overlapping 95% intervals",
-                   0: "the intervals overlap, so this run shows no difference"}[separated((mlo, mhi), (blo, bhi))]
+        verdict = {
+            1: "higher, with non-overlapping 95% intervals",
+            -1: "lower, with non-overlapping 95% intervals",
+            0: "the intervals overlap, so this run shows no difference",
+        }[separated((mlo, mhi), (blo, bhi))]
         sentences.append(
             f"On English MGSM the math experts score {_pct(math)}% [{_pct(mlo)}, {_pct(mhi)}] exact match and "
-            f"the base {_pct(base)}% [{_pct(blo)}, {_pct(bhi)}]: {verdict}.")
+            f"the base {_pct(base)}% [{_pct(blo)}, {_pct(bhi)}]: {verdict}."
+        )
 
-    rows = [(("belebele", lang), lang, "base", name[lang]) for lang in languages
-            if isinstance(t5.cells.get((("belebele", lang), lang)), float)]
+    rows = [
+        (("belebele", lang), lang, "base", name[lang])
+        for lang in languages
+        if isinstance(t5.cells.get((("belebele", lang), lang)), float)
+    ]
     if rows:
         experts = [t5.cells[(r, c)] for r, c, _, _ in rows]
         bases = [t5.cells[(r, "base")] for r, _, _, _ in rows]
         groups = _compare(t5, rows)
         sentences.append(
             f"On Belebele in its own language each language expert scores {_span(experts, _pct)}% accuracy, the "
-            f"base {_span(bases, _pct)}%: " + _relation(groups, len(rows), "the expert", "the base") + ".")
+            f"base {_span(bases, _pct)}%: " + _relation(groups, len(rows), "the expert", "the base") + "."
+        )
 
-    flores = [(lang, d) for lang in languages for d in (f"en-{lang}", f"{lang}-en")
-              if isinstance(t5.cells.get((("flores", d), lang)), float)
-              and isinstance(t5.cells.get((("flores", d), "base")), float)]
+    flores = [
+        (lang, d)
+        for lang in languages
+        for d in (f"en-{lang}", f"{lang}-en")
+        if isinstance(t5.cells.get((("flores", d), lang)), float)
+        and isinstance(t5.cells.get((("flores", d), "base")), float)
+    ]
     if flores:
         experts = [t5.cells[(("flores", d), lang)] for lang, d in flores]
         bases = [t5.cells[(("flores", d), "base")] for _, d in flores]
         sentences.append(
             f"FLORES (corpus BLEU, both directions; BLEU cells have no interval, so no difference is claimed): "
-            f"language experts {_span(experts, lambda v: f'{v:.1f}')}, base {_span(bases, lambda v: f'{v:.1f}')}.")
+            f"language experts {_span(experts, lambda v: f'{v:.1f}')}, base {_span(bases, lambda v: f'{v:.1f}')}."
+        )
 
     rows = [(lang, "avg") for lang in languages]
     comparisons, clauses = [], []
-    for other, label in (("base", "the base"), ("math_expert", "the math experts"),
-                         ("soup_best", "the best model soup")):
+    for other, label in (
+        ("base", "the base"),
+        ("math_expert", "the math experts"),
+        ("soup_best", "the best model soup"),
+    ):
         groups = _compare(t1, [(r, "swap_best", other, name[r[0]]) for r in rows])
         if not sum(len(v) for v in groups.values()):
             continue
@@ -109,17 +127,26 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
                 parts.append(f"{word} {label} in {where}")
         clauses.append(" and ".join(parts))
     if clauses:
-        sentences.append("In Table 1 (MGSM avg in the target language; above or below only where the 95% intervals "
-                         "do not overlap) layer swapping (best config) is " + "; ".join(clauses) + ".")
+        sentences.append(
+            "In Table 1 (MGSM avg in the target language; above or below only where the 95% intervals "
+            "do not overlap) layer swapping (best config) is " + "; ".join(clauses) + "."
+        )
     if {"math_expert", "soup_best"} <= {other for other, _ in comparisons}:
-        above_all = [name[lang] for lang in languages
-                     if all(name[lang] in groups[1] for other, groups in comparisons if other != "base")]
+        above_all = [
+            name[lang]
+            for lang in languages
+            if all(name[lang] in groups[1] for other, groups in comparisons if other != "base")
+        ]
         if above_all:
-            sentences.append("The paper's effect (the layer swap above both the math experts and the best model "
-                             f"soup, intervals separate) shows in {_join(above_all)}.")
+            sentences.append(
+                "The paper's effect (the layer swap above both the math experts and the best model "
+                f"soup, intervals separate) shows in {_join(above_all)}."
+            )
         else:
-            sentences.append("The paper's effect (the layer swap above both the math experts and the best model "
-                             "soup, intervals separate) shows in no target language of this run.")
+            sentences.append(
+                "The paper's effect (the layer swap above both the math experts and the best model "
+                "soup, intervals separate) shows in no target language of this run."
+            )
     return " ".join(sentences)
 
 

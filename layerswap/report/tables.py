@@ -37,6 +37,7 @@ from layerswap.report.render import Table
 RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
 
+
 def load_paper_results(path: str | Path = PAPER_RESULTS) -> dict:
     import yaml
 
@@ -50,8 +51,13 @@ def load_paper_results(path: str | Path = PAPER_RESULTS) -> dict:
     return data
 
 
-def build_tables(selection_dir: str | Path, evals_dir: str | Path, params: Params,
-                 paper_results: str | Path | None = None, evals: Evals | None = None) -> dict[str, Table]:
+def build_tables(
+    selection_dir: str | Path,
+    evals_dir: str | Path,
+    params: Params,
+    paper_results: str | Path | None = None,
+    evals: Evals | None = None,
+) -> dict[str, Table]:
     """All tables, keyed by file stem. Raises UserError on any missing input. `evals`: the reader of `evals_dir`
     (default Evals; `layerswap audit --trace` passes one that records which files each score came from)."""
     paper = load_paper_results(paper_results or PAPER_RESULTS) if params.world == "paper" else None
@@ -76,8 +82,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--evals-dir", required=True, help="directory of <model_id>/<benchmark>.json evaluations")
     parser.add_argument("--params-json", required=True, help="JSON object of table parameters (see module doc)")
     parser.add_argument("--out-dir", required=True, help="where table{1,2,5,6}.{csv,md,tex} are written")
-    parser.add_argument("--paper-results", default=None,
-                        help="YAML of the paper's numbers (default: layerswap/report/paper_results.yaml)")
+    parser.add_argument(
+        "--paper-results",
+        default=None,
+        help="YAML of the paper's numbers (default: layerswap/report/paper_results.yaml)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -33,8 +33,9 @@ def skills(table5, languages: list[str]) -> dict:
     per_lang = {}
     for lang in languages:
         belebele = separated(ivs[(("belebele", lang), lang)], ivs[(("belebele", lang), "base")]) == 1
-        flores = all(cells[(("flores", pair), lang)] > cells[(("flores", pair), "base")]
-                     for pair in (f"en-{lang}", f"{lang}-en"))
+        flores = all(
+            cells[(("flores", pair), lang)] > cells[(("flores", pair), "base")] for pair in (f"en-{lang}", f"{lang}-en")
+        )
         per_lang[lang] = {"belebele": belebele, "flores": flores}
     ok = math_en and all(v["belebele"] and v["flores"] for v in per_lang.values())
     scores = {col: round(100 * cells[(("mgsm", "en"), col)], 1) for col in ("math", "base")}
@@ -68,9 +69,11 @@ def layer_profile(mean_csv: Path, middle: range) -> dict:
         mean = [sum(p[layer] for p in profiles) / len(profiles) for layer in layers]
         total = sum(mean) or 1.0
         shape = [v / total for v in mean]
-        out[kind] = {"profile": [round(v, 4) for v in shape],
-                     "middle_share": round(sum(v for layer, v in zip(layers, shape) if layer in middle), 4),
-                     "peak_layer": layers[max(range(len(shape)), key=shape.__getitem__)]}
+        out[kind] = {
+            "profile": [round(v, 4) for v in shape],
+            "middle_share": round(sum(v for layer, v in zip(layers, shape) if layer in middle), 4),
+            "peak_layer": layers[max(range(len(shape)), key=shape.__getitem__)],
+        }
     layers = sorted({layer for per_layer in sums.values() for layer in per_layer})
     out["flat_share"] = round(sum(1 for layer in layers if layer in middle) / len(layers), 4)
     if {"math", "language"} <= set(out):  # on opposite sides of a flat profile, as in the paper's Fig. 2

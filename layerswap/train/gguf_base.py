@@ -37,7 +37,7 @@ def is_gguf_source(source: str) -> bool:
 def resolve(source: str) -> Path:
     """The GGUF file `source` names; a missing package or file, or a file that is not GGUF, is one UserError."""
     if source.startswith(PACKAGE_PREFIX):
-        package, _, rel = source[len(PACKAGE_PREFIX):].partition("/")
+        package, _, rel = source[len(PACKAGE_PREFIX) :].partition("/")
         if not package or not rel:
             raise UserError(f"base.source {source}: write pkg:<package>/<file inside the package>")
         try:
@@ -79,9 +79,14 @@ def convert(source: str, out: Path, num_layers: int | None = None) -> dict:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    record = {"source": source, "file": path.name, "sha256": file_sha256(path), "num_layers": layers,
-              "tie_word_embeddings": bool(model.config.tie_word_embeddings),
-              "chat_template": bool(tokenizer.chat_template)}
+    record = {
+        "source": source,
+        "file": path.name,
+        "sha256": file_sha256(path),
+        "num_layers": layers,
+        "tie_word_embeddings": bool(model.config.tie_word_embeddings),
+        "chat_template": bool(tokenizer.chat_template),
+    }
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))

@@ -53,7 +53,11 @@ def build_tokenizer(vocab: list[str]) -> PreTrainedTokenizerFast:
         [pre_tokenizers.Split(Regex(r"\n"), "isolated"), pre_tokenizers.Split(Regex(r"[^\S\n]+"), "removed")]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="<pad>", unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+        tokenizer_object=tok,
+        pad_token="<pad>",
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
         model_max_length=1 << 16,
     )
 
@@ -67,16 +71,21 @@ def packed_blocks(texts: list[str], tokenizer: PreTrainedTokenizerFast, seq_len:
     return TokenDataset([{"input_ids": b} for b in blocks])
 
 
-def pretrain(corpus: Path, vocab_file: Path, out_dir: Path, model_params: dict, train_params: dict,
-             num_layers: int, seed: int) -> None:
+def pretrain(
+    corpus: Path, vocab_file: Path, out_dir: Path, model_params: dict, train_params: dict, num_layers: int, seed: int
+) -> None:
     torch.set_num_threads(int(train_params.get("threads", 1)))
     tokenizer = build_tokenizer(json.loads(Path(vocab_file).read_text(encoding="utf-8")))
     texts = [row["text"] for row in read_jsonl(corpus, ("text",))]
     data = packed_blocks(texts, tokenizer, train_params["seq_len"])
     config = LlamaConfig(
-        vocab_size=len(tokenizer), num_hidden_layers=num_layers, tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id, **model_params,
+        vocab_size=len(tokenizer),
+        num_hidden_layers=num_layers,
+        tie_word_embeddings=False,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **model_params,
     )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(config)
@@ -84,31 +93,57 @@ def pretrain(corpus: Path, vocab_file: Path, out_dir: Path, model_params: dict, 
     state = trainer_state_dir(work, corpus, vocab_file, model_params, train_params, num_layers, seed)
     steps = train_params["steps"]
     args = TrainingArguments(
-        output_dir=str(state), max_steps=steps, per_device_train_batch_size=train_params["batch_size"],
-        learning_rate=train_params["lr"], warmup_steps=train_params["warmup_steps"], lr_scheduler_type="cosine",
-        weight_decay=0.01, seed=seed, data_seed=seed, save_strategy="steps", save_steps=max(1, steps // CHECKPOINTS),
-        save_total_limit=2, report_to=[], logging_steps=50,
-        use_cpu=not torch.cuda.is_available(), dataloader_num_workers=0, disable_tqdm=False,
+        output_dir=str(state),
+        max_steps=steps,
+        per_device_train_batch_size=train_params["batch_size"],
+        learning_rate=train_params["lr"],
+        warmup_steps=train_params["warmup_steps"],
+        lr_scheduler_type="cosine",
+        weight_decay=0.01,
+        seed=seed,
+        data_seed=seed,
+        save_strategy="steps",
+        save_steps=max(1, steps // CHECKPOINTS),
+        save_total_limit=2,
+        report_to=[],
+        logging_steps=50,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        disable_tqdm=False,
     )
     collator = DataCollatorForLanguageModeling(tokenizer, mlm=False)
-    trainer = Trainer(model=model, args=args, train_dataset=data, data_collator=collator,
-                      callbacks=[JsonlLogger(work / "log.jsonl")])
+    trainer = Trainer(
+        model=model, args=args, train_dataset=data, data_collator=collator, callbacks=[JsonlLogger(work / "log.jsonl")]
+    )
     resume = last_complete_checkpoint(state)
     if resume:
         print(f"resuming {out_dir} from {resume}", flush=True)
     trainer.train(resume_from_checkpoint=resume)
-    meta = {"kind": "toy-base", "tokens_seen": steps * train_params["batch_size"] * train_params["seq_len"],
-            "corpus_blocks": len(data), "seed": seed}
+    meta = {
+        "kind": "toy-base",
+        "tokens_seen": steps * train_params["batch_size"] * train_params["seq_len"],
+        "corpus_blocks": len(data),
+        "seed": seed,
+    }
     export_model(model, tokenizer, Path(out_dir), meta)
     shutil.rmtree(state)  # the run is complete: it never resumes
 
 
-def trainer_state_dir(work: Path, corpus: Path, vocab_file: Path, model_params: dict, train_params: dict,
-                      num_layers: int, seed: int) -> Path:
+def trainer_state_dir(
+    work: Path, corpus: Path, vocab_file: Path, model_params: dict, train_params: dict, num_layers: int, seed: int
+) -> Path:
     """`<work>/trainer-<key>/`, the resumable Trainer state of this run; another run's state goes, and a fresh start
     begins the progress log anew."""
-    key = run_key({"corpus": file_sha256(corpus), "vocab": file_sha256(vocab_file), "model": model_params,
-                   "train": train_params, "layers": num_layers, "seed": seed})
+    key = run_key(
+        {
+            "corpus": file_sha256(corpus),
+            "vocab": file_sha256(vocab_file),
+            "model": model_params,
+            "train": train_params,
+            "layers": num_layers,
+            "seed": seed,
+        }
+    )
     remove_other_states(work, key)
     return trainer_state(work, key)
 
@@ -124,5 +159,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    pretrain(args.corpus, args.vocab, args.out, json.loads(args.model_json), json.loads(args.train_json),
-             args.num_layers, args.seed)
+    pretrain(
+        args.corpus,
+        args.vocab,
+        args.out,
+        json.loads(args.model_json),
+        json.loads(args.train_json),
+        args.num_layers,
+        args.seed,
+    )

@@ -72,8 +72,12 @@ UNSUPPORTED_PEFT = {
     "adapter_fusion": "AdapterFusion needs a fusion layer over several adapters, which no weight merge expresses",
 }
 #: LoRA settings when a run asks for LoRA without them (the schema fills the same values).
-LORA_DEFAULTS = {"r": 16, "alpha": 32, "dropout": 0.05,
-                 "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+LORA_DEFAULTS = {
+    "r": 16,
+    "alpha": 32,
+    "dropout": 0.05,
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
 #: sft param 'export_dtype' -> the torch dtype name checkpoints are exported in ('base': the base's own, base_dtype).
 EXPORT_DTYPES = {"base": None, "bf16": "bfloat16", "fp32": "float32"}
 #: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
@@ -94,8 +98,11 @@ def peft_method(p: dict) -> str:
     method = p.get("peft_method", "full")
     if method not in PEFT_METHODS:
         why = UNSUPPORTED_PEFT.get(str(method).lower())
-        raise UserError(f"sft param 'peft_method': '{method}' is not supported" + (f" ({why})" if why else "")
-                        + f"; allowed: {', '.join(PEFT_METHODS)}")
+        raise UserError(
+            f"sft param 'peft_method': '{method}' is not supported"
+            + (f" ({why})" if why else "")
+            + f"; allowed: {', '.join(PEFT_METHODS)}"
+        )
     return method
 
 
@@ -162,8 +169,10 @@ def merged_lora_model(peft_model, state_dict: dict):
     result = skeleton.load_state_dict(tensors, strict=False, assign=True)
     meta = [n for n, t in skeleton.state_dict().items() if t.is_meta]
     if meta:
-        raise RuntimeError(f"LoRA export: {len(meta)} tensors missing from the gathered state dict, e.g. {meta[0]} "
-                           f"(unexpected: {list(result.unexpected_keys)[:3]})")
+        raise RuntimeError(
+            f"LoRA export: {len(meta)} tensors missing from the gathered state dict, e.g. {meta[0]} "
+            f"(unexpected: {list(result.unexpected_keys)[:3]})"
+        )
     return skeleton.merge_and_unload()
 
 
@@ -213,8 +222,13 @@ def make_export_callback(out_dir: Path, tokenizer, params: dict, meta: dict, dty
 
         def _export(self, state) -> None:
             samples = state.global_step * params["batch_size"]
-            export_checkpoint(self.trainer, tokenizer, Path(out_dir) / checkpoint_name(samples),
-                              {**meta, "samples": samples, "step": state.global_step}, dtype)
+            export_checkpoint(
+                self.trainer,
+                tokenizer,
+                Path(out_dir) / checkpoint_name(samples),
+                {**meta, "samples": samples, "step": state.global_step},
+                dtype,
+            )
 
         def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
             samples = state.global_step * params["batch_size"]
@@ -259,26 +273,44 @@ def training_arguments(p: dict, work: Path):
     # an equal share (the rule starts at most batch_size processes, a divisor of it).
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if p["batch_size"] % world:
-        raise UserError(f"sft param 'batch_size' ({p['batch_size']}) must be a multiple of the number of processes "
-                        f"({world})")
+        raise UserError(
+            f"sft param 'batch_size' ({p['batch_size']}) must be a multiple of the number of processes ({world})"
+        )
     steps = p["num_samples"] // p["batch_size"]
     kwargs: dict = {}
     if p["scheduler"] == "wsd":
         decay = max(1, int(0.2 * (steps - p["warmup_steps"])))
-        kwargs["lr_scheduler_kwargs"] = {"num_stable_steps": steps - p["warmup_steps"] - decay,
-                                         "num_decay_steps": decay}
+        kwargs["lr_scheduler_kwargs"] = {
+            "num_stable_steps": steps - p["warmup_steps"] - decay,
+            "num_decay_steps": decay,
+        }
     if p.get("gradient_checkpointing"):
         kwargs.update(gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False})
     precision = p.get("precision", "fp32")
     return TrainingArguments(
-        output_dir=str(work), max_steps=steps, per_device_train_batch_size=p["batch_size"] // world,
-        learning_rate=p["lr"], weight_decay=p["weight_decay"], max_grad_norm=p["max_grad_norm"],
-        lr_scheduler_type=SCHEDULERS[p["scheduler"]], warmup_steps=p["warmup_steps"], adam_beta2=p["adam_beta2"],
-        seed=p["seed"], data_seed=p["seed"], save_strategy="steps",
-        save_steps=p["checkpoint_every"] // p["batch_size"], save_only_model=False, save_total_limit=SAVE_TOTAL_LIMIT,
-        report_to=[], logging_steps=max(1, steps // 20), use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0, bf16=precision == "bf16", fp16=precision == "fp16",
-        include_num_input_tokens_seen="non_padding", **kwargs,
+        output_dir=str(work),
+        max_steps=steps,
+        per_device_train_batch_size=p["batch_size"] // world,
+        learning_rate=p["lr"],
+        weight_decay=p["weight_decay"],
+        max_grad_norm=p["max_grad_norm"],
+        lr_scheduler_type=SCHEDULERS[p["scheduler"]],
+        warmup_steps=p["warmup_steps"],
+        adam_beta2=p["adam_beta2"],
+        seed=p["seed"],
+        data_seed=p["seed"],
+        save_strategy="steps",
+        save_steps=p["checkpoint_every"] // p["batch_size"],
+        save_only_model=False,
+        save_total_limit=SAVE_TOTAL_LIMIT,
+        report_to=[],
+        logging_steps=max(1, steps // 20),
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        bf16=precision == "bf16",
+        fp16=precision == "fp16",
+        include_num_input_tokens_seen="non_padding",
+        **kwargs,
     )
 
 
@@ -324,8 +356,12 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     torch.set_num_threads(int(params.get("threads", 1)))
     tokenizer = AutoTokenizer.from_pretrained(base)
     dataset = sft_examples(rows, tokenizer, template, params["seq_len"], params.get("chat_template", True))
-    meta = {"base": str(base), "base_sha256": base_fingerprint(base), "data_sha256": file_sha256(data),
-            "params": params}
+    meta = {
+        "base": str(base),
+        "base_sha256": base_fingerprint(base),
+        "data_sha256": file_sha256(data),
+        "params": params,
+    }
     # Resumable Trainer state is keyed by everything that defines the run, so a changed run never resumes
     # from another run's state.
     key = run_key(meta)
@@ -336,12 +372,17 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
         if args.process_index == 0:
             _clean_stale(out_dir, key)
             _finish(out_dir, params, key, work)  # each export's weights checked against what it recorded
-            print(f"{out_dir}: every checkpoint of this configuration is exported and intact; the run is complete",
-                  flush=True)
+            print(
+                f"{out_dir}: every checkpoint of this configuration is exported and intact; the run is complete",
+                flush=True,
+            )
         return
     if args.process_index == 0:  # one process tidies the run directory (under accelerate launch too)
-        print(f"{out_dir}: {args.world_size} training process(es), {args.per_device_train_batch_size} sample(s) "
-              f"per process and step", flush=True)
+        print(
+            f"{out_dir}: {args.world_size} training process(es), {args.per_device_train_batch_size} sample(s) "
+            f"per process and step",
+            flush=True,
+        )
         out_dir.mkdir(parents=True, exist_ok=True)
         _clean_stale(out_dir, key)
         trainer_state(out_dir, key)  # a fresh start: the progress log begins anew
@@ -353,14 +394,26 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
         from peft import LoraConfig, TaskType, get_peft_model
 
         lora = lora_settings(params)
-        model = get_peft_model(model, LoraConfig(
-            task_type=TaskType.CAUSAL_LM, r=lora["r"], lora_alpha=lora["alpha"], lora_dropout=lora["dropout"],
-            target_modules=list(lora["target_modules"]), layers_to_transform=lora.get("layers")))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                task_type=TaskType.CAUSAL_LM,
+                r=lora["r"],
+                lora_alpha=lora["alpha"],
+                lora_dropout=lora["dropout"],
+                target_modules=list(lora["target_modules"]),
+                layers_to_transform=lora.get("layers"),
+            ),
+        )
     export = make_export_callback(out_dir, tokenizer, params, meta, export_dtype(params, base))
     trainer = Trainer(
-        model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-        data_collator=DataCollatorForSeq2Seq(_padding_tokenizer(base, tokenizer), padding=True,
-                                             label_pad_token_id=-100),
+        model=model,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        data_collator=DataCollatorForSeq2Seq(
+            _padding_tokenizer(base, tokenizer), padding=True, label_pad_token_id=-100
+        ),
         callbacks=[JsonlLogger(out_dir / "log.jsonl"), export],
     )
     export.trainer = trainer
@@ -382,8 +435,10 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
 
 def exports_complete(out_dir: Path, params: dict, key: str) -> bool:
     """Every checkpoint of the schedule is exported by this configuration (run key)."""
-    return all(_export_key(Path(out_dir) / checkpoint_name(s)) == key
-               for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"]))
+    return all(
+        _export_key(Path(out_dir) / checkpoint_name(s)) == key
+        for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
+    )
 
 
 def _finish(out_dir: Path, params: dict, key: str, work: Path) -> None:
@@ -400,9 +455,11 @@ def _can_resume(out_dir: Path, params: dict, key: str, resume: str, max_steps: i
     step = int(resume.rsplit("-", 1)[-1])
     if step >= max_steps:
         return False
-    valid = [_export_key(out_dir / checkpoint_name(s)) == key
-             for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
-             if s // params["batch_size"] <= step]
+    valid = [
+        _export_key(out_dir / checkpoint_name(s)) == key
+        for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
+        if s // params["batch_size"] <= step
+    ]
     return all(valid[:-1])
 
 
@@ -420,8 +477,10 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
         ckpt = out_dir / checkpoint_name(samples)
         weights = weight_files(ckpt)
         if not weights:
-            raise UserError(f"{ckpt}: no model.safetensors (or index and shards) after training "
-                            "(checkpoint_every/batch_size mismatch?)")
+            raise UserError(
+                f"{ckpt}: no model.safetensors (or index and shards) after training "
+                "(checkpoint_every/batch_size mismatch?)"
+            )
         if key is not None:
             if _export_key(ckpt) != key:
                 raise UserError(f"{ckpt}: written by another configuration of this run (run_key differs)")
@@ -432,8 +491,9 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
             entry["sha256"] = sha256_once(weights[0])
         else:  # sharded (transformers 4.x shards an 8B export at 5 GB): every shard and the index
             entry["files"] = {p.name: sha256_once(p) for p in weights}
-            entry["sha256"] = hashlib.sha256("".join(f"{n} {h}\n" for n, h in entry["files"].items())
-                                             .encode()).hexdigest()
+            entry["sha256"] = hashlib.sha256(
+                "".join(f"{n} {h}\n" for n, h in entry["files"].items()).encode()
+            ).hexdigest()
         if (ckpt / "adapter" / "adapter_model.safetensors").is_file():
             entry["adapter"] = str(ckpt / "adapter")
         entries.append(entry)
@@ -449,7 +509,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base", required=True, type=Path)
     parser.add_argument("--data", required=True, type=Path)
     parser.add_argument("--out-dir", required=True, type=Path)
-    parser.add_argument("--params-json", required=True, help="the run's hyperparameters (sft.defaults + run) and prompt template")
+    parser.add_argument(
+        "--params-json", required=True, help="the run's hyperparameters (sft.defaults + run) and prompt template"
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -29,8 +29,9 @@ class TokenDataset(torch.utils.data.Dataset):
         return self.examples[i]
 
 
-def sft_examples(rows: list[dict], tokenizer: PreTrainedTokenizerBase, template: str, seq_len: int,
-                 chat_template: bool = True) -> TokenDataset:
+def sft_examples(
+    rows: list[dict], tokenizer: PreTrainedTokenizerBase, template: str, seq_len: int, chat_template: bool = True
+) -> TokenDataset:
     """Prompt/response pairs with the loss on the response only (prompt labels are -100).
 
     Uses the tokenizer's chat template when it has one and `chat_template` is true, else `template` (e.g.
@@ -67,8 +68,14 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
     tokenizer.save_pretrained(directory)
 
 
-def export_model(model: Any, tokenizer: PreTrainedTokenizerBase, out_dir: Path, meta: dict,
-                 state_dict: dict | None = None, extra: Callable[[Path], None] | None = None) -> None:
+def export_model(
+    model: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    out_dir: Path,
+    meta: dict,
+    state_dict: dict | None = None,
+    extra: Callable[[Path], None] | None = None,
+) -> None:
     """Write model (safetensors), tokenizer and `layerswap_meta.json` to out_dir atomically.
 
     Everything goes to a hidden sibling `.tmp-<name>/` first (`extra(tmp)` may add files, e.g. a LoRA adapter) and
@@ -123,8 +130,11 @@ def trainer_state(folder: Path, key: str) -> Path:
 def last_complete_checkpoint(work: Path) -> str | None:
     """The newest `checkpoint-N` in `work` whose Trainer state was fully written (trainer_state.json is the last
     file the Trainer writes), or None."""
-    done = [d for d in Path(work).glob("checkpoint-*")
-            if d.name.split("-")[-1].isdigit() and (d / "trainer_state.json").is_file()]
+    done = [
+        d
+        for d in Path(work).glob("checkpoint-*")
+        if d.name.split("-")[-1].isdigit() and (d / "trainer_state.json").is_file()
+    ]
     return str(max(done, key=lambda d: int(d.name.split("-")[-1]))) if done else None
 
 
@@ -160,7 +170,9 @@ class JsonlLogger(TrainerCallback):
         if self._last is not None and now > self._last[0] and tokens > self._last[1]:
             row["tokens/s"] = round((tokens - self._last[1]) / (now - self._last[0]), 1)
             self._last = (now, tokens)
-        elif logs.get("train_runtime") and tokens > self._begin:  # the end-of-training summary: the average over this session
+        elif (
+            logs.get("train_runtime") and tokens > self._begin
+        ):  # the end-of-training summary: the average over this session
             row["tokens/s"] = round((tokens - self._begin) / logs["train_runtime"], 1)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as f:

@@ -16,8 +16,15 @@ ABLATION_FILES = ["table.csv", "table.md", "figure.svg", "figure.png"]
 
 
 class AblationJobs:
-    def __init__(self, config: dict, planned: dict[str, dict], selected: list[str] | None, layout: Layout,
-                 merges: MergeJobs, evals: EvaluationJobs):
+    def __init__(
+        self,
+        config: dict,
+        planned: dict[str, dict],
+        selected: list[str] | None,
+        layout: Layout,
+        merges: MergeJobs,
+        evals: EvaluationJobs,
+    ):
         """`planned`: the planned ablations (layerswap/workflow/ablations.py: plan), by name; `selected`: those the
         `ablations` target builds (None: all)."""
         self._config, self._layout, self._merges, self._evals = config, layout, merges, evals
@@ -35,8 +42,9 @@ class AblationJobs:
 
     def runs_of(self, name: str, set_name: str, expert: str) -> list[str]:
         prefix = f"{EXPERT_MERGE_PREFIX}{name}_{set_name}_"
-        return sorted(r for r, p in self.expert_sets[name]["runs"].items()
-                      if r.startswith(prefix) and p["expert"] == expert)
+        return sorted(
+            r for r, p in self.expert_sets[name]["runs"].items() if r.startswith(prefix) and p["expert"] == expert
+        )
 
     def selection_indexes(self, name: str, set_name: str, expert: str) -> list[str]:
         return [self._layout.checkpoint_index(r) for r in self.runs_of(name, set_name, expert)]
@@ -68,8 +76,11 @@ class AblationJobs:
     def inputs(self, name: str) -> list[str]:
         files = []
         if name in self.expert_sets:  # every selection of the ablation's own experts (also those no merge reads)
-            files += [self._layout.ablation_selection(name, s, e)
-                      for s, es in self.expert_sets[name]["selections"].items() for e in es]
+            files += [
+                self._layout.ablation_selection(name, s, e)
+                for s, es in self.expert_sets[name]["selections"].items()
+                for e in es
+            ]
         for cfg in self.configs(name):
             for lang in self._merges.langs:
                 files += self._evals.merge_eval_outputs(cfg, lang, self._merges.pairs, self.planned[name]["metrics"])
@@ -92,12 +103,21 @@ class AblationJobs:
 
     def params(self, name: str) -> str:
         spec, config = self.planned[name], self._config
-        return as_json({
-            "name": name, "title": spec["title"], "plan": spec["plan"], "metrics": spec["metrics"],
-            "variants": spec["variants"], "languages": self._merges.langs, "top_k": config["selection"]["top_k"],
-            "world": config["world"], "language_names": config.get("language_names", {}),
-            "seed": config["seed"], "bootstrap_draws": config["analysis"]["bootstrap_draws"],
-        })
+        return as_json(
+            {
+                "name": name,
+                "title": spec["title"],
+                "plan": spec["plan"],
+                "metrics": spec["metrics"],
+                "variants": spec["variants"],
+                "languages": self._merges.langs,
+                "top_k": config["selection"]["top_k"],
+                "world": config["world"],
+                "language_names": config.get("language_names", {}),
+                "seed": config["seed"],
+                "bootstrap_draws": config["analysis"]["bootstrap_draws"],
+            }
+        )
 
     def outputs(self, name: str) -> list[str]:
         return [self._layout.ablation_file(name, f) for f in ABLATION_FILES]

@@ -125,8 +125,9 @@ def load(path: str | Path) -> dict:
     texts += [(f"variants[{i}].label", v.get("label")) for i, v in enumerate(variants) if isinstance(v, dict)]
     for key, text in texts:
         if isinstance(text, str) and re.search(r"\{\s*[.\w]+\s*[,}]", text):  # they reach a rule's params string
-            raise fail(f"{where}: {key}", "must not contain {name} or {name, ...} (Snakemake reads it in params as a "
-                        "wildcard)")
+            raise fail(
+                f"{where}: {key}", "must not contain {name} or {name, ...} (Snakemake reads it in params as a wildcard)"
+            )
     for i, v in enumerate(variants):
         vw = f"{where}: variants[{i}]"
         if not isinstance(v, dict) or v.get("kind") not in KINDS:
@@ -137,10 +138,17 @@ def load(path: str | Path) -> dict:
             raise fail(vw, f"unknown key '{extra[0]}' for kind {v['kind']}; allowed: {', '.join(sorted(keys))}")
         if v.get("scaled") and not isinstance(spec.get("reference_depth"), int):
             raise fail(vw, "scaled: true needs an integer reference_depth in the file")
-    return {"name": path.stem, "title": spec.get("title", path.stem), "plan": spec.get("plan", ""),
-            "note": spec.get("note", ""), "metrics": list(dict.fromkeys(metrics)),
-            "reference_depth": spec.get("reference_depth"), "variants": variants,
-            "expert_sets": spec.get("expert_sets") or [], "bases": spec.get("bases") or {}}
+    return {
+        "name": path.stem,
+        "title": spec.get("title", path.stem),
+        "plan": spec.get("plan", ""),
+        "note": spec.get("note", ""),
+        "metrics": list(dict.fromkeys(metrics)),
+        "reference_depth": spec.get("reference_depth"),
+        "variants": variants,
+        "expert_sets": spec.get("expert_sets") or [],
+        "bases": spec.get("bases") or {},
+    }
 
 
 def plan(config: dict, ablations_dir: str | Path) -> tuple[dict[str, dict], dict[str, dict]]:
@@ -168,9 +176,16 @@ def plan(config: dict, ablations_dir: str | Path) -> tuple[dict[str, dict], dict
             out[name].update(extra)
             continue
         configs.update(assign_names(variants, configs))
-        rows = [{"label": v["label"], "config": v["config"], "skipped": v["skipped"],
-                 "layers": describe(v["merge"], depth) if v["merge"] else "",
-                 "n_lang_layers": n_lang(v["merge"]) if v["merge"] else None} for v in variants]
+        rows = [
+            {
+                "label": v["label"],
+                "config": v["config"],
+                "skipped": v["skipped"],
+                "layers": describe(v["merge"], depth) if v["merge"] else "",
+                "n_lang_layers": n_lang(v["merge"]) if v["merge"] else None,
+            }
+            for v in variants
+        ]
         out[name] = {k: spec[k] for k in ("title", "plan", "note", "metrics")} | {"variants": rows}
     return out, {k: v for k, v in configs.items() if k not in main}
 

@@ -63,7 +63,7 @@ def parse_job_stats(text: str) -> dict[str, int]:
     except StopIteration:
         raise UserError("the dry run printed no 'Job stats' table (nothing to do?)") from None
     counts: dict[str, int] = {}
-    for line in lines[start + 3:]:
+    for line in lines[start + 3 :]:
         match = re.fullmatch(r"\s*(\S+)\s+(\d+)\s*", line)
         if not match:
             break
@@ -73,13 +73,30 @@ def parse_job_stats(text: str) -> dict[str, int]:
     return counts
 
 
-def dry_run_counts(configfile: Path, snakefile: Path = REPO / "Snakefile", extra: list[str] | None = None) -> dict[str, int]:
+def dry_run_counts(
+    configfile: Path, snakefile: Path = REPO / "Snakefile", extra: list[str] | None = None
+) -> dict[str, int]:
     """Jobs per rule of the full DAG: `snakemake -n` in an empty working directory."""
     exe = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{exe}{os.pathsep}{os.environ.get('PATH', '')}"}
     with tempfile.TemporaryDirectory(prefix="layerswap-cost-") as work:
-        cmd = [sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "-s", str(snakefile), "--directory",
-               work, "--configfile", str(Path(configfile).resolve()), "--cores", "1", *(extra or [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--quiet",
+            "rules",
+            "-s",
+            str(snakefile),
+            "--directory",
+            work,
+            "--configfile",
+            str(Path(configfile).resolve()),
+            "--cores",
+            "1",
+            *(extra or []),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=snakefile.parent)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
@@ -109,8 +126,10 @@ def export_scaled(estimates: dict[str, dict], config: dict) -> tuple[dict[str, d
         return estimates, None
     scaled = {**estimates, "sft": {**est, "disk_gb": est["disk_gb"] * factor}}
     kinds = ", ".join(sorted({base if e == "base" else e for e in exports}))
-    return scaled, (f"sft disk: checkpoints exported in {kinds} (export_dtype), the estimate is per job in the "
-                    f"base's {base} (base.dtype): x{factor:g}")
+    return scaled, (
+        f"sft disk: checkpoints exported in {kinds} (export_dtype), the estimate is per job in the "
+        f"base's {base} (base.dtype): x{factor:g}"
+    )
 
 
 def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: int | None = None) -> dict:
@@ -120,9 +139,14 @@ def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: in
     for rule, jobs in counts.items():
         est = estimates.get(rule) or {}
         at_once = jobs if concurrent is None else min(jobs, concurrent)
-        row = {"stage": stage_of(rule), "jobs": jobs, "estimated": bool(est), "source": source_of(est),
-               **{m: round(jobs * float(est.get(m, 0.0)), 6) for m in METRICS},
-               "scratch_gb": round(at_once * float(est.get("scratch_gb", 0.0)), 6)}
+        row = {
+            "stage": stage_of(rule),
+            "jobs": jobs,
+            "estimated": bool(est),
+            "source": source_of(est),
+            **{m: round(jobs * float(est.get(m, 0.0)), 6) for m in METRICS},
+            "scratch_gb": round(at_once * float(est.get("scratch_gb", 0.0)), 6),
+        }
         rules[rule] = row
         agg = stages.setdefault(row["stage"], {"jobs": 0, **{m: 0.0 for m in METRICS}})
         agg["jobs"] += jobs
@@ -130,12 +154,19 @@ def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: in
             agg[m] = round(agg[m] + row[m], 6)
     order = list(STAGES) + ["other"]
     stages = {s: stages[s] for s in order if s in stages}
-    total = {"jobs": sum(r["jobs"] for r in rules.values()),
-             **{m: round(sum(r[m] for r in rules.values()), 6) for m in METRICS}}
+    total = {
+        "jobs": sum(r["jobs"] for r in rules.values()),
+        **{m: round(sum(r[m] for r in rules.values()), 6) for m in METRICS},
+    }
     total["peak_disk_gb"] = round(total["disk_gb"] + sum(r["scratch_gb"] for r in rules.values()), 6)
-    return {"rules": rules, "stages": stages, "total": total, "concurrent": concurrent,
-            "no_estimate": sorted(r for r, row in rules.items() if not row["estimated"]),
-            "unused_estimates": sorted(r for r in estimates if r not in counts)}
+    return {
+        "rules": rules,
+        "stages": stages,
+        "total": total,
+        "concurrent": concurrent,
+        "no_estimate": sorted(r for r, row in rules.items() if not row["estimated"]),
+        "unused_estimates": sorted(r for r in estimates if r not in counts),
+    }
 
 
 def format_cost(cost: dict) -> str:
@@ -144,24 +175,37 @@ def format_cost(cost: dict) -> str:
 
     head = f"{'rule':<26}{'stage':<12}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}  source"
     measured = {r: row["source"] for r, row in cost["rules"].items() if is_measured(row["source"])}
-    kind = (f"{len(measured)} rule(s) measured, the others guesses" if measured else
-            "all guesses, none measured")
+    kind = f"{len(measured)} rule(s) measured, the others guesses" if measured else "all guesses, none measured"
     lines = [f"jobs per rule (per-job figures from the config's `estimates`: {kind})", head]
-    for rule, r in sorted(cost["rules"].items(), key=lambda kv: (list(STAGES).index(kv[1]["stage"])
-                                                                  if kv[1]["stage"] in STAGES else 99, kv[0])):
+    for rule, r in sorted(
+        cost["rules"].items(),
+        key=lambda kv: (list(STAGES).index(kv[1]["stage"]) if kv[1]["stage"] in STAGES else 99, kv[0]),
+    ):
         mark = "" if r["estimated"] else "  (no estimate)"
-        lines.append(f"{rule:<26}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
-                     f"{fmt(r['disk_gb']):>11}  {'measured' if is_measured(r['source']) else 'estimate' if r['estimated'] else '-'}{mark}")
+        lines.append(
+            f"{rule:<26}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
+            f"{fmt(r['disk_gb']):>11}  {'measured' if is_measured(r['source']) else 'estimate' if r['estimated'] else '-'}{mark}"
+        )
     lines += ["", "by stage", f"{'stage':<38}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"]
     for stage, s in cost["stages"].items():
-        lines.append(f"{stage:<38}{s['jobs']:>7}{fmt(s['gpu_hours']):>11}{fmt(s['cpu_hours']):>10}"
-                     f"{fmt(s['disk_gb']):>11}")
+        lines.append(
+            f"{stage:<38}{s['jobs']:>7}{fmt(s['gpu_hours']):>11}{fmt(s['cpu_hours']):>10}{fmt(s['disk_gb']):>11}"
+        )
     t = cost["total"]
-    lines.append(f"{'total':<38}{t['jobs']:>7}{fmt(t['gpu_hours']):>11}{fmt(t['cpu_hours']):>10}{fmt(t['disk_gb']):>11}")
+    lines.append(
+        f"{'total':<38}{t['jobs']:>7}{fmt(t['gpu_hours']):>11}{fmt(t['cpu_hours']):>10}{fmt(t['disk_gb']):>11}"
+    )
     scratch = {r: row["scratch_gb"] for r, row in cost["rules"].items() if row["scratch_gb"]}
-    at_once = "every job of a rule at once" if cost["concurrent"] is None else f"at most {cost['concurrent']} jobs of a rule at once"
-    lines.append(f"peak disk: {fmt(t['peak_disk_gb'])} GB = {fmt(t['disk_gb'])} GB kept + scratch while jobs run ("
-                 + (", ".join(f"{r} {fmt(g)} GB" for r, g in scratch.items()) or "none") + f"; {at_once})")
+    at_once = (
+        "every job of a rule at once"
+        if cost["concurrent"] is None
+        else f"at most {cost['concurrent']} jobs of a rule at once"
+    )
+    lines.append(
+        f"peak disk: {fmt(t['peak_disk_gb'])} GB = {fmt(t['disk_gb'])} GB kept + scratch while jobs run ("
+        + (", ".join(f"{r} {fmt(g)} GB" for r, g in scratch.items()) or "none")
+        + f"; {at_once})"
+    )
     for rule, source in sorted(measured.items()):
         lines.append(f"{rule}: {source}")
     if cost["no_estimate"]:
@@ -176,20 +220,29 @@ def format_expected(cost: dict) -> str:
     """The line `cost --resources` ends with: the GPU- and CPU-hours the config's `estimates` expect of the plan."""
     measured = sorted(r for r, row in cost["rules"].items() if row["estimated"] and is_measured(row["source"]))
     guessed = sorted(r for r, row in cost["rules"].items() if row["estimated"] and not is_measured(row["source"]))
-    return (f"expected (the config's `estimates`, per job x jobs): {cost['total']['gpu_hours']:,.1f} GPU-hours, "
-            f"{cost['total']['cpu_hours']:,.1f} CPU-hours; measured: {', '.join(measured) or 'none'}; "
-            f"estimated: {', '.join(guessed) or 'none'}")
+    return (
+        f"expected (the config's `estimates`, per job x jobs): {cost['total']['gpu_hours']:,.1f} GPU-hours, "
+        f"{cost['total']['cpu_hours']:,.1f} CPU-hours; measured: {', '.join(measured) or 'none'}; "
+        f"estimated: {', '.join(guessed) or 'none'}"
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configfile", required=True, type=Path, help="workflow config, e.g. config/paper.yaml")
     parser.add_argument("--counts-json", default=None, help="{rule: jobs} instead of a dry run")
     parser.add_argument("--json", action="store_true", help="print the cost as JSON")
-    parser.add_argument("--concurrent", type=int, default=None,
-                        help="jobs of one rule running at once, for the peak disk (default: all of them)")
-    parser.add_argument("--resources", action="store_true",
-                        help="instead: what each job will ask of SLURM under --profile cluster (partition, GPUs, "
-                             "CPUs, memory, time limit; layerswap/workflow/slurm_preview.py), with totals")
+    parser.add_argument(
+        "--concurrent",
+        type=int,
+        default=None,
+        help="jobs of one rule running at once, for the peak disk (default: all of them)",
+    )
+    parser.add_argument(
+        "--resources",
+        action="store_true",
+        help="instead: what each job will ask of SLURM under --profile cluster (partition, GPUs, "
+        "CPUs, memory, time limit; layerswap/workflow/slurm_preview.py), with totals",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

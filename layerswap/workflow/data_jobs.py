@@ -25,8 +25,9 @@ class DataJobs:
 
         world = self._config["toy_world"]
         mixes = {"pretrain": world.get("pretrain_mix"), "aya": world.get("aya_mix")}
-        return as_json({"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"],
-                                                                         mixes)})
+        return as_json(
+            {"seed": world["seed"], **toyworld.dataset_inputs(name, world["languages"], world["sizes"], mixes)}
+        )
 
     def mix_sources(self, expert: str) -> list[dict]:
         """[{name, schema, path, n, lang}] for an expert type, from `mixes` and `data_sources`."""
@@ -34,18 +35,24 @@ class DataJobs:
 
         def entries(group, lang):
             mix = language_mix(mixes, lang) if group == "language" else mixes[group]
-            files = {name: sources[name].get("file", "{name}_{lang}.jsonl").format(name=name, lang=lang)
-                     for name in mix}
+            files = {
+                name: sources[name].get("file", "{name}_{lang}.jsonl").format(name=name, lang=lang) for name in mix
+            }
             return [
-                {"name": name, "schema": sources[name]["schema"], "n": n, "lang": lang,
-                 "path": self._layout.raw(files[name])}
+                {
+                    "name": name,
+                    "schema": sources[name]["schema"],
+                    "n": n,
+                    "lang": lang,
+                    "path": self._layout.raw(files[name]),
+                }
                 for name, n in mix.items()
             ]
 
         if expert == "math":
             found = entries("math", "en")
         elif expert.startswith("joint_"):
-            found = entries("math", "en") + entries("language", expert[len("joint_"):])
+            found = entries("math", "en") + entries("language", expert[len("joint_") :])
         else:
             found = entries("language", expert)
         return sorted(found, key=lambda e: (e["name"], e["lang"]))  # a mapping's key order means nothing
@@ -64,8 +71,12 @@ class DataJobs:
             if not is_gguf_source(config["base"]["source"]):  # toy_corpus: what the toy base pretrains on
                 raw += [layout.pretrain_corpus(), layout.vocab()]
         else:  # hub_data: rows + their manifest, of the hub sources
-            raw = [p for s in mixed if "hub_id" in sources[s["name"]]
-                   for p in (s["path"], layout.hub_manifest(Path(s["path"]).name))]
+            raw = [
+                p
+                for s in mixed
+                if "hub_id" in sources[s["name"]]
+                for p in (s["path"], layout.hub_manifest(Path(s["path"]).name))
+            ]
         evals_data = evals.task_data_files(evals.benchmarks) + evals.task_data_files(["mgsm"], evals.t2_langs)
         evals_data += [f for l in config["languages"] for f in evals.task_data_files(evals.merge_benchmarks, [l])]
         mixes = [layout.sft_mix(e, ext) for e in experts for ext in ("jsonl", "manifest.json")]

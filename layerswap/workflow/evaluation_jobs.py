@@ -49,16 +49,25 @@ class EvaluationJobs:
     def evaluation_params(self, command: str) -> dict:
         """The params every evaluation rule passes besides its benchmarks (and models): batch size, seed, task set,
         backend, HF cache and the code of its command (`evaluate` or `evaluate-merges`)."""
-        return {"batch_size": self._eval["batch_size"], "seed": self._config["seed"], "task_set": self.task_set,
-                "backend": self.backend, "hf_home": self.hf_home_arg, "code": command_hash(command)}
+        return {
+            "batch_size": self._eval["batch_size"],
+            "seed": self._config["seed"],
+            "task_set": self.task_set,
+            "backend": self.backend,
+            "hf_home": self.hf_home_arg,
+            "code": command_hash(command),
+        }
 
     # -----------------------------------------------------------------------------------------------------------
     # benchmarks and evaluation files
 
     def selection_benchmarks(self, run: str) -> list[str]:
         kind = expert_type(self._runs.spec(run)["expert"])
-        used = set(SELECT_READS[kind]) | set(self.constraint_benchmarks(kind)) | {
-            METRIC_TASK[m] for m in self._config["selection"]["weights"].get(kind, {})}
+        used = (
+            set(SELECT_READS[kind])
+            | set(self.constraint_benchmarks(kind))
+            | {METRIC_TASK[m] for m in self._config["selection"]["weights"].get(kind, {})}
+        )
         return [b for b in self.tasks if b in used]
 
     def constraint_benchmarks(self, kind: str) -> list[str]:
@@ -148,8 +157,11 @@ class EvaluationJobs:
     # rules/evaluate.smk
 
     def merge_eval_outputs(self, group: str, lang: str, names, benchmarks=None) -> list[str]:
-        return [f for n in names for f in self.eval_files(merge_model_id(group, lang, n),
-                                                          benchmarks or self.merge_benchmarks)]
+        return [
+            f
+            for n in names
+            for f in self.eval_files(merge_model_id(group, lang, n), benchmarks or self.merge_benchmarks)
+        ]
 
     @staticmethod
     def merge_models(group: str, lang: str, names, recipes) -> str:
@@ -177,8 +189,9 @@ class EvaluationJobs:
         single: (all, [])."""
         if self.single_task_jobs:
             return self.benchmarks, []
-        constrained = [b for b in self.benchmarks
-                       if any(b in self.constraint_benchmarks(k) for k in ("math", "language", "joint"))]
+        constrained = [
+            b for b in self.benchmarks if any(b in self.constraint_benchmarks(k) for k in ("math", "language", "joint"))
+        ]
         rest = [b for b in self.benchmarks if b not in constrained]
         return (rest, constrained) if rest and constrained else (self.benchmarks, [])
 
@@ -217,12 +230,17 @@ class EvaluationJobs:
         kind = expert_type(expert)
         lang = None if kind == "math" else expert.removeprefix("joint_")
         sel = self._config["selection"]
-        return as_json({
-            "kind": kind, "lang": lang, "weights": sel["weights"][kind],
-            "constraints": sel["constraints"].get(kind, {}),
-            "top_k": sel["top_k"], "max_per_run": sel["max_per_run"],
-            "mgsm_languages": self._config["mgsm_languages"],
-        })
+        return as_json(
+            {
+                "kind": kind,
+                "lang": lang,
+                "weights": sel["weights"][kind],
+                "constraints": sel["constraints"].get(kind, {}),
+                "top_k": sel["top_k"],
+                "max_per_run": sel["max_per_run"],
+                "mgsm_languages": self._config["mgsm_languages"],
+            }
+        )
 
     def selection_results(self) -> list[str]:
         """The selections and the files they are built from, the data aside: base, SFT mixes, the experts' records,
@@ -240,5 +258,8 @@ class EvaluationJobs:
     def run_selection_files(self, run: str) -> list[str]:
         """A run's checkpoint record and the indexes of the checkpoint evaluations `select` reads (single layout:
         one per benchmark, and the index.json made of them)."""
-        return [self._layout.checkpoints_record(run), self._layout.checkpoint_index(run),
-                *self.checkpoint_eval_indexes(run, self.selection_benchmarks(run))]
+        return [
+            self._layout.checkpoints_record(run),
+            self._layout.checkpoint_index(run),
+            *self.checkpoint_eval_indexes(run, self.selection_benchmarks(run)),
+        ]

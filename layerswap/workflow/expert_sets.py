@@ -36,8 +36,7 @@ import re
 from layerswap.errors import UserError
 from layerswap.workflow.variants import check_mapping, describe, fail, n_lang, slug
 
-EXPERT_SET_KEYS = {"name", "label", "experts", "scale", "set", "base", "lang_from", "task_from",
-                   "allow_different_base"}
+EXPERT_SET_KEYS = {"name", "label", "experts", "scale", "set", "base", "lang_from", "task_from", "allow_different_base"}
 BASE_KEYS = {"toy", "paper", "note"}
 EXPERT_GROUPS = ("math", "languages")
 #: prefix of the merge configs of expert-set ablations (their own recipe rule; the main merge_recipes skips them)
@@ -52,7 +51,9 @@ def check_file(where: str, spec: dict) -> None:
         raise fail(f"{where}: bases", "must be a mapping name -> {toy, paper}")
     for name, base in bases.items():
         if not re.fullmatch(r"[A-Za-z0-9]+", str(name)) or not isinstance(base, dict) or set(base) - BASE_KEYS:
-            raise fail(f"{where}: bases.{name}", f"needs a [A-Za-z0-9]+ name and keys among {', '.join(sorted(BASE_KEYS))}")
+            raise fail(
+                f"{where}: bases.{name}", f"needs a [A-Za-z0-9]+ name and keys among {', '.join(sorted(BASE_KEYS))}"
+            )
     if sets is None:
         if bases:
             raise fail(f"{where}: bases", "are only used by expert_sets")
@@ -109,8 +110,11 @@ def check_toy_base_shape(where: str, main_model: dict, other_model: dict, depth:
     a, b = _toy_shapes(main_model, depth), _toy_shapes(other_model, depth)
     for name in sorted(a, key=lambda n: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", n)]):
         if a[name] != b.get(name):
-            raise fail(where, f"tensor {name} has shape {b.get(name)} in this base but {a[name]} in the main base "
-                        "(bases of different shapes cannot be layer-swapped)")
+            raise fail(
+                where,
+                f"tensor {name} has shape {b.get(name)} in this base but {a[name]} in the main base "
+                "(bases of different shapes cannot be layer-swapped)",
+            )
 
 
 def plan(name: str, spec: dict, config: dict, variants: list[dict]) -> dict:
@@ -158,23 +162,43 @@ def plan(name: str, spec: dict, config: dict, variants: list[dict]) -> dict:
     eff_probe = effective_runs(probe)
     runs = {r: eff_probe[r] for r in raw}
     run_base = {r: spec["expert_sets"][i].get("base", "main") for r, (i, _) in raw.items()}
-    selections = {es["name"]: sorted({runs[r]["expert"] for r, (_, s) in raw.items() if s == es["name"]})
-                  for es in spec["expert_sets"]}
+    selections = {
+        es["name"]: sorted({runs[r]["expert"] for r, (_, s) in raw.items() if s == es["name"]})
+        for es in spec["expert_sets"]
+    }
     merges, rows = {}, []
     configs = config["merges"]["configs"]
     for es in spec["expert_sets"]:
         for var in variants:
             label = f"{es.get('label') or es['name']} / {var['label']}"
             if var["merge"] is None:
-                rows.append({"label": label, "config": "", "skipped": var["skipped"], "layers": "",
-                             "n_lang_layers": None})
+                rows.append(
+                    {"label": label, "config": "", "skipped": var["skipped"], "layers": "", "n_lang_layers": None}
+                )
                 continue
             same = [n for n, c in configs.items() if c == var["merge"]]
             cname = f"{EXPERT_MERGE_PREFIX}{name}_{es['name']}_{same[0] if same else slug(var['merge'])}"
             cfg = {**var["merge"], "allow_different_base": bool(es.get("allow_different_base", False))}
-            merges[cname] = {"merge": cfg, "set": es["name"], "lang_from": es.get("lang_from", "set"),
-                             "task_from": es.get("task_from", "set")}
-            rows.append({"label": label, "config": cname, "skipped": "", "layers": describe(cfg, depth),
-                         "n_lang_layers": n_lang(cfg)})
-    return {"runs": runs, "run_base": run_base, "bases": bases, "selections": selections, "merges": merges,
-            "rows": rows}
+            merges[cname] = {
+                "merge": cfg,
+                "set": es["name"],
+                "lang_from": es.get("lang_from", "set"),
+                "task_from": es.get("task_from", "set"),
+            }
+            rows.append(
+                {
+                    "label": label,
+                    "config": cname,
+                    "skipped": "",
+                    "layers": describe(cfg, depth),
+                    "n_lang_layers": n_lang(cfg),
+                }
+            )
+    return {
+        "runs": runs,
+        "run_base": run_base,
+        "bases": bases,
+        "selections": selections,
+        "merges": merges,
+        "rows": rows,
+    }

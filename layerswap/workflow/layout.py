@@ -178,7 +178,7 @@ class Layout:
         folder = (self.root if to is None else to).rstrip("/") + "/"
         if not path.startswith(folder):
             raise ValueError(f"{path} is not in {folder}")
-        return path[len(folder):]
+        return path[len(folder) :]
 
     def language_evals(self, lang: str) -> str:
         """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):

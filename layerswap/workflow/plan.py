@@ -126,8 +126,10 @@ def format_table(rows: list[tuple[str, int, Counter]]) -> str:
     if not rows:
         return "Nothing to do: every output is up to date."
     width = max(len("rule"), *(len(r) for r, _, _ in rows))
-    lines = [f"{'rule':<{width}}  {'jobs':>5}  reasons (jobs per reason; a job can have several)",
-             f"{'-' * width}  {'-' * 5}  {'-' * 50}"]
+    lines = [
+        f"{'rule':<{width}}  {'jobs':>5}  reasons (jobs per reason; a job can have several)",
+        f"{'-' * width}  {'-' * 5}  {'-' * 50}",
+    ]
     for rule, n, reasons in rows:
         text = ", ".join(f"{label} ({count})" for label, count in reasons.most_common())
         lines.append(f"{rule:<{width}}  {n:>5}  {text}")
@@ -137,10 +139,13 @@ def format_table(rows: list[tuple[str, int, Counter]]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.usage = "layerswap plan [--list-jobs] [snakemake arguments ...]"
-    parser.add_argument("--list-jobs", action="store_true",
-                        help="also list every job (rule[wildcards]) with Snakemake's reason text")
-    parser.epilog = ("Every other argument goes to `snakemake --dry-run` unchanged, in order "
-                     "(--configfile, --directory, -s, targets, --rerun-triggers ...).")
+    parser.add_argument(
+        "--list-jobs", action="store_true", help="also list every job (rule[wildcards]) with Snakemake's reason text"
+    )
+    parser.epilog = (
+        "Every other argument goes to `snakemake --dry-run` unchanged, in order "
+        "(--configfile, --directory, -s, targets, --rerun-triggers ...)."
+    )
     parser.allow_abbrev = False  # so snakemake's --list... options are never taken for ours
 
     def parse_args(args=None, namespace=None):

@@ -40,22 +40,47 @@ def artefacts(config: dict, ablations_dir: str | Path | None = None) -> list[dic
     out: list[dict] = []
     base = config["base"]
     if not base_is_local(config):
-        out.append({"kind": "model", "hub_id": base["source"], "revision": base.get("revision"),
-                    "allow_patterns": MODEL_PATTERNS, "purpose": "base model"})
-    for (name, lang) in sorted(needed_sources(config), key=lambda k: (k[0], k[1])):
+        out.append(
+            {
+                "kind": "model",
+                "hub_id": base["source"],
+                "revision": base.get("revision"),
+                "allow_patterns": MODEL_PATTERNS,
+                "purpose": "base model",
+            }
+        )
+    for name, lang in sorted(needed_sources(config), key=lambda k: (k[0], k[1])):
         spec = source_spec(config, name, lang)
-        out.append({"kind": "dataset", "hub_id": spec["hub_id"], "subset": spec["subset"], "split": spec["split"],
-                    "data_files": spec["data_files"], "revision": spec["revision"], "builder": spec["builder"],
-                    "builder_kwargs": spec["builder_kwargs"], "purpose": f"SFT data {name} ({lang})", "spec": spec})
+        out.append(
+            {
+                "kind": "dataset",
+                "hub_id": spec["hub_id"],
+                "subset": spec["subset"],
+                "split": spec["split"],
+                "data_files": spec["data_files"],
+                "revision": spec["revision"],
+                "builder": spec["builder"],
+                "builder_kwargs": spec["builder_kwargs"],
+                "purpose": f"SFT data {name} ({lang})",
+                "spec": spec,
+            }
+        )
         out += spec["flores"]
     out += evaluation_artefacts(config)
     if ablations_dir is not None:
         out += ablation_artefacts(config, ablations_dir)
     seen, unique = set(), []
     for item in out:
-        key = (item["kind"], item["hub_id"], item.get("subset"), item.get("split"), item.get("data_files"),
-               item.get("revision"), item.get("builder"),
-               (item.get("spec") or {}).get("language_value"))  # one check per language a filter selects
+        key = (
+            item["kind"],
+            item["hub_id"],
+            item.get("subset"),
+            item.get("split"),
+            item.get("data_files"),
+            item.get("revision"),
+            item.get("builder"),
+            (item.get("spec") or {}).get("language_value"),
+        )  # one check per language a filter selects
         if key not in seen:
             seen.add(key)
             unique.append(item)
@@ -73,8 +98,15 @@ def ablation_artefacts(config: dict, ablations_dir: str | Path) -> list[dict]:
         for bname, base in abl.load(Path(ablations_dir) / f"{name}.yaml")["bases"].items():
             paper = base.get("paper") or {}
             if paper.get("source"):
-                out.append({"kind": "model", "hub_id": paper["source"], "revision": paper.get("revision"),
-                            "allow_patterns": MODEL_PATTERNS, "purpose": f"ablation {name}: base {bname}"})
+                out.append(
+                    {
+                        "kind": "model",
+                        "hub_id": paper["source"],
+                        "revision": paper.get("revision"),
+                        "allow_patterns": MODEL_PATTERNS,
+                        "purpose": f"ablation {name}: base {bname}",
+                    }
+                )
     return out
 
 
@@ -95,11 +127,15 @@ def evaluation_artefacts(config: dict) -> list[dict]:
         if name not in PAPER_BENCHMARKS:
             continue
         langs = list((cfg or {}).get("languages") or targets)
-        langs += [lang for lang in targets + (config.get("mgsm_languages") or [] if name == "mgsm" else [])
-                  if lang not in langs]
+        langs += [
+            lang
+            for lang in targets + (config.get("mgsm_languages") or [] if name == "mgsm" else [])
+            if lang not in langs
+        ]
         for lang in langs:
-            keys = ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_BENCHMARKS[name].directions \
-                else [lang]
+            keys = (
+                ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_BENCHMARKS[name].directions else [lang]
+            )
             for key in keys:
                 if paper_task(name, key, root)[2]:
                     continue
@@ -111,9 +147,14 @@ def evaluation_artefacts(config: dict) -> list[dict]:
     return out
 
 
-def prestage(config: dict, dry_run: bool = False, out=None,
-             fetch_model: Callable[[dict], Path] | None = None, fetch_dataset: Callable[[dict], object] | None = None,
-             ablations_dir: str | Path | None = None) -> list[dict]:
+def prestage(
+    config: dict,
+    dry_run: bool = False,
+    out=None,
+    fetch_model: Callable[[dict], Path] | None = None,
+    fetch_dataset: Callable[[dict], object] | None = None,
+    ablations_dir: str | Path | None = None,
+) -> list[dict]:
     out = out or sys.stdout
     items = artefacts(config, ablations_dir)
     for item in items:
@@ -124,8 +165,11 @@ def prestage(config: dict, dry_run: bool = False, out=None,
             (fetch_model or (lambda i: hub.snapshot(i, local_files_only=False)))(item)
         else:
             (fetch_dataset or hub.load_dataset)(item)
-    print(f"{len(items)} artefacts {'listed' if dry_run else 'staged'}"
-          + ("" if dry_run else f" in {os.environ.get('HF_HOME', '~/.cache/huggingface')}"), file=out)
+    print(
+        f"{len(items)} artefacts {'listed' if dry_run else 'staged'}"
+        + ("" if dry_run else f" in {os.environ.get('HF_HOME', '~/.cache/huggingface')}"),
+        file=out,
+    )
     return items
 
 
@@ -136,19 +180,28 @@ def prestage(config: dict, dry_run: bool = False, out=None,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configfile", required=True, help="workflow config, e.g. config/paper.yaml")
     parser.add_argument("--dry-run", action="store_true", help="list the artefacts; download nothing")
-    parser.add_argument("--verify", action="store_true",
-                        help="pre-flight check only: is every artefact reachable, its gate open to the token, "
-                             "loadable with the installed datasets/transformers, with the configs, splits, "
-                             "columns, language values and rows the config needs (one line each; exit 1 on any "
-                             "failure; downloads nothing)")
-    parser.add_argument("--no-verify", action="store_true",
-                        help="download without running the pre-flight check first")
-    parser.add_argument("--hf-home", default=None,
-                        help="HF cache (default: storage.hf_home, else the site file's hf_home, else HF_HOME)")
-    parser.add_argument("--ablations-dir", default=None, type=Path,
-                        help="ablation files whose extra bases to stage too, for the ablations the config's "
-                             "`ablations` key selects (default: the config's ablations_dir, from the current "
-                             "directory, i.e. run this from the repository root)")
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="pre-flight check only: is every artefact reachable, its gate open to the token, "
+        "loadable with the installed datasets/transformers, with the configs, splits, "
+        "columns, language values and rows the config needs (one line each; exit 1 on any "
+        "failure; downloads nothing)",
+    )
+    parser.add_argument("--no-verify", action="store_true", help="download without running the pre-flight check first")
+    parser.add_argument(
+        "--hf-home",
+        default=None,
+        help="HF cache (default: storage.hf_home, else the site file's hf_home, else HF_HOME)",
+    )
+    parser.add_argument(
+        "--ablations-dir",
+        default=None,
+        type=Path,
+        help="ablation files whose extra bases to stage too, for the ablations the config's "
+        "`ablations` key selects (default: the config's ablations_dir, from the current "
+        "directory, i.e. run this from the repository root)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:

@@ -69,14 +69,21 @@ class ReportJobs:
         config = self._config
         m = config["merges"]
         params = {
-            "languages": self._merges.langs, "mgsm_languages": config["mgsm_languages"],
-            "top_k": config["selection"]["top_k"], "best_of": m["best_of"], "default_swap": m["default_swap"],
-            "world": config["world"], "language_names": config.get("language_names", {}), "seed": config["seed"],
+            "languages": self._merges.langs,
+            "mgsm_languages": config["mgsm_languages"],
+            "top_k": config["selection"]["top_k"],
+            "best_of": m["best_of"],
+            "default_swap": m["default_swap"],
+            "world": config["world"],
+            "language_names": config.get("language_names", {}),
+            "seed": config["seed"],
             "bootstrap_draws": config["analysis"]["bootstrap_draws"],
         }
         if table2:  # Table 5 shows what the checkpoints were evaluated on
-            params |= {"table2_language": config["analysis"]["table2_language"],
-                       "benchmarks": sorted(self._evals.benchmarks)}
+            params |= {
+                "table2_language": config["analysis"]["table2_language"],
+                "benchmarks": sorted(self._evals.benchmarks),
+            }
         return as_json(params)
 
     def heatmap_experts(self) -> list[str]:
@@ -91,11 +98,16 @@ class ReportJobs:
 
     def swap_grid_params(self) -> str:
         config = self._config
-        return as_json({
-            "configs": self.swap_configs, "languages": self._merges.langs, "top_k": config["selection"]["top_k"],
-            "default_swap": config["merges"]["default_swap"], "world": config["world"],
-            "language_names": config.get("language_names", {}),
-        })
+        return as_json(
+            {
+                "configs": self.swap_configs,
+                "languages": self._merges.langs,
+                "top_k": config["selection"]["top_k"],
+                "default_swap": config["merges"]["default_swap"],
+                "world": config["world"],
+                "language_names": config.get("language_names", {}),
+            }
+        )
 
     def swap_grid_inputs(self) -> list[str]:
         return self.merge_mgsm_files(self.swap_configs)
@@ -115,5 +127,10 @@ class ReportJobs:
     def merge_mgsm_files(self, configs) -> list[str]:
         """The MGSM evaluation files of every pair of these merge configs in every language."""
         merges = self._merges
-        return [f for c in configs for l in merges.langs for p in merges.pairs
-                for f in self._evals.eval_files(merge_model_id(c, l, p), ["mgsm"])]
+        return [
+            f
+            for c in configs
+            for l in merges.langs
+            for p in merges.pairs
+            for f in self._evals.eval_files(merge_model_id(c, l, p), ["mgsm"])
+        ]

@@ -56,23 +56,36 @@ MEMORY: dict[str, dict[str, float]] = {
 #: data and bookkeeping jobs: their work does not grow with the model (mem_mb, runtime minutes)
 FIXED = {
     "toy_corpus": (4000, 30),
-    "hub_data": (32000, 120),   # one pre-staged hub source, offline (the NLLB files are several GB)
+    "hub_data": (32000, 120),  # one pre-staged hub source, offline (the NLLB files are several GB)
     "sft_mix": (8000, 30),
     "toy_base": (4000, 60),
     "prepare_base": (4000, 30),  # links the pre-staged snapshot
-    "manifest": (4000, 120),     # hashes every result file
+    "manifest": (4000, 120),  # hashes every result file
 }
 #: rule -> job kind
-KINDS = {"sft": "sft", "ablation_sft": "sft", "heatmap": "heatmap", "gguf_base": "gguf_base",
-         "evaluate_base": "evaluate", "evaluate_base_select": "evaluate", "evaluate_ablation_base": "evaluate",
-         "evaluate_checkpoints": "evaluate", "evaluate_checkpoints_other": "evaluate",
-         "evaluate_merges": "evaluate_merges", "evaluate_soup_then_swap": "evaluate_merges",
-         "evaluate_table2": "evaluate_merges", "evaluate_ablation_merges": "evaluate_merges",
-         "merged_model": "evaluate_merges", "ablation_toy_base": "toy_base", "ablation_prepare_base": "prepare_base"}
+KINDS = {
+    "sft": "sft",
+    "ablation_sft": "sft",
+    "heatmap": "heatmap",
+    "gguf_base": "gguf_base",
+    "evaluate_base": "evaluate",
+    "evaluate_base_select": "evaluate",
+    "evaluate_ablation_base": "evaluate",
+    "evaluate_checkpoints": "evaluate",
+    "evaluate_checkpoints_other": "evaluate",
+    "evaluate_merges": "evaluate_merges",
+    "evaluate_soup_then_swap": "evaluate_merges",
+    "evaluate_table2": "evaluate_merges",
+    "evaluate_ablation_merges": "evaluate_merges",
+    "merged_model": "evaluate_merges",
+    "ablation_toy_base": "toy_base",
+    "ablation_prepare_base": "prepare_base",
+}
 
 
-def count_parameters(hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int,
-                     tied: bool = False) -> int:
+def count_parameters(
+    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, tied: bool = False
+) -> int:
     """Weights of a Llama-shaped decoder: attention (q, o full; k, v per key-value head), gated MLP, two norms per
     layer, the embeddings (and an untied LM head), the final norm."""
     head_dim = hidden // heads
@@ -90,15 +103,27 @@ def parameters(config: dict) -> int | None:
         m = base.get("toy_model") or {}
         if not m:
             return None
-        return count_parameters(m["hidden_size"], m["intermediate_size"], base["num_layers"],
-                                m["num_attention_heads"], m["num_key_value_heads"], TOY_VOCAB)
+        return count_parameters(
+            m["hidden_size"],
+            m["intermediate_size"],
+            base["num_layers"],
+            m["num_attention_heads"],
+            m["num_key_value_heads"],
+            TOY_VOCAB,
+        )
     shape = Path(base["source"]) / "config.json"
     if shape.is_file():
         try:
             c = json.loads(shape.read_text(encoding="utf-8"))
-            return count_parameters(c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"],
-                                    c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"]),
-                                    c["vocab_size"], bool(c.get("tie_word_embeddings", False)))
+            return count_parameters(
+                c["hidden_size"],
+                c["intermediate_size"],
+                c["num_hidden_layers"],
+                c["num_attention_heads"],
+                c.get("num_key_value_heads", c["num_attention_heads"]),
+                c["vocab_size"],
+                bool(c.get("tie_word_embeddings", False)),
+            )
         except (OSError, ValueError, KeyError, TypeError):
             return None
     return None
@@ -116,9 +141,11 @@ class Requests:
         self.config, self.spec, self.site = config, spec, site
         self.params = parameters(config)
         if self.params is None and site is not None:
-            raise UserError(f"base.parameters: not set, and the size of base.source {config['base']['source']!r} "
-                            "cannot be read before the run; give the base's parameter count (e.g. 8.03e9 for "
-                            "Llama 3.1 8B) so that jobs ask for the memory it needs")
+            raise UserError(
+                f"base.parameters: not set, and the size of base.source {config['base']['source']!r} "
+                "cannot be read before the run; give the base's parameter count (e.g. 8.03e9 for "
+                "Llama 3.1 8B) so that jobs ask for the memory it needs"
+            )
         dtypes = {"base": config["base"].get("dtype", "float32")}
         exports = [r.get("export_dtype", "base") for r in spec.runs.main.values()] or ["base"]
         dtypes["export"] = max((dtypes["base"] if e == "base" else e for e in exports), key=BYTES.__getitem__)
@@ -163,8 +190,10 @@ class Requests:
             processes = gpus if kind == "sft" and gpus else 1
             mem = self.mem_mb(kind, processes)
             minutes = self.runtime(rule, kind, gpus or threads, gpus, run)
-        out: dict[str, int | str] = {"mem_mb": self._cap("mem_mb", mem, gpus),
-                                     "runtime": self._cap("runtime", minutes, gpus)}
+        out: dict[str, int | str] = {
+            "mem_mb": self._cap("mem_mb", mem, gpus),
+            "runtime": self._cap("runtime", minutes, gpus),
+        }
         if gpus:
             cpus = self._cap("cpus", CPUS_PER_GPU * gpus, gpus) // gpus
             out |= {"cpus_per_gpu": max(1, cpus), "nodes": 1}
@@ -177,8 +206,10 @@ class Requests:
         functions of the job's wildcards, the others plain values."""
         kind = KINDS.get(rule, rule)
         if kind == "sft":
+
             def pick(key):
                 return lambda w, threads: self.job(rule, self.spec.runs.sft_gpus(w.run), threads, w.run).get(key, "")
+
             runs = self.spec.runs.main
             keys = self.job(rule, self.spec.evals.gpus, 1, next(iter(runs), None)).keys() if runs else ()
             return {key: pick(key) for key in keys}

@@ -76,5 +76,7 @@ class Runs:
         # a relative accelerate config is the repository's (cluster/...), wherever --directory points
         accel = Path(sft["accelerate_config"])
         accel = accel if accel.is_absolute() or accel.exists() else Path(basedir) / accel
-        return (f"accelerate launch --config_file {shlex.quote(str(accel))} "
-                f"--num_processes {procs} --main_process_port 0 -m layerswap.train.sft")
+        return (
+            f"accelerate launch --config_file {shlex.quote(str(accel))} "
+            f"--num_processes {procs} --main_process_port 0 -m layerswap.train.sft"
+        )

@@ -83,8 +83,10 @@ def parse(path: str | Path) -> Site:
     """Read and check a site file; every problem is one UserError naming the file and the key."""
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"{path}: no site file; copy {EXAMPLE} to {DEFAULT} and fill it in, or point {ENV} at yours "
-                        "(docs/CLUSTER.md)")
+        raise UserError(
+            f"{path}: no site file; copy {EXAMPLE} to {DEFAULT} and fill it in, or point {ENV} at yours "
+            "(docs/CLUSTER.md)"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
@@ -108,8 +110,10 @@ def parse(path: str | Path) -> Site:
         raise UserError(f"{path}: 'gpu_model' must be a GPU type name (e.g. h100) or null, got {model!r}")
     gpus = data.get("gpus_per_node")
     if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 1:
-        raise UserError(f"{path}: 'gpus_per_node' must be a whole number >= 1 (the GPUs of one node of "
-                        f"partitions.gpu), got {gpus!r}")
+        raise UserError(
+            f"{path}: 'gpus_per_node' must be a whole number >= 1 (the GPUs of one node of "
+            f"partitions.gpu), got {gpus!r}"
+        )
     paths = {}
     for key in ("hf_home", "scratch"):
         value = data.get(key)
@@ -117,8 +121,9 @@ def parse(path: str | Path) -> Site:
             raise UserError(f"{path}: '{key}' must be a path or null, got {value!r}")
         # `~` and $VARIABLES are expanded here, on purpose (the jobs see the expanded path)
         paths[key] = expand_path(f"{path}: '{key}'", value) if value else None
-    return Site(path, str(values["account"]), str(values["partitions.cpu"]), str(values["partitions.gpu"]), model,
-                gpus, **paths)
+    return Site(
+        path, str(values["account"]), str(values["partitions.cpu"]), str(values["partitions.gpu"]), model, gpus, **paths
+    )
 
 
 def expand_path(where: str, value: str) -> str:
@@ -128,8 +133,11 @@ def expand_path(where: str, value: str) -> str:
     out = os.path.expandvars(os.path.expanduser(value))
     left = re.search(r"\$\{?\w+\}?|^~|<[^>]*>", out)
     if left:
-        what = ("a Snakemake path variable; write the path itself, e.g. $USER for your user name"
-                if left.group().startswith("<") else "unexpanded (an unset variable or unknown user)")
+        what = (
+            "a Snakemake path variable; write the path itself, e.g. $USER for your user name"
+            if left.group().startswith("<")
+            else "unexpanded (an unset variable or unknown user)"
+        )
         raise UserError(f"{where} {value!r}: {left.group()!r} is {what}")
     return out
 
@@ -143,14 +151,18 @@ def check_storage(storage: dict, config_storage: dict, site: "Site | None") -> N
         value = storage.get(key)
         if not value:
             continue
-        where = (f"config storage.{key}" if config_storage.get(key) else f"{site.path}: '{key}'" if site else key)
+        where = f"config storage.{key}" if config_storage.get(key) else f"{site.path}: '{key}'" if site else key
         if config_storage.get(key) and re.search(r"<[^>]*>|\$|^~", str(value)):
-            raise UserError(f"{where} {value!r}: a path variable, `$` or `~` is not expanded in the config; write "
-                            "the path itself (or leave it null and set it in the site file, which expands $USER, ~)")
+            raise UserError(
+                f"{where} {value!r}: a path variable, `$` or `~` is not expanded in the config; write "
+                "the path itself (or leave it null and set it in the site file, which expands $USER, ~)"
+            )
         p = Path(value)
         if key == "hf_home" and not p.is_dir():
-            raise UserError(f"{where} {value!r} is not a directory; create it and pre-stage into it "
-                            "(`layerswap prestage`, docs/CLUSTER.md)")
+            raise UserError(
+                f"{where} {value!r} is not a directory; create it and pre-stage into it "
+                "(`layerswap prestage`, docs/CLUSTER.md)"
+            )
         existing = next((q for q in (p, *p.parents) if q.exists()), None)
         if existing is None or not existing.is_dir():
             raise UserError(f"{where} {value!r}: {existing} is not a directory")
@@ -206,21 +218,26 @@ def check_cluster(site: Site) -> None:
             gres.setdefault(name.strip(), []).append(res.strip())
         for key, part in (("partitions.cpu", site.cpu_partition), ("partitions.gpu", site.gpu_partition)):
             if part not in gres:
-                raise UserError(f"{site.path}: '{key}' {part!r} is not a partition of this cluster "
-                                f"(sinfo lists: {', '.join(sorted(gres))})")
+                raise UserError(
+                    f"{site.path}: '{key}' {part!r} is not a partition of this cluster "
+                    f"(sinfo lists: {', '.join(sorted(gres))})"
+                )
         nodes = [g for g in gres[site.gpu_partition] if not site.gpu_model or f":{site.gpu_model}:" in f"{g}:"]
         most = max((_gpus(g) for g in nodes), default=0)
         if most < site.gpus_per_node:
             model = f" of model {site.gpu_model!r}" if site.gpu_model else ""
-            raise UserError(f"{site.path}: 'gpus_per_node' is {site.gpus_per_node}, but the nodes of partition "
-                            f"{site.gpu_partition!r} have at most {most} GPUs{model} (sinfo: "
-                            f"{', '.join(sorted(set(gres[site.gpu_partition])))}): an SFT job would never start")
+            raise UserError(
+                f"{site.path}: 'gpus_per_node' is {site.gpus_per_node}, but the nodes of partition "
+                f"{site.gpu_partition!r} have at most {most} GPUs{model} (sinfo: "
+                f"{', '.join(sorted(set(gres[site.gpu_partition])))}): an SFT job would never start"
+            )
     accounts = _query(["sacctmgr", "-n", "-P", "list", "associations", f"user={_user()}", "format=account"])
     if accounts:  # empty: accounting without associations; the plugin proceeds without checking
         mine = sorted({a.strip().lower() for a in accounts.splitlines() if a.strip()})
         if site.account.lower() not in mine:
-            raise UserError(f"{site.path}: 'account' {site.account!r} is not one of yours (sacctmgr lists: "
-                            f"{', '.join(mine)})")
+            raise UserError(
+                f"{site.path}: 'account' {site.account!r} is not one of yours (sacctmgr lists: {', '.join(mine)})"
+            )
 
 
 def _user() -> str:

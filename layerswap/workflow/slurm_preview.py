@@ -36,7 +36,7 @@ def local_rules(rules_dir: Path = REPO / "rules") -> tuple[set[str], set[str]]:
             m = _BLOCK.match(lines[start])
             indent = len(lines[start]) - len(lines[start].lstrip())
             body = []
-            for line in lines[start + 1:end]:
+            for line in lines[start + 1 : end]:
                 if line.strip() and len(line) - len(line.lstrip()) <= indent:
                     break
                 body.append(line)
@@ -80,9 +80,21 @@ def dry_run(configfile: Path, extra: list[str] | None = None) -> list[dict]:
     exe = Path(sys.executable).parent
     env = {**os.environ, "PATH": f"{exe}{os.pathsep}{os.environ.get('PATH', '')}"}
     with tempfile.TemporaryDirectory(prefix="layerswap-preview-") as work:
-        cmd = [sys.executable, "-m", "snakemake", "-n", "--profile", str(REPO / "cluster"), "-s",
-               str(REPO / "Snakefile"), "--directory", work, "--configfile", str(Path(configfile).resolve()),
-               *(extra or [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "snakemake",
+            "-n",
+            "--profile",
+            str(REPO / "cluster"),
+            "-s",
+            str(REPO / "Snakefile"),
+            "--directory",
+            work,
+            "--configfile",
+            str(Path(configfile).resolve()),
+            *(extra or []),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=Path.cwd())
     lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("Using profile")]
     if proc.returncode != 0:
@@ -104,8 +116,15 @@ def kinds(jobs: list[dict], local: tuple[set[str], set[str]]) -> list[dict]:
         gpus = int(res.get("gpu", 0) or 0)
         # a GPU job: cpus_per_gpu x GPUs; a CPU job: its threads (the plugin's --cpus-per-task)
         cpus = int(res.get("cpus_per_gpu", 1)) * gpus if gpus else int(res.get("cpus_per_task", job["threads"]))
-        key = (rule, is_local, res.get("slurm_partition", ""), gpus, cpus, int(res.get("mem_mb", 0) or 0),
-               int(res.get("runtime", 0) or 0))
+        key = (
+            rule,
+            is_local,
+            res.get("slurm_partition", ""),
+            gpus,
+            cpus,
+            int(res.get("mem_mb", 0) or 0),
+            int(res.get("runtime", 0) or 0),
+        )
         row = rows.setdefault(key, dict(zip(("rule", "local", *KEYS), key), jobs=0))
         row["jobs"] += 1
     return list(rows.values())
@@ -113,16 +132,21 @@ def kinds(jobs: list[dict], local: tuple[set[str], set[str]]) -> list[dict]:
 
 def format_preview(rows: list[dict], limits: dict[str, dict[str, int]] | None = None) -> str:
     """The preview's text; `limits`: the site's partition limits (Site.limits), to mark requests they capped."""
-    lines = ["jobs per rule: through SLURM (sbatch) or local (inside the Snakemake process on the login node)",
-             f"{'rule':<28}{'SLURM':>7}{'local':>7}"]
+    lines = [
+        "jobs per rule: through SLURM (sbatch) or local (inside the Snakemake process on the login node)",
+        f"{'rule':<28}{'SLURM':>7}{'local':>7}",
+    ]
     per_rule: dict[str, Counter] = {}
     for r in rows:
         per_rule.setdefault(r["rule"], Counter())["local" if r["local"] else "slurm"] += r["jobs"]
     for rule, c in per_rule.items():
         lines.append(f"{rule:<28}{c['slurm'] or '-':>7}{c['local'] or '-':>7}")
-    lines += ["", "what each SLURM job asks for (per job; GPU-h and CPU-h: all jobs of the kind at their time limit)",
-              f"{'rule':<28}{'jobs':>5}  {'partition':<12}{'GPUs':>5}{'CPUs':>6}{'memory':>10}{'time':>9}"
-              f"{'GPU-h':>9}{'CPU-h':>9}"]
+    lines += [
+        "",
+        "what each SLURM job asks for (per job; GPU-h and CPU-h: all jobs of the kind at their time limit)",
+        f"{'rule':<28}{'jobs':>5}  {'partition':<12}{'GPUs':>5}{'CPUs':>6}{'memory':>10}{'time':>9}"
+        f"{'GPU-h':>9}{'CPU-h':>9}",
+    ]
     gpu_h = cpu_h = 0.0
     capped = False
     for r in rows:
@@ -135,16 +159,22 @@ def format_preview(rows: list[dict], limits: dict[str, dict[str, int]] | None = 
         mark = {k: "*" if cap.get(k) == v else " " for k, v in (("mem_mb", r["mem_mb"]), ("runtime", r["runtime"]))}
         capped = capped or "*" in mark.values()
         limit = f"{r['runtime'] // 60}:{r['runtime'] % 60:02d}{mark['runtime']}"
-        lines.append(f"{r['rule']:<28}{r['jobs']:>5}  {r['slurm_partition']:<12}{r['gpu'] or '-':>5}{r['cpus']:>6}"
-                     f"{r['mem_mb'] / 1000:>8,.0f}GB{mark['mem_mb']}{limit:>9}{hours * r['gpu'] or 0:>9,.1f}"
-                     f"{hours * r['cpus']:>9,.1f}")
+        lines.append(
+            f"{r['rule']:<28}{r['jobs']:>5}  {r['slurm_partition']:<12}{r['gpu'] or '-':>5}{r['cpus']:>6}"
+            f"{r['mem_mb'] / 1000:>8,.0f}GB{mark['mem_mb']}{limit:>9}{hours * r['gpu'] or 0:>9,.1f}"
+            f"{hours * r['cpus']:>9,.1f}"
+        )
     slurm = sum(r["jobs"] for r in rows if not r["local"])
     local = sum(r["jobs"] for r in rows if r["local"])
-    lines.append(f"total: {slurm} SLURM jobs, {local} local; at their time limits {gpu_h:,.1f} GPU-hours and "
-                 f"{cpu_h:,.1f} CPU-hours (an upper bound)")
+    lines.append(
+        f"total: {slurm} SLURM jobs, {local} local; at their time limits {gpu_h:,.1f} GPU-hours and "
+        f"{cpu_h:,.1f} CPU-hours (an upper bound)"
+    )
     if capped:
-        lines.append("* = the partition's limit (sinfo: a node's memory, the partition's time limit): the need is "
-                     "larger; the job may run out of it (SFT resumes from its last checkpoint when retried)")
+        lines.append(
+            "* = the partition's limit (sinfo: a node's memory, the partition's time limit): the need is "
+            "larger; the job may run out of it (SFT resumes from its last checkpoint when retried)"
+        )
     return "\n".join(lines)
 
 

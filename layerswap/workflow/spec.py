@@ -38,14 +38,25 @@ class Spec:
     """The rules' view of one validated config (plus the planned ablations). Read-only: nothing here writes to
     `config`, `ablations` or `ablation_merge_configs`."""
 
-    def __init__(self, config: dict, ablations: dict[str, dict] | None = None,
-                 ablation_merge_configs: dict[str, dict] | None = None, selected_ablations: list[str] | None = None,
-                 site: Site | None = None):
+    def __init__(
+        self,
+        config: dict,
+        ablations: dict[str, dict] | None = None,
+        ablation_merge_configs: dict[str, dict] | None = None,
+        selected_ablations: list[str] | None = None,
+        site: Site | None = None,
+    ):
         self.config = config
         self.site = site
         # storage paths: the config's, else the site file's (cluster/site.yaml: hf_home, scratch), else none
-        self.storage = {**config["storage"], **{k: getattr(site, k) for k in ("hf_home", "scratch")
-                                                if site and not config["storage"].get(k) and getattr(site, k)}}
+        self.storage = {
+            **config["storage"],
+            **{
+                k: getattr(site, k)
+                for k in ("hf_home", "scratch")
+                if site and not config["storage"].get(k) and getattr(site, k)
+            },
+        }
         # Expert checkpoints and merged models are the big artefacts: under storage.scratch when it is set.
         self.layout = Layout(root=R, big=(self.storage.get("scratch") or R).rstrip("/"))
         hf_home = self.storage.get("hf_home")  # else the job's environment (HF_HOME)

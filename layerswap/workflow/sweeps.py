@@ -52,8 +52,11 @@ def slug(cfg: dict, swap_slug: str | None = None) -> str:
     swap's own naming of its layer params, if given)."""
     defaults = config_defaults(cfg["method"])
     skip = {*SWAP_KEYS, "lang_layers"} if swap_slug else set()
-    parts = [f"{k}{_token(cfg[k])}" for k in _params(cfg["method"])
-             if k not in skip and k in cfg and cfg[k] != defaults.get(k)]
+    parts = [
+        f"{k}{_token(cfg[k])}"
+        for k in _params(cfg["method"])
+        if k not in skip and k in cfg and cfg[k] != defaults.get(k)
+    ]
     head = swap_slug or f"abl_{cfg['method']}"
     return "_".join([head, *parts])
 

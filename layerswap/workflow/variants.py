@@ -140,8 +140,11 @@ def _counted(where: str, v: dict, depth: int, default: dict[str, int], ref: int 
             label = f"b{raw['bottom']} u{raw['top']}@{ref}L -> " if v.get("scaled") else ""
             label += f"b{b} u{u} tb{tb} tu{tu}"
         over = overflow(counts, depth)
-        rows.append((label, None, f"b+tb+tu+u = {sum(over)} exceeds the {depth} layers of the model") if over
-                    else (label, _counts_config(counts), ""))
+        rows.append(
+            (label, None, f"b+tb+tu+u = {sum(over)} exceeds the {depth} layers of the model")
+            if over
+            else (label, _counts_config(counts), "")
+        )
     return rows
 
 
@@ -176,8 +179,14 @@ def _placed(where: str, v: dict, depth: int, n: int) -> list[Row]:
     draws = _int(f"{where}.draws", v.get("draws", 1), 1)
     if draws < 1:
         raise fail(f"{where}.draws", "must be >= 1")
-    return [(f"{v.get('label') or 'random'} {n} (seed {seed + d})",
-             _layer_config(sorted(random.Random(seed + d).sample(range(depth), n))), "") for d in range(draws)]
+    return [
+        (
+            f"{v.get('label') or 'random'} {n} (seed {seed + d})",
+            _layer_config(sorted(random.Random(seed + d).sample(range(depth), n))),
+            "",
+        )
+        for d in range(draws)
+    ]
 
 
 def assign_names(variants: list[dict], configs: dict) -> dict[str, dict]:

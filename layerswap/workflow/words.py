@@ -33,7 +33,9 @@ def evaluate_shell(command: str, models: str, out_dir: str = Layout().evals(), t
     """The shell command of an evaluation rule: `layerswap <command>` (evaluate, evaluate-merges) on `models` (its
     --model words), writing under `out_dir`, with the evaluation params every such rule has
     (EvaluationJobs.evaluation_params) and `tail` (more arguments) last."""
-    return (f"layerswap {command} --data-dir {Layout().eval_data_dir()} --benchmarks-json {{params.benchmarks}} "
-            f"{models} --out-dir {out_dir} --batch-size {{params.batch_size}} --seed {{params.seed}} "
-            f"--task-set {{params.task_set}} --backend {{params.backend}} --threads {{threads}} {{params.hf_home}}"
-            f"{tail} > {{log}} 2>&1")
+    return (
+        f"layerswap {command} --data-dir {Layout().eval_data_dir()} --benchmarks-json {{params.benchmarks}} "
+        f"{models} --out-dir {out_dir} --batch-size {{params.batch_size}} --seed {{params.seed}} "
+        f"--task-set {{params.task_set}} --backend {{params.backend}} --threads {{threads}} {{params.hf_home}}"
+        f"{tail} > {{log}} 2>&1"
+    )

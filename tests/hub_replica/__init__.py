@@ -36,8 +36,9 @@ def _write(directory: Path, files: dict) -> None:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    return subprocess.run([*_GIT, *args], cwd=cwd, check=True, capture_output=True, text=True,
-                          env={**os.environ, **_DATE}).stdout.strip()
+    return subprocess.run(
+        [*_GIT, *args], cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **_DATE}
+    ).stdout.strip()
 
 
 def _commit_repo(path: Path, repo: Repo) -> dict[str, str]:
@@ -102,10 +103,16 @@ class Replica:
 
     def env(self, token: bool = True) -> dict[str, str]:
         """HF_ENDPOINT at the replica, the replica's token (unless token=False), and no cached login."""
-        env = {"HF_ENDPOINT": self.url, "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_IMPLICIT_TOKEN": "",
-               "HF_TOKEN_PATH": str(self.root / "no-token"),
-               # online against the replica (the rules set the jobs offline themselves)
-               "HF_HUB_OFFLINE": "0", "HF_DATASETS_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0"}
+        env = {
+            "HF_ENDPOINT": self.url,
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_IMPLICIT_TOKEN": "",
+            "HF_TOKEN_PATH": str(self.root / "no-token"),
+            # online against the replica (the rules set the jobs offline themselves)
+            "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",
+            "TRANSFORMERS_OFFLINE": "0",
+        }
         if token:
             env["HF_TOKEN"] = TOKEN
         return env
@@ -115,9 +122,21 @@ class Replica:
         build(self.root, self.breaks)
         self.port = free_port()
         log = open(self.root / "server.log", "w")
-        self.proc = subprocess.Popen([sys.executable, str(SERVE), "--root", str(self.root), "--port", str(self.port),
-                                      "--lifetime", str(self.lifetime)], stdout=log, stderr=subprocess.STDOUT,
-                                     cwd=self.root)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(SERVE),
+                "--root",
+                str(self.root),
+                "--port",
+                str(self.port),
+                "--lifetime",
+                str(self.lifetime),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=self.root,
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -57,13 +57,24 @@ class Shim:
                 auth = dict(scope["headers"]).get(b"authorization", b"").decode()
                 if auth != f"Bearer {self.token}":
                     kind = "dataset" if repo.startswith("datasets/") else "model"
-                    message = (f"Access to {kind} {match.group(2)} is restricted. You must have access to it and be "
-                               "authenticated to access it. Please log in." if not auth else
-                               f"Access to {kind} {match.group(2)} is restricted and you are not in the authorized "
-                               "list. Visit the repository page to ask for access.")
-                    await send({"type": "http.response.start", "status": 401 if not auth else 403, "headers": [
-                        (b"x-error-code", b"GatedRepo"), (b"x-error-message", message.encode()),
-                        (b"content-type", b"application/json")]})
+                    message = (
+                        f"Access to {kind} {match.group(2)} is restricted. You must have access to it and be "
+                        "authenticated to access it. Please log in."
+                        if not auth
+                        else f"Access to {kind} {match.group(2)} is restricted and you are not in the authorized "
+                        "list. Visit the repository page to ask for access."
+                    )
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 401 if not auth else 403,
+                            "headers": [
+                                (b"x-error-code", b"GatedRepo"),
+                                (b"x-error-message", message.encode()),
+                                (b"content-type", b"application/json"),
+                            ],
+                        }
+                    )
                     await send({"type": "http.response.body", "body": json.dumps({"error": message}).encode()})
                     return
         return await self.app(scope, receive, send)
@@ -78,8 +89,10 @@ def main() -> None:
     root = args.root.resolve()
     meta = json.loads((root / "replica.json").read_text())
     toml = root / "olah.toml"
-    toml.write_text(f'[basic]\nhost = "127.0.0.1"\nport = {args.port}\nrepos-path = "{root / "olah-cache"}"\n'
-                    f'mirrors-path = ["{root / "mirrors"}"]\n[accessibility]\noffline = true\n')
+    toml.write_text(
+        f'[basic]\nhost = "127.0.0.1"\nport = {args.port}\nrepos-path = "{root / "olah-cache"}"\n'
+        f'mirrors-path = ["{root / "mirrors"}"]\n[accessibility]\noffline = true\n'
+    )
 
     timer = threading.Timer(args.lifetime, lambda: os._exit(0))
     timer.daemon = True

@@ -66,11 +66,26 @@ def shaped(paper: dict) -> dict:
 #: loading script live (the replica serves them on loopback instead of AllenNLP's bucket) and the selection
 #: constraints' margins (1 item per task makes every score noise).
 ALLOWED = [
-    "base.num_layers", "mixes.*", "mixes.language.*.*", "sft.defaults.num_samples",
-    "sft.defaults.checkpoint_every", "sft.defaults.threads", "sft.runs.*", "sft.runs.*.batch_size",
-    "sft.runs.*.seq_len", "sft.runs.*.num_samples", "selection.top_k", "merges.configs.*", "merges.best_of.*",
-    "evaluation.batch_size", "evaluation.threads", "evaluation.limit", "evaluation.tasks.*.max_new_tokens",
-    "sft.accelerate_config", "data_sources.nllb.data_files", "selection.constraints.*.*",
+    "base.num_layers",
+    "mixes.*",
+    "mixes.language.*.*",
+    "sft.defaults.num_samples",
+    "sft.defaults.checkpoint_every",
+    "sft.defaults.threads",
+    "sft.runs.*",
+    "sft.runs.*.batch_size",
+    "sft.runs.*.seq_len",
+    "sft.runs.*.num_samples",
+    "selection.top_k",
+    "merges.configs.*",
+    "merges.best_of.*",
+    "evaluation.batch_size",
+    "evaluation.threads",
+    "evaluation.limit",
+    "evaluation.tasks.*.max_new_tokens",
+    "sft.accelerate_config",
+    "data_sources.nllb.data_files",
+    "selection.constraints.*.*",
 ]
 
 

@@ -28,8 +28,12 @@ from layerswap.merge.shared import check_density
 BLOCK = 1 << 16  # elements per seeded draw
 
 PARAMS = {
-    "density": Param(REQUIRED, "number", "probability that an entry of a task vector is kept (then scaled by "
-                     "1/density)", {"exclusiveMinimum": 0, "maximum": 1}),
+    "density": Param(
+        REQUIRED,
+        "number",
+        "probability that an entry of a task vector is kept (then scaled by 1/density)",
+        {"exclusiveMinimum": 0, "maximum": 1},
+    ),
     "lam": Param(1.0, "number", "scale of the summed task vectors", {"exclusiveMinimum": 0}),
     "seed": Param(0, "int", "seed of the drop draws (with the tensor name, input index and element block)"),
 }
@@ -51,7 +55,7 @@ def keep_mask(seed: int, name: str, index: int, start: int, stop: int, density: 
         lo, hi = max(start, block * BLOCK), min(stop, (block + 1) * BLOCK)
         gen.manual_seed(block_seed(seed, name, index, block))
         torch.rand(BLOCK, generator=gen, out=draw)
-        torch.lt(draw[lo - block * BLOCK:hi - block * BLOCK], density, out=out[lo - start:hi - start])
+        torch.lt(draw[lo - block * BLOCK : hi - block * BLOCK], density, out=out[lo - start : hi - start])
     return out
 
 
@@ -95,11 +99,21 @@ class Compute:
 
 
 DARE = Method(
-    name="dare", label="DARE", note="DARE", params=PARAMS, inputs=("models",),
-    compute=lambda node: Compute(node, elect=False), check=check_density,
+    name="dare",
+    label="DARE",
+    note="DARE",
+    params=PARAMS,
+    inputs=("models",),
+    compute=lambda node: Compute(node, elect=False),
+    check=check_density,
 )
 DARE_TIES = Method(
-    name="dare_ties", label="DARE-TIES", note="DARE-TIES", params=PARAMS, inputs=("models",),
-    compute=lambda node: Compute(node, elect=True), check=check_density,
+    name="dare_ties",
+    label="DARE-TIES",
+    note="DARE-TIES",
+    params=PARAMS,
+    inputs=("models",),
+    compute=lambda node: Compute(node, elect=True),
+    check=check_density,
 )
 METHODS = (DARE, DARE_TIES)

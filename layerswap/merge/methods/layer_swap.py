@@ -28,10 +28,12 @@ PARAMS = {
     "w_task": Param(1.0, "number", "weight of the task expert in averaged tensors", {"exclusiveMinimum": 0}),
     "w_lang": Param(1.0, "number", "weight of the language expert in averaged tensors", {"exclusiveMinimum": 0}),
     "weighting": Param("fixed", ("fixed", "magnitude"), "fixed weights or magnitude-adjusted ones", config=False),
-    "non_layer": Param("average", ("average", "lang", "task"),
-                       "embeddings, final norm and LM head: averaged, or from one expert"),
-    "lang_layers": Param(None, "int_list", "explicit layer indices taken from the language expert (replaces "
-                         "bottom/top)", {"minItems": 1}),
+    "non_layer": Param(
+        "average", ("average", "lang", "task"), "embeddings, final norm and LM head: averaged, or from one expert"
+    ),
+    "lang_layers": Param(
+        None, "int_list", "explicit layer indices taken from the language expert (replaces bottom/top)", {"minItems": 1}
+    ),
     "transition_layers": Param(None, "int_list", "explicit averaged layers (with lang_layers)", config=False),
 }
 
@@ -55,13 +57,19 @@ def check(p: dict, given: dict, n_layers: int | None, depth: str) -> None:
             raise ParamError("transition_layers", "only allowed together with lang_layers")
         counts = overflow(p, n_layers) if n_layers is not None else None
         if counts is not None:
-            raise ParamError(None, f"bottom+transition_bottom+transition_top+top = {'+'.join(map(str, counts))} = "
-                             f"{sum(counts)} exceeds {depth}", f"a sum <= {n_layers}", misfit=True)
+            raise ParamError(
+                None,
+                f"bottom+transition_bottom+transition_top+top = {'+'.join(map(str, counts))} = "
+                f"{sum(counts)} exceeds {depth}",
+                f"a sum <= {n_layers}",
+                misfit=True,
+            )
     else:
         for key in ("bottom", "top"):
             if p.get(key) is not None:
-                raise ParamError(key, "cannot be combined with lang_layers",
-                                 "either lang_layers or bottom/top/transition_*")
+                raise ParamError(
+                    key, "cannot be combined with lang_layers", "either lang_layers or bottom/top/transition_*"
+                )
         for key in ("transition_bottom", "transition_top"):
             if p.get(key):
                 raise ParamError(key, "cannot be combined with lang_layers", "0")
@@ -71,9 +79,12 @@ def check(p: dict, given: dict, n_layers: int | None, depth: str) -> None:
         for key in ("lang_layers", "transition_layers"):
             for i, layer in enumerate(p.get(key) or []):
                 if layer < 0 or (n_layers is not None and layer >= n_layers):
-                    raise ParamError(f"{key}[{i}]", f"layer {layer} is outside the model ({depth})",
-                                     f"0..{n_layers - 1}" if n_layers is not None else "layer indices >= 0",
-                                     misfit=True)
+                    raise ParamError(
+                        f"{key}[{i}]",
+                        f"layer {layer} is outside the model ({depth})",
+                        f"0..{n_layers - 1}" if n_layers is not None else "layer indices >= 0",
+                        misfit=True,
+                    )
     if p.get("weighting") == "magnitude":
         for key in ("w_task", "w_lang"):
             if given.get(key) is not None:
@@ -148,7 +159,14 @@ class Compute:
 
 
 METHOD = Method(
-    name="layer_swap", label="layer swap", note="swap", column="swap", params=PARAMS, inputs=("task", "lang"),
-    compute=Compute, needs_base=lambda p: p.get("weighting") == "magnitude", check=check,
+    name="layer_swap",
+    label="layer swap",
+    note="swap",
+    column="swap",
+    params=PARAMS,
+    inputs=("task", "lang"),
+    compute=Compute,
+    needs_base=lambda p: p.get("weighting") == "magnitude",
+    check=check,
 )
 METHODS = (METHOD,)

@@ -33,7 +33,12 @@ class Compute:
 
 
 METHOD = Method(
-    name="soup", label="model soup", note="soup", params=PARAMS, inputs=("models",), compute=Compute,
+    name="soup",
+    label="model soup",
+    note="soup",
+    params=PARAMS,
+    inputs=("models",),
+    compute=Compute,
     needs_base=lambda p: p.get("weighting") == "magnitude",
 )
 METHODS = (METHOD,)

@@ -13,8 +13,12 @@ SAMPLE = 1 << 18  # sample size used to bracket the TIES threshold before the ex
 SMALL = 1 << 16  # tensors up to this size get an exact kthvalue directly
 
 PARAMS = {
-    "density": Param(REQUIRED, "number", "share of each task vector's entries kept (by |delta|)",
-                     {"exclusiveMinimum": 0, "maximum": 1}),
+    "density": Param(
+        REQUIRED,
+        "number",
+        "share of each task vector's entries kept (by |delta|)",
+        {"exclusiveMinimum": 0, "maximum": 1},
+    ),
     "lam": Param(1.0, "number", "scale of the merged task vector", {"exclusiveMinimum": 0}),
 }
 
@@ -127,8 +131,9 @@ class Compute:
                     mask = node.buffer("mask", torch.bool, stop - start)
                     above += int(torch.count_nonzero(torch.gt(d, hi, out=mask)))
                     torch.ge(d, lo, out=mask)
-                    cands.append(d[mask.logical_and_(torch.le(d, hi, out=node.buffer("mask2", torch.bool,
-                                                                                     stop - start)))])
+                    cands.append(
+                        d[mask.logical_and_(torch.le(d, hi, out=node.buffer("mask2", torch.bool, stop - start)))]
+                    )
                 cand = torch.cat(cands)
                 need = k - above
                 if 1 <= need <= cand.numel():
@@ -159,7 +164,13 @@ class Compute:
 
 
 METHOD = Method(
-    name="ties", label="TIES-merging", note="TIES", params=PARAMS, inputs=("models",), compute=Compute,
-    check=check_density, tables=(2,),
+    name="ties",
+    label="TIES-merging",
+    note="TIES",
+    params=PARAMS,
+    inputs=("models",),
+    compute=Compute,
+    check=check_density,
+    tables=(2,),
 )
 METHODS = (METHOD,)

@@ -8,8 +8,15 @@ HF_DATASETS_OFFLINE set).
 from __future__ import annotations
 
 
-def load_flores_pair(src: str, tgt: str, src_name: str, tgt_name: str, split: str = "devtest",
-                     path: str = "openlanguagedata/flores_plus", **_metadata):
+def load_flores_pair(
+    src: str,
+    tgt: str,
+    src_name: str,
+    tgt_name: str,
+    split: str = "devtest",
+    path: str = "openlanguagedata/flores_plus",
+    **_metadata,
+):
     """FLORES+ (the maintained FLORES-200) has one config per language; a translation item needs two of them. Rows are
     paired by `id` (the sentence id, the same in every language) and hold src_text/tgt_text plus the language names
     that the prompt uses. Returns {split: Dataset} in the source's row order."""
@@ -22,8 +29,15 @@ def load_flores_pair(src: str, tgt: str, src_name: str, tgt_name: str, split: st
     for row in src_ds:
         if row["id"] not in tgt_by_id:
             raise ValueError(f"{path}: sentence id {row['id']} of {src}/{split} missing in {tgt}/{split}")
-        rows.append({"id": row["id"], "src_text": row["text"], "tgt_text": tgt_by_id[row["id"]],
-                     "src_name": src_name, "tgt_name": tgt_name})
+        rows.append(
+            {
+                "id": row["id"],
+                "src_text": row["text"],
+                "tgt_text": tgt_by_id[row["id"]],
+                "src_name": src_name,
+                "tgt_name": tgt_name,
+            }
+        )
     return datasets.DatasetDict({split: datasets.Dataset.from_list(rows)})
 
 

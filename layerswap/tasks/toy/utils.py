@@ -15,8 +15,9 @@ import json
 from pathlib import Path
 
 
-def load_split_jsonl(path: str, fewshot_pool: int = 0, limit: int | None = None, lang: str | None = None,
-                     **_ignored) -> "datasets.DatasetDict":  # noqa: F821
+def load_split_jsonl(
+    path: str, fewshot_pool: int = 0, limit: int | None = None, lang: str | None = None, **_ignored
+) -> "datasets.DatasetDict":  # noqa: F821
     """`custom_dataset` loader: a DatasetDict with a `fewshot` split (first `fewshot_pool` lines) and a `test` split."""
     import datasets
 
