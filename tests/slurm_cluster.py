@@ -7,7 +7,8 @@ sockets, logs), on free loopback ports, started in that order and stopped by the
 advertises more than the machine has (`SlurmdParameters=config_overrides`): 64 CPUs, 1 TB and 8 GPUs, so the
 profile's unshrunk requests (an 8-GPU SFT job with 64 CPUs and 480 GB) schedule as they would on a GPU node. The GPUs
 are character devices equal to /dev/null (22.05 drops a GRES without `File=` and rejects regular files). Partitions
-`cpu` (default, no time limit) and `gpu` (4 hours); accounting enforced by associations with one account, `layerswap_test`, holding root.
+`cpu` (default, no time limit) and `gpu` (4 hours); accounting enforced by associations with one account,
+`layerswap_test`, holding root.
 
 Needs root (SlurmUser=root, as on a one-node test cluster); `Cluster.unavailable()` says why it cannot run here.
 Why hand-written: no maintained Python package starts a real SLURM (the pytest plugins mock its commands), and the

@@ -408,8 +408,8 @@ BAD = [
         "analysis.table2_language",
         "toy_tel",
         [
-            "config key 'analysis.table2_language': Table 2 compares the joint expert of 'toy_tel' with the merges, but no "
-            "run of sft.runs has expert 'joint_toy_tel'; allowed: toy_swh"
+            "config key 'analysis.table2_language': Table 2 compares the joint expert of 'toy_tel' with the merges, "
+            "but no run of sft.runs has expert 'joint_toy_tel'; allowed: toy_swh"
         ],
     ),
     (

@@ -1,4 +1,4 @@
-"""The tables' 95% bootstrap intervals, item counts, and the summary paragraph built from them (and the README's copy)."""
+"""The tables' 95% bootstrap intervals, item counts, the summary paragraph built from them (and the README's copy)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,7 @@ SITE = {
 def paper_dry_run(
     work: Path, *args: str, site: dict | None = SITE, configfile: Path = PAPER
 ) -> subprocess.CompletedProcess:
-    """`snakemake -n --profile cluster` on the paper config (or `configfile`) in `work`, with `site` as the site file."""
+    """`snakemake -n --profile cluster` on the paper config (or `configfile`) in `work`, `site` as the site file."""
     site_file = work.parent / f"{work.name}.site.yaml"
     if site is not None:
         site_file.write_text(yaml.safe_dump(site))
@@ -191,7 +191,7 @@ def test_every_submitted_rule_takes_its_requests_from_the_workflow():
     """Every rule of the workflow that runs a command and is not a localrule (grouped or single task mode, main DAG
     or ablations, read from the rule files) asks for the resources layerswap/workflow/resources.py sizes for it
     (`**requests.of(...)`; a `use rule` inherits its parent's), so none is left to the profile's defaults."""
-    rules, parents, current, body = {}, {}, None, []
+    rules, parents, current = {}, {}, None
     for path in sorted((REPO / "rules").glob("*.smk")):
         for line in path.read_text().splitlines() + [""]:
             head = re.match(r"\s*(?:use )?rule (\w+)(?: as (\w+))?", line)

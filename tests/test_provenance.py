@@ -97,8 +97,8 @@ def test_a_result_without_provenance_stops_the_run_with_one_line(micro_run, tmp_
 
 def test_a_previous_configs_files_are_foreign(micro_run, tmp_path):
     """Micro, then micro with ties_d05 renamed in the same folder: the old name's recipes and evaluations are
-    named before the run (those its records no longer list), are not the new manifest's files, are named by the audit and removed by
-    `layerswap audit --remove-foreign`; the tables name only the new config."""
+    named before the run (those its records no longer list), are not the new manifest's files, are named by the
+    audit and removed by `layerswap audit --remove-foreign`; the tables name only the new config."""
     work = tmp_path / "work"
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
     renamed = tmp_path / "renamed.yaml"

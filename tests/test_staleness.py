@@ -82,8 +82,9 @@ def write_config(path: Path, edit) -> Path:
 
 
 def same_meaning(path: Path, source: Path = MICRO) -> Path:
-    """micro.yaml (or `source`) rewritten without changing what it means: every mapping's keys in reverse order at every level,
-    every schema default written out, numbers re-spelled by the YAML dumper (1.0e-3 -> 0.001), comments gone."""
+    """micro.yaml (or `source`) rewritten without changing what it means: every mapping's keys in reverse order at
+    every level, every schema default written out, numbers re-spelled by the YAML dumper (1.0e-3 -> 0.001), comments
+    gone."""
     from layerswap.config import validate_config
 
     def reverse(value):

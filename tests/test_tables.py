@@ -77,8 +77,9 @@ ITEMS = 200  # per-item records per language of every synthetic evaluation
 def write_eval(
     root: Path, model_id: str, bench: str, scores: dict, skipped: str | None = None, items: int = ITEMS
 ) -> None:
-    """An evaluation file and its per-item log beside it, as layerswap.evaluation.evaluate writes them: `items` records per key,
-    the first round(score * items) of them correct (a corpus metric such as FLORES' BLEU: no per-item correctness)."""
+    """An evaluation file and its per-item log beside it, as layerswap.evaluation.evaluate writes them: `items` records
+    per key, the first round(score * items) of them correct (a corpus metric such as FLORES' BLEU: no per-item
+    correctness)."""
     path = root / model_id / f"{bench}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     scores = {} if skipped else scores

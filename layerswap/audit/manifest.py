@@ -7,7 +7,8 @@
   params, shell command, and its inputs with their sha256. A file inside a job's output directory that is not a
   declared output (checkpoint weights, evaluation files an index lists, sample logs) points to the job of the record
   that lists it (`checkpoints.json`, `index*.json`) or of the evaluation file beside it (a `.samples.jsonl`), else to
-  the job of the nearest declared output in the same or an ancestor directory. A file no Snakemake record covers has `"job": null`.
+  the job of the nearest declared output in the same or an ancestor directory. A file no Snakemake record covers
+  has `"job": null`.
 - `workflow` (git commit + dirty flag of the checkout the running package lives in, or `--workflow-dir`; null
   without git), `software` (Python, packages), `hardware` (`layerswap.machine`), `seeds`, the run's `config`
   and a few reproducibility-relevant environment variables.

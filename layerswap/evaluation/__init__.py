@@ -1,1 +1,1 @@
-"""Evaluation stage: `layerswap evaluate` and `evaluate-merges` (lm-eval on checkpoints and merges) and their helpers."""
+"""Evaluation stage: `layerswap evaluate` and `evaluate-merges` (lm-eval on checkpoints and merges), their helpers."""

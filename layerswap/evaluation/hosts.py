@@ -1,5 +1,6 @@
 """Model hosts of an evaluation job: `ModelHost` (one HF model + HFLM, weights swapped per model; merges built in
-memory) and `VLLMHost` (one vLLM engine, merged weights loaded into it per model), with the checks every evaluated model passes."""
+memory) and `VLLMHost` (one vLLM engine, merged weights loaded into it per model), with the checks every evaluated
+model passes."""
 
 from __future__ import annotations
 

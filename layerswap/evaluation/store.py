@@ -16,7 +16,8 @@ files are computed from, so a reused result is the file a fresh evaluation would
 
 An entry is a folder `<key[:2]>/<key>/` with the model's files (`<benchmark>.json`, `<benchmark>.samples.jsonl`)
 and `key.json` (what the key was computed from, and the files' sha256, checked before they are copied); written to a
-temporary folder and renamed, so an entry is complete or absent. Entries are never changed; an entry no key reaches any more is just not read again.
+temporary folder and renamed, so an entry is complete or absent. Entries are never changed; an entry no key reaches
+any more is just not read again.
 """
 
 from __future__ import annotations

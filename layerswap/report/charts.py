@@ -12,9 +12,9 @@ Subcommands (every value through arguments, never the workflow config):
                 params: {"configs", "languages", "top_k", "default_swap", "world", "language_names" (optional)}
   table1-bars   Table 1 as bars with the individual values as points: per language, bars for the base model, the
                 language experts, the math experts, the best config of each merge method Table 1 shows (model
-                soup ...), layer swap (default config) and layer swap (best config) at the mean over experts / pairs (= Table 1 "avg") with its 95% interval
-                as an error bar (= Table 1's), and a point per expert or pair. Models and "best config" are resolved
-                exactly as in Table 1 (layerswap.report.tables).
+                soup ...), layer swap (default config) and layer swap (best config) at the mean over experts /
+                pairs (= Table 1 "avg") with its 95% interval as an error bar (= Table 1's), and a point per expert or
+                pair. Models and "best config" are resolved exactly as in Table 1 (layerswap.report.tables).
                 params: the Table params of `layerswap tables`.
   table-html    Self-contained HTML pages of tables from their Markdown files (title, table, notes), so that the
                 Snakemake report shows them inline (Snakemake 9's report shows HTML, images and PDF inline; CSV,

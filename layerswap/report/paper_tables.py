@@ -250,7 +250,8 @@ class Builder:
     def interval(
         self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm", scale: float = 100.0
     ) -> tuple[float, float] | None:
-        """95% bootstrap interval of a cell (layerswap.report.intervals); None for a corpus metric (no per-item scores)."""
+        """95% bootstrap interval of a cell (layerswap.report.intervals); None for a corpus metric (no per-item
+        scores)."""
         return intervals.cell_interval(
             self.ws.evals.items,
             models,

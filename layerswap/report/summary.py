@@ -7,9 +7,9 @@ A difference is stated only where the two cells' 95% intervals (layerswap.report
 overlap the text says the run cannot tell the two apart. Corpus BLEU cells have no interval: their numbers are given,
 no difference is claimed.
 
-Read from the tables (keys as in layerswap.report.tables): Table 5 rows (mgsm, en), (belebele, <lang>), (flores, en-<lang>)
-and (flores, <lang>-en), columns base / math / <lang>; Table 1 rows (<lang>, avg), columns base, math_expert,
-soup_best, swap_best.
+Read from the tables (keys as in layerswap.report.tables): Table 5 rows (mgsm, en), (belebele, <lang>),
+(flores, en-<lang>) and (flores, <lang>-en), columns base / math / <lang>; Table 1 rows (<lang>, avg), columns base,
+math_expert, soup_best, swap_best.
 """
 
 from __future__ import annotations

@@ -442,7 +442,7 @@ def exports_complete(out_dir: Path, params: dict, key: str) -> bool:
 
 
 def _finish(out_dir: Path, params: dict, key: str, work: Path) -> None:
-    """The manifest, then the Trainer state goes: a complete run never resumes, and the state is the bulk of its disk."""
+    """The manifest, then the Trainer state goes: a complete run never resumes, and the state is most of its disk."""
     write_manifest(out_dir, params, key)
     if work.is_dir():
         shutil.rmtree(work)

@@ -184,7 +184,8 @@ def format_cost(cost: dict) -> str:
         mark = "" if r["estimated"] else "  (no estimate)"
         lines.append(
             f"{rule:<26}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
-            f"{fmt(r['disk_gb']):>11}  {'measured' if is_measured(r['source']) else 'estimate' if r['estimated'] else '-'}{mark}"
+            f"{fmt(r['disk_gb']):>11}  "
+            f"{'measured' if is_measured(r['source']) else 'estimate' if r['estimated'] else '-'}{mark}"
         )
     lines += ["", "by stage", f"{'stage':<38}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"]
     for stage, s in cost["stages"].items():

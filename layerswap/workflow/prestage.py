@@ -7,9 +7,9 @@
     used to remove evaluation overlap, the evaluation datasets of the paper task set (``evaluation_artefacts``),
     and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
     ``different_base``). ``--dry-run`` prints the list and touches no network. The pre-flight check
-    (`layerswap.data.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify`` runs only
-    the check. A token comes from the environment (``HF_TOKEN``) or ``huggingface-cli login``; it is never printed or
-    written anywhere.
+    (`layerswap.data.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify``
+    runs only the check. A token comes from the environment (``HF_TOKEN``) or ``huggingface-cli login``; it is never
+    printed or written anywhere.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class Site:
 
     @staticmethod
     def from_env() -> "Site | None":
-        """The site file $LAYERSWAP_SITE names (set by the profile, or by the user), parsed and checked; None if unset."""
+        """The site file $LAYERSWAP_SITE names (set by the profile or the user), parsed and checked; None if unset."""
         return parse(os.environ[ENV]) if os.environ.get(ENV) else None
 
 

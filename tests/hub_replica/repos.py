@@ -177,7 +177,8 @@ def _sft_repos() -> list[Repo]:
             "allenai/nllb",
             files={
                 "README.md": card(),
-                "nllb.py": b"# loading script (replica): downloads allennlp-data-bucket/nllb/{pair}.gz\nimport datasets\n",
+                "nllb.py": b"# loading script (replica): downloads allennlp-data-bucket/nllb/{pair}.gz\n"
+                b"import datasets\n",
                 "dataset_infos.json": b"{}\n",
                 "nllb_langs.tsv": b"eng_Latn\nswh_Latn\ntel_Telu\nben_Beng\njpn_Jpan\n",
             },
