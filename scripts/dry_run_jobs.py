@@ -58,23 +58,9 @@ def main() -> None:
             continue
         for target in ("all", "ablations"):
             with tempfile.TemporaryDirectory() as work:
-                cmd = [
-                    sys.executable,
-                    "-m",
-                    "snakemake",
-                    "-s",
-                    str(REPO / "Snakefile"),
-                    "--configfile",
-                    *map(str, files),
-                    "--directory",
-                    work,
-                    "--cores",
-                    "1",
-                    "--dry-run",
-                    "--forceall",
-                    "--printshellcmds",
-                    target,
-                ]
+                cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", work]
+                cmd += ["--configfile", *map(str, files), "--cores", "1", "--dry-run", "--forceall", "--printshellcmds"]
+                cmd.append(target)
                 run = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
             text = run.stdout + run.stderr
             out = args.out / f"{name}.{target}.txt"
