@@ -49,11 +49,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
-    module = importlib.import_module(COMMANDS[name][0])
-    parser = argparse.ArgumentParser(prog=f"layerswap {name}", description=COMMANDS[name][1])
-    module.add_arguments(parser)
-    args = parser.parse_args(rest)
-    try:
+    try:  # importing the command runs its modules' declarations (a bad registry entry is a UserError too)
+        module = importlib.import_module(COMMANDS[name][0])
+        parser = argparse.ArgumentParser(prog=f"layerswap {name}", description=COMMANDS[name][1])
+        module.add_arguments(parser)
+        args = parser.parse_args(rest)
         module.run(args)
     except UserError as err:  # one clear line, no traceback, for bad input
         return _report(name, str(err), debug, hint=False)
