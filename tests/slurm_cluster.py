@@ -26,8 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-from layerswap.workflow.layout import LOGS, Layout
-
 DAEMONS = ("munged", "mariadbd", "mariadb-install-db", "slurmdbd", "slurmctld", "slurmd", "sacctmgr", "sbatch")
 ACCOUNT = "layerswap_test"
 NODE = {"cpus": 64, "mem_mb": 1_000_000, "gpus": 8}
@@ -332,16 +330,21 @@ class Cluster:
         raise RuntimeError(f"{what} not ready after {self.start_timeout:.0f} s")
 
 
-# Files of a results tree whose bytes depend on wall-clock time or on the executor, not on what was computed.
-RUN_RECORDS = (f"{LOGS}/", Layout().relative(Layout().manifest()), "log.jsonl")
+def run_records() -> tuple[str, ...]:
+    """Files of a results tree whose bytes depend on wall-clock time or on the executor, not on what was computed.
+    (Imported here, not at the top: `make slurm-deps` runs this file with the system Python, before any venv.)"""
+    from layerswap.workflow.layout import LOGS, Layout
+
+    return (f"{LOGS}/", Layout().relative(Layout().manifest()), "log.jsonl")
 
 
 def differing(a: Path, b: Path) -> list[str]:
     """Files of two results trees that are missing on one side or differ in bytes, run records aside."""
+    records = run_records()
     files = {p.relative_to(root).as_posix() for root in (a, b) for p in root.rglob("*") if p.is_file()}
     out = []
     for rel in sorted(files):
-        if rel.startswith(RUN_RECORDS[0]) or rel.endswith(RUN_RECORDS[1:]):
+        if rel.startswith(records[0]) or rel.endswith(records[1:]):
             continue
         pa, pb = a / rel, b / rel
         if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
