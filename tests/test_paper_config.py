@@ -202,9 +202,12 @@ def test_every_submitted_rule_takes_its_requests_from_the_workflow():
                     parents[current] = head.group(1)
             elif current:
                 rules[current] += line + "\n"
-    submitted = {r for r, text in rules.items() if "shell:" in text and "localrule: True" not in text}
-    asks = {r for r, text in rules.items() if "**requests.of(" in text}
-    asks |= {r for r, parent in parents.items() if parent in asks and "localrule: True" not in rules[r]}
+
+    def has(rule: str, word: str) -> bool:  # in its own text, or its parent's (`use rule X as Y with:` keeps X's)
+        return word in rules[rule] or (rule in parents and has(parents[rule], word))
+
+    submitted = {r for r in rules if has(r, "shell:") and not has(r, "localrule: True")}
+    asks = {r for r in rules if has(r, "**requests.of(")}
     assert {"sft", "evaluate_merges", "ablation_sft", "hub_data", "heatmap", "manifest"} <= submitted
     assert submitted <= asks, sorted(submitted - asks)
 
