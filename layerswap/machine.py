@@ -32,7 +32,7 @@ PACKAGES = (
 
 def checkout() -> Path:
     """The directory holding the running `layerswap` package: the workflow's checkout in an editable install."""
-    return Path(__file__).resolve().parents[2]
+    return Path(__file__).resolve().parents[1]
 
 
 def git_state(path: Path) -> dict:

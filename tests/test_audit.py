@@ -353,3 +353,11 @@ def test_two_runs_from_scratch_are_byte_identical(micro_run, tmp_path_factory, m
     leaked = [str(p) for p in (work / R).rglob("*") if p.is_file() and FAKE_TOKEN.encode() in p.read_bytes()]
     leaked += [str(p) for p in (work / ".snakemake" / "log").glob("*") if FAKE_TOKEN in p.read_text(errors="ignore")]
     assert not leaked, leaked
+
+
+def test_the_checkout_is_the_repository_the_package_runs_from():
+    """`machine.checkout()` (the manifest's git commit; the ablations folder the manifest reads) is the repository
+    holding the running package, wherever the module sits in it."""
+    from layerswap.machine import checkout
+
+    assert checkout() == Path(__file__).resolve().parents[1] and (checkout() / "Snakefile").is_file()
