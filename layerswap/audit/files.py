@@ -2,11 +2,11 @@
 
 Every regular file under the results root is covered, except `logs/`, `.snakemake/` and `store/` (the evaluation
 store, `layerswap.evaluation.store`: a cache keyed by content whose files are copied into results that are covered)
-at its top, the manifest itself and the scratch marker (`scratch.json`). Two kinds: reproducible results (the same bytes from the same config, code and
-machine type: compared by every audit) and run logs (`RUN_LOGS`: training progress with wall-clock timings and
-throughput: listed with their hashes, compared only when asked). Large weights are hashed once: a sha256 already
-recorded by the job that wrote the file (expert `checkpoints.json`, evaluation `index*.json`) is reused when the file is
-not newer than that record.
+at its top, the manifest itself and the scratch marker (`scratch.json`, layerswap/workflow/scratch.py). Two kinds:
+reproducible results (the same bytes from the same config, code and machine type: compared by every audit) and run
+logs (`RUN_LOGS`: training progress with wall-clock timings and throughput: listed with their hashes, compared only
+when asked). Large weights are hashed once: a sha256 already recorded by the job that wrote the file (expert
+`checkpoints.json`, evaluation `index*.json`) is reused when the file is not newer than that record.
 """
 
 from __future__ import annotations
