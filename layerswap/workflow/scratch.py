@@ -55,14 +55,24 @@ def _read(path: Path, what: str) -> dict:
 
 
 def _write_new(path: Path, data: dict) -> bool:
-    """Write `path` only if it does not exist (O_EXCL: of two processes, one writes). True when this one did."""
+    """Write `path` only if it does not exist, whole or not at all (a hard link of a finished temporary file: of two
+    processes, one writes, and the other never reads it half-written). True when this one did."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True) + "\n", encoding="utf-8")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.link(tmp, path)
     except FileExistsError:
         return False
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, sort_keys=True) + "\n")
+    except OSError:  # a file system without hard links: exclusive create (a reader may race the write)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(tmp.read_text(encoding="utf-8"))
+    finally:
+        tmp.unlink()
     return True
 
 
