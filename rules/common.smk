@@ -68,7 +68,7 @@ if MAIN_PROCESS and workflow.workflow_settings.persistence_backend.name == "FILE
     from layerswap.audit.provenance import check as check_provenance, forced_outputs
 
     try:
-        for line in check_provenance(spec, forced=forced_outputs(workflow.dag_settings), argv=sys.argv[1:]):
+        for line in check_provenance(spec, forced=forced_outputs(sys.argv[1:]), argv=sys.argv[1:]):
             print(line, file=sys.stderr)
     except UserError as err:
         if not {"--unlock", "--cleanup-metadata", "--cm", "--touch", "-t"} & set(sys.argv):

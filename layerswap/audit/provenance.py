@@ -256,12 +256,32 @@ def check(
     return lines
 
 
-def forced_outputs(dag_settings) -> set[str] | None:
-    """The files a run forces to be rebuilt (Snakemake's DAG settings: `--forcerun FILES`), None where it rebuilds
-    everything (`--forceall`)."""
-    if getattr(dag_settings, "forceall", False):
+def forced_outputs(argv: list[str]) -> set[str] | None:
+    """The files a run's options (`argv`, Snakemake's command line: read at parse time, before Snakemake has built
+    its DAG settings) force to be rebuilt (`--forcerun FILES`, relative to the working directory as Snakemake takes
+    them), None where it rebuilds everything (`--forceall`)."""
+    if {"--forceall", "-F"} & set(argv):
         return None
-    return {os.path.normpath(str(f)) for f in (getattr(dag_settings, "forcerun", None) or ())}
+    return {os.path.normpath(f) for f in _split_forcerun(argv)[1]}
+
+
+def _split_forcerun(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the options but `--forcerun`/`-R` and their files, those files)."""
+    opts, files, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--forcerun", "-R"):
+            i += 1
+            while i < len(argv) and not argv[i].startswith("-"):
+                files.append(argv[i])
+                i += 1
+            continue
+        if a.startswith("--forcerun="):
+            files.append(a.split("=", 1)[1])
+        else:
+            opts.append(a)
+        i += 1
+    return opts, files
 
 
 def repair_commands(argv: list[str] | None, files: list[str]) -> tuple[str, str]:
@@ -271,27 +291,12 @@ def repair_commands(argv: list[str] | None, files: list[str]) -> tuple[str, str]
     if argv is None:
         opts, old = ["<this run's options>"], []
     else:
-        opts, old, i = [], [], 0
-        while i < len(argv):
-            a = argv[i]
-            if a in ("--forcerun", "-R"):
-                i += 1
-                while i < len(argv) and not argv[i].startswith("-"):
-                    old.append(argv[i])
-                    i += 1
-                continue
-            if a.startswith("--forcerun="):
-                old.append(a.split("=", 1)[1])
-            elif a in ("-np", "-pn"):  # a dry run's options, less the dry run
-                opts.append("-p")
-            elif a not in ("--touch", "-t", "-n", "--dry-run", "--dryrun"):
-                opts.append(a)
-            i += 1
-    targets = list(dict.fromkeys([*old, *files]))
+        given, old = _split_forcerun(argv)
+        dry = {"--touch", "-t", "-n", "--dry-run", "--dryrun"}
+        opts = ["-p" if a in ("-np", "-pn") else a for a in given if a not in dry]  # a dry run's, less the dry run
+    targets = shlex.join(dict.fromkeys([*old, *files]))
     head = "snakemake " + (opts[0] if argv is None else shlex.join(opts))
-    rebuild = f"{head.rstrip()} --forcerun {shlex.join(targets)}"
-    record = f"{head.rstrip()} --touch --forcerun {shlex.join(targets)}"
-    return rebuild, record
+    return f"{head.rstrip()} --forcerun {targets}", f"{head.rstrip()} --touch --forcerun {targets}"
 
 
 def spec_of(config: dict, workflow_dir: Path):
