@@ -89,7 +89,7 @@ def test_a_result_without_provenance_stops_the_run_with_one_line(micro_run, tmp_
     )
     # the commands are this run's own (less its --dry-run): tests/test_scratch_sharing.py runs one as printed
     forced = f"--forcerun {L.table('summary', 'md')}`"
-    assert f"--configfile {MICRO} {forced}" in last and f"--configfile {MICRO} --touch {forced}" in last
+    assert f"--configfile {MICRO} --cores 1 {forced}" in last and f"--cores 1 --touch {forced}" in last
     plan = layerswap(work, "plan", "-s", str(SNAKEFILE), "--configfile", str(MICRO))
     said = plan.stderr.strip()
     assert plan.returncode == 1 and said.startswith("layerswap plan: error: provenance: "), said
