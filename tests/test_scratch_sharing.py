@@ -210,3 +210,15 @@ def test_two_results_folders_sharing_a_scratch_run_at_once_and_keep_their_own(mi
         big = Layout(big=f"{scratch}/{read_id(work / R)}")
         meta = json.loads(Path(big.checkpoints_record("toy_swh_1")).read_text())
         assert meta["params"]["lr"] == lr, meta["params"]
+
+
+def test_a_namespace_recorded_for_another_id_is_refused_and_its_command_works(tmp_path):
+    scratch = tmp_path / "scratch"
+    a = tmp_path / "a" / R
+    ns, _ = claim(str(scratch), a)
+    (Path(ns) / OWNER).write_text(json.dumps({"id": "0" * 16, "results": str(a.resolve())}))
+    with pytest.raises(UserError, match=r"owner.json: names id 0{16}, not") as err:
+        claim(str(scratch), a)
+    (command,) = [c for c in _backticked(str(err.value)) if c.startswith("mv ")]
+    subprocess.run(command, shell=True, check=True, cwd=tmp_path)
+    assert claim(str(scratch), a)[0] == ns and json.loads((Path(ns) / OWNER).read_text())["id"] == read_id(a)
