@@ -221,18 +221,23 @@ def check(
     meta_dir: Path = Path(".snakemake/metadata"),
     incomplete_dir: Path = Path(".snakemake/incomplete"),
     root: Path = Path(R),
+    forced: set[str] | None = frozenset(),
+    argv: list[str] | None = None,
 ) -> list[str]:
     """Before the DAG is built: put back the records the manifest vouches for, refuse outputs with no provenance
-    (UserError, one line), and return the lines to print (records put back, files not from this config)."""
+    (UserError, one line) unless this run rebuilds them (`forced`: the `--forcerun` files; None: every job, e.g.
+    `--forceall`), and return the lines to print (records put back, files not from this config). `argv`: this
+    run's Snakemake options, spelled into the commands the stop line prints."""
     outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
     restored, unknown = restore(outputs, meta_dir, incomplete_dir, manifest)
+    unknown = [] if forced is None else [u for u in unknown if u not in forced]
     if unknown:
         shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
+        rebuild, record = repair_commands(argv, unknown)
         raise UserError(
             f"{len(unknown)} result(s) have no record of the job that made them ({shown}): neither "
             f".snakemake/metadata nor {manifest} (with these bytes) says which params made them; rebuild "
-            "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
-            f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}"
+            f"them: `{rebuild}`, or record them as this config's results: `{record}`"
         )
     lines = []
     if restored:
@@ -249,6 +254,49 @@ def check(
                 "kept, never read; `layerswap audit --remove-foreign` after the run removes them"
             )
     return lines
+
+
+def forced_outputs(argv: list[str]) -> set[str] | None:
+    """The files a run's options (`argv`, Snakemake's command line: read at parse time, before Snakemake has built
+    its DAG settings) force to be rebuilt (`--forcerun FILES`, relative to the working directory as Snakemake takes
+    them), None where it rebuilds everything (`--forceall`)."""
+    if {"--forceall", "-F"} & set(argv):
+        return None
+    return {os.path.normpath(f) for f in _split_forcerun(argv)[1]}
+
+
+def _split_forcerun(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the options but `--forcerun`/`-R` and their files, those files)."""
+    opts, files, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--forcerun", "-R"):
+            i += 1
+            while i < len(argv) and not argv[i].startswith("-"):
+                files.append(argv[i])
+                i += 1
+            continue
+        if a.startswith("--forcerun="):
+            files.append(a.split("=", 1)[1])
+        else:
+            opts.append(a)
+        i += 1
+    return opts, files
+
+
+def repair_commands(argv: list[str] | None, files: list[str]) -> tuple[str, str]:
+    """(the command that rebuilds `files`, the one that records them as this config's): this run's own Snakemake
+    options (`argv`, without `snakemake` itself; None: a placeholder) with `--forcerun` naming `files` (and any
+    files this run already forced; less a dry run's `-n`), so each works as printed."""
+    if argv is None:
+        opts, old = ["<this run's options>"], []
+    else:
+        given, old = _split_forcerun(argv)
+        dry = {"--touch", "-t", "-n", "--dry-run", "--dryrun"}
+        opts = ["-p" if a in ("-np", "-pn") else a for a in given if a not in dry]  # a dry run's, less the dry run
+    targets = shlex.join(dict.fromkeys([*old, *files]))
+    head = "snakemake " + (opts[0] if argv is None else shlex.join(opts))
+    return f"{head.rstrip()} --forcerun {targets}", f"{head.rstrip()} --touch --forcerun {targets}"
 
 
 def spec_of(config: dict, workflow_dir: Path):
