@@ -17,6 +17,14 @@ that exist:
   `--forcerun` command that rebuilds them and the `--touch --forcerun` one that records them as this config's
   (Snakemake records the current params of the jobs it touches). An output marked incomplete is left to Snakemake:
   it says what to do.
+A result's bytes are vouched for only by the job that wrote them (issue 43): a file the manifest lists whose
+modification time is later than both its job's end (the record's `endtime`) and the manifest, and whose sha256
+differs from the manifest's, was changed after its job wrote it (edited by hand, damaged): the run stops with one
+line naming it and the repair (`layerswap audit --repair --run`: the file removed, its job rerun), before Snakemake
+would rebuild the tables from it and the manifest re-hash it. Only files newer than their job and the manifest are
+hashed, so a no-op rerun hashes nothing. A copy of the manifest is kept for the manifest job
+(`PREVIOUS`), which refuses to record a changed sha256 whose job did not rerun (`layerswap.audit.manifest`).
+
 `results/manifest.json` itself holds no record of its own job: it is rebuilt whenever a job before it reruns (a
 config edit always reruns `config_used`).
 
@@ -30,9 +38,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 from layerswap.audit.files import RECORDS, recorded_hashes, walk
+from layerswap.audit.records import mismatch
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 from layerswap.workflow.layout import Layout, R
@@ -50,6 +60,13 @@ RECORD_FIELDS = (
     "input_checksums",
 )
 SHOWN = 3  # files named in a one-line message
+#: Where the check before a run keeps a copy of the results' manifest for the manifest job, which Snakemake lets
+#: start only after removing its output (relative to the metadata folder: `.snakemake/layerswap/...`).
+PREVIOUS = Path("..") / "layerswap" / "manifest.previous.json"
+
+
+def previous_manifest(meta_dir: Path) -> Path:
+    return Path(os.path.normpath(Path(meta_dir) / PREVIOUS))
 
 
 def record_path(meta_dir: Path, output: str) -> Path:
@@ -173,11 +190,12 @@ def _same_bytes(path: Path, entry: dict, recorded_end) -> bool:
     return _same_time(mtime(path), recorded_end) or file_sha256(path) == entry.get("sha256")
 
 
-def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_path: Path) -> tuple[list, list]:
-    """Put back the records the manifest vouches for (see the module's docstring). Returns (outputs whose record
-    was written, outputs that exist with no record and none to put back)."""
+def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_path: Path) -> tuple[list, list, dict]:
+    """Put back the records the manifest vouches for (see the module's docstring), each once cross-checked against
+    the file it describes (`layerswap.audit.records`). Returns (outputs whose record was written, outputs that exist
+    with no record and none to put back, {output: why its record in the manifest does not describe it})."""
     manifest = _manifest(manifest_path)
-    restored, unknown = [], []
+    restored, unknown, forged = [], [], {}
     for out in outputs:
         path = Path(out)
         if out == str(manifest_path) or not path.exists():
@@ -202,7 +220,10 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
             }
             if current is not None and _compared(current) == _compared(record):
                 continue  # the same provenance (the file was touched or copied without its time)
-            if _same_bytes(path, entry, (fields.get("endtime") or {}).get(out)):
+            why = mismatch(job["rule"], job["params"], out)
+            if why is not None:
+                forged[out] = why  # not put back: the file has no record, and the run stops naming it
+            elif _same_bytes(path, entry, (fields.get("endtime") or {}).get(out)):
                 record["starttime"] = record["endtime"] = mtime(path)
                 target = record_path(meta_dir, out)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -212,7 +233,52 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
                 continue
         if current is None:
             unknown.append(out)
-    return restored, unknown
+    return restored, unknown, forged
+
+
+# ------------------------------------------------------------------------------------- results edited after their job
+def _job_end(job: dict, meta_dir: Path) -> float | None:
+    """When the job last wrote its outputs: the latest `endtime` of their records (`.snakemake/metadata`, else the
+    manifest's copy)."""
+    ends = []
+    recorded = (job.get("snakemake") or {}).get("endtime") or {}
+    for out in job.get("outputs") or []:
+        current = read_record(meta_dir, out) if meta_dir.is_dir() else None
+        end = (current or {}).get("endtime", recorded.get(out) if isinstance(recorded, dict) else None)
+        if isinstance(end, (int, float)):
+            ends.append(float(end))
+    return max(ends) if ends else None
+
+
+def edited(manifest: dict, manifest_path: Path, meta_dir: Path, root: Path) -> list[str]:
+    """The files the manifest lists (under `root`) that changed after their job wrote them and the manifest hashed
+    them: newer than both, with another sha256 (see the module's docstring)."""
+    from layerswap.audit.confine import Roots
+
+    try:
+        since = manifest_path.stat().st_mtime
+    except OSError:
+        return []
+    roots = Roots(root, (Path(os.path.normpath(Path.cwd() / root)),), (root.resolve(),))
+    jobs, ends, out = manifest.get("jobs") or {}, {}, []
+    for p, entry in sorted(manifest["files"].items()):
+        job = jobs.get((entry or {}).get("job") or "") if isinstance(entry, dict) else None
+        if not isinstance(job, dict) or not roots.inside(p):
+            continue
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue  # missing: Snakemake rebuilds a declared output
+        if st.st_mtime <= since:
+            continue
+        jid = entry["job"]
+        if jid not in ends:
+            ends[jid] = _job_end(job, meta_dir)
+        if ends[jid] is None or st.st_mtime <= ends[jid] + 1e-6 or not Path(p).is_file():
+            continue
+        if st.st_size != entry.get("size") or file_sha256(Path(p)) != entry.get("sha256"):
+            out.append(p)
+    return out
 
 
 # -------------------------------------------------------------------------------------------- before a run
@@ -225,7 +291,25 @@ def check(
     """Before the DAG is built: put back the records the manifest vouches for, refuse outputs with no provenance
     (UserError, one line), and return the lines to print (records put back, files not from this config)."""
     outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
-    restored, unknown = restore(outputs, meta_dir, incomplete_dir, manifest)
+    vouching = _manifest(manifest)
+    changed = edited(vouching, manifest, meta_dir, root) if vouching else []
+    if changed:
+        shown = ", ".join(changed[:SHOWN]) + (f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else "")
+        raise UserError(
+            f"{len(changed)} result(s) changed after the job that wrote them ({shown}): their sha256 differs from "
+            f"{manifest}'s and no job rewrote them; a run would build on them and record them as its own: rebuild "
+            "them by their jobs: `layerswap audit --repair --run -- <this run's options>` (removes them, reruns "
+            "their jobs), or put their bytes back"
+        )
+    restored, unknown, forged = restore(outputs, meta_dir, incomplete_dir, manifest)
+    if forged:
+        out, why = next(iter(forged.items()))
+        more = f" and {len(forged) - 1} more" if len(forged) > 1 else ""
+        raise UserError(
+            f"{out}{more}: the record {manifest} holds of the job that made it does not describe it ({why}): a "
+            "forged or damaged record, not put back; rebuild it by its job: "
+            f"`rm {shlex.join(list(forged))} && snakemake <this run's options>`"
+        )
     if unknown:
         shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
         raise UserError(
@@ -234,6 +318,12 @@ def check(
             "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
             f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}"
         )
+    if vouching:  # the manifest as the run starts, for the manifest job's check
+        keep = previous_manifest(meta_dir)
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        tmp = keep.with_suffix(".tmp")
+        shutil.copyfile(manifest, tmp)
+        os.replace(tmp, keep)
     lines = []
     if restored:
         lines.append(
