@@ -127,6 +127,14 @@ def ownership(root: Path, outputs: set[str], exclude: set[Path] = frozenset()) -
     declared record, directly in it: what lies deeper there is the record's to list (a renamed config's Table 2
     evaluations are not)."""
     listed = {os.path.normpath(p): rec.record for p, rec in recorded_hashes(root).items()}
+    by_language = Layout.at(str(root)).language_evals("")  # `<evals>/by_language/`: Table 2's evaluations
+    evals = Layout.at(str(root)).evals()
+    evaluated = _evaluated(outputs, evals)
+    listed = {  # a Table 2 evaluation of a model no job of this config evaluates (a renamed merge config's) is not
+        p: rec  # the config's, though the record that the run rewrites still lists it
+        for p, rec in listed.items()
+        if not p.startswith(by_language) or _is_evaluated(_model_dir(p, by_language), evaluated, evals)
+    }
     listed_dirs = {os.path.dirname(p) for p, rec in listed.items() if rec in outputs}
     dirs = {os.path.dirname(p) for p in outputs} - {str(root), ""}
     record_dirs = {os.path.dirname(p) for p in outputs if any(Path(p).match(g) for g in RECORDS)}
@@ -149,6 +157,40 @@ def ownership(root: Path, outputs: set[str], exclude: set[Path] = frozenset()) -
             d = os.path.dirname(d)
         (ours if is_ours else foreign).append(p)
     return ours, foreign
+
+
+def _is_evaluated(model_dir: str, evaluated: set[str], evals: str) -> bool:
+    """A job of the config writes `model_dir`'s evaluations: it holds a declared output, or a folder between it
+    and `<evals>/<kind>/` does (a run's checkpoint index)."""
+    if model_dir in evaluated:
+        return True
+    d = os.path.dirname(model_dir)
+    while d.startswith(evals + "/") and os.path.dirname(d) != evals:
+        if _BELOW + d in evaluated:
+            return True
+        d = os.path.dirname(d)
+    return False
+
+
+def _model_dir(path: str, by_language: str) -> str:
+    """`<evals>/<model id>` of a Table 2 evaluation `<evals>/by_language/<lang>/<model id>/<file>`."""
+    rest = Path(path[len(by_language) :]).parts[1:-1]
+    return os.path.join(os.path.dirname(by_language.rstrip("/").rstrip(os.sep)), *rest)
+
+
+def _evaluated(outputs: set[str], evals: str) -> set[str]:
+    """The model folders `<evals>/<model id>` this config's jobs write: each folder under `evals` that holds a
+    declared output (a merge's evaluations) or lies below one that does (a checkpoint's, below its run's index)."""
+    holding = {os.path.dirname(o) for o in outputs if o.startswith(evals + "/")}
+    out = set()
+    for d in holding:
+        while d.startswith(evals + "/"):
+            out.add(d)
+            d = os.path.dirname(d)
+    return out | {_BELOW + d for d in holding}
+
+
+_BELOW = "below:"  # a folder whose subfolders are model folders too (a run's index beside its checkpoints')
 
 
 def _parents_in(path: str, outputs: set[str]):
