@@ -302,11 +302,12 @@ def edited(manifest: dict, manifest_path: Path, meta_dir: Path, root: Path) -> l
     except OSError:
         return []
     roots = Roots(root, (Path(os.path.normpath(Path.cwd() / root)),), (root.resolve(),))
+    prefix = os.path.normpath(root) + os.sep
     jobs, ends, out = manifest.get("jobs") or {}, {}, []
     for p, entry in sorted(manifest["files"].items()):
         job = jobs.get((entry or {}).get("job") or "") if isinstance(entry, dict) else None
-        if not isinstance(job, dict) or not roots.inside(p):
-            continue
+        if not isinstance(job, dict) or not os.path.normpath(p).startswith(prefix):
+            continue  # only the results' own files (a hostile manifest's other paths are never looked at)
         try:
             st = os.stat(p)
         except OSError:
@@ -316,7 +317,7 @@ def edited(manifest: dict, manifest_path: Path, meta_dir: Path, root: Path) -> l
         jid = entry["job"]
         if jid not in ends:
             ends[jid] = _job_end(job, meta_dir)
-        if ends[jid] is None or st.st_mtime <= ends[jid] + 1e-6 or not Path(p).is_file():
+        if ends[jid] is None or st.st_mtime <= ends[jid] + 1e-6 or not Path(p).is_file() or not roots.inside(p):
             continue
         if st.st_size != entry.get("size") or file_sha256(Path(p)) != entry.get("sha256"):
             out.append(p)
@@ -334,15 +335,12 @@ def check(
     (UserError, one line), and return the lines to print (records put back, files not from this config)."""
     outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
     vouching = _manifest(manifest)
-    changed = edited(vouching, manifest, meta_dir, root) if vouching else []
-    if changed:
-        shown = ", ".join(changed[:SHOWN]) + (f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else "")
-        raise UserError(
-            f"{len(changed)} result(s) changed after the job that wrote them ({shown}): their sha256 differs from "
-            f"{manifest}'s and no job rewrote them; a run would build on them and record them as its own: rebuild "
-            "them by their jobs: `layerswap audit --repair --run -- <this run's options>` (removes them, reruns "
-            "their jobs), or put their bytes back"
-        )
+    if vouching:  # the manifest as the run starts, for the manifest job's check
+        keep = previous_manifest(meta_dir)
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        tmp = keep.with_suffix(".tmp")
+        shutil.copyfile(manifest, tmp)
+        os.replace(tmp, keep)
     restored, unknown, forged = restore(outputs, meta_dir, incomplete_dir, manifest)
     if forged:
         out, why = next(iter(forged.items()))
@@ -360,12 +358,15 @@ def check(
             "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
             f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}"
         )
-    if vouching:  # the manifest as the run starts, for the manifest job's check
-        keep = previous_manifest(meta_dir)
-        keep.parent.mkdir(parents=True, exist_ok=True)
-        tmp = keep.with_suffix(".tmp")
-        shutil.copyfile(manifest, tmp)
-        os.replace(tmp, keep)
+    changed = edited(vouching, manifest, meta_dir, root) if vouching else []
+    if changed:
+        shown = ", ".join(changed[:SHOWN]) + (f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else "")
+        raise UserError(
+            f"{len(changed)} result(s) changed after the job that wrote them ({shown}): their sha256 differs from "
+            f"{manifest}'s and no job rewrote them; a run would build on them and record them as its own: rebuild "
+            "them by their jobs: `layerswap audit --repair --run -- <this run's options>` (removes them, reruns "
+            "their jobs), or put their bytes back"
+        )
     lines = []
     if restored:
         lines.append(
