@@ -274,16 +274,20 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
     data[-64] ^= 0x01
     weights.write_bytes(bytes(data))
     (work / record).unlink()
-    code, _ = snakemake(work)
+    code, text = snakemake(work)
     log = (work / LAYOUT.log("sft", REBLESS_RUN)).read_text().strip().splitlines()
     line = log[-1] if log else ""
+    stop = _last_line(text)  # since issue 43 the check before the run finds the changed weights first
     refused = (
         code != 0
-        and "sha256 differs from the one recorded at export" in line
-        and f"rm -r {ckpt}" in line
+        and (
+            ("sha256 differs from the one recorded at export" in line and f"rm -r {ckpt}" in line)
+            or ("changed after the job that wrote them" in stop and f"{ckpt}/model.safetensors" in stop)
+        )
         and not (work / record).exists()
     )
-    say(f"re-bless: the run exited {code}; the sft job said: {line}")
+    line = stop if "changed after the job" in stop else line
+    say(f"re-bless: the run exited {code}: {line}")
     say(f"re-bless: the repair it names: rm -r {ckpt} && snakemake")
     shutil.rmtree(work / ckpt)
     code, _ = snakemake(work)
@@ -291,8 +295,8 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
         return False, f"the run after the repair exited {code} (see {work / 'snakemake.log'})"
     same, audit = audit_against(reference, work)
     return refused and same, (
-        f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the SFT "
-        f"job refused to record it, in one line naming the file and the repair, and wrote no "
+        f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the run (the check "
+        f"before it, or the SFT job) refused it in one line naming the file and the repair, and wrote no "
         f"record: {refused}; after `rm -r {ckpt} && snakemake`, every result vs the "
         f"uninterrupted run: {audit}"
     )
