@@ -23,6 +23,11 @@ from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 
 try:
+    from tests.test_switch import grid  # noqa: F401 (fixture)
+except ImportError:  # lm_eval or torch missing: the store test is skipped
+    pass
+
+try:
     from conftest import MICRO
 except ImportError:  # tests/ made a package
     from tests.conftest import MICRO
@@ -260,3 +265,19 @@ def test_check_config_counts_checkpoints_without_listing_them(tmp_path, capsys):
     """1000 checkpoints per run is allowed and answered at once; the count is arithmetic."""
     code, seconds = _check(tmp_path, lambda c: c["sft"]["defaults"].update(num_samples=16 * 1000))
     assert code == 0 and seconds < 5.0, capsys.readouterr()
+
+
+# ----------------------------------------------------------------------------------------------------- cosmetic
+def test_a_store_path_blocked_by_a_file_keeps_the_evaluation(request, tmp_path, caplog):
+    """`results/store` a file: the store is a cache, so the finished evaluation is kept, and one warning names the
+    file that blocks it (issue 43: it named the entry and threw the evaluation away)."""
+    pytest.importorskip("lm_eval")
+    from tests.test_eval_store import evaluate, files
+
+    grid = request.getfixturevalue("grid")
+    blocked = tmp_path / "store"
+    blocked.write_text("not a folder\n")
+    models = list(grid["recipes"].items())[:1]
+    assert evaluate(grid, tmp_path / "a", blocked / "evals", caplog, models) == (0, 1)
+    assert f"{blocked} is a file, not a folder" in caplog.text
+    assert len(files(tmp_path / "a")) == 2 * 2  # its evaluation files and sample logs
