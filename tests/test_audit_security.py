@@ -227,6 +227,25 @@ def test_a_recipe_record_is_checked_against_the_recipe(tmp_path):
     assert mismatch("tables", forged, str(recipe)) is None  # outputs that carry no params: not compared here
 
 
+@pytest.mark.parametrize(
+    "rule, name, content, honest, forged",
+    [
+        ("sft", "checkpoints.json", {"params": {"lr": 0.001}, "checkpoints": []}, {"lr": 0.001}, {"lr": 0.003}),
+        ("select", "math.json", {"top_k": 2, "kind": "math", "candidates": []}, {"top_k": 2}, {"top_k": 1}),
+        ("config_used", "config_used.yaml", {"seed": 1, "world": "toy"}, {"seed": 1, "world": "toy"}, {"seed": 2}),
+    ],
+)
+def test_records_of_experts_selections_and_the_config_are_checked(tmp_path, rule, name, content, honest, forged):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(content) if name.endswith(".yaml") else json.dumps(content))
+
+    def params(obj):
+        return [repr("0123456789abcdef"), repr("'" + json.dumps(obj) + "'")]
+
+    assert mismatch(rule, params(honest), str(path)) is None
+    assert mismatch(rule, params(forged), str(path)) is not None
+
+
 # ------------------------------------------------------------------------------------------- config checks (6)
 def _check(tmp_path, edit) -> tuple[int, str, float]:
     config = yaml.safe_load(MICRO.read_text())

@@ -3,14 +3,19 @@
 `results/manifest.json` travels with the results and can be edited: a job's params changed there (to the current
 config's), then `.snakemake/` deleted, would have `provenance.restore` put back a record saying the file was made
 with params it was not made with, and Snakemake would keep it. So before a record is put back, the file it
-describes is checked against it where the file's bytes carry what made it: a merge recipe holds its merge config
-(method, params and the top-level keys), which must be the record's `merge` param, the JSON the recipes job was
-given. A record that does not describe its file is not put back: the file is named (it has no record now, and the
-run stops with the repair, `provenance.check`).
+describes is checked against it where the file's bytes carry what made it:
 
-Outputs whose bytes do not carry their params (weights, evaluation scores) are checked by their sha256 against the
-manifest's entry (`provenance._same_bytes`) and by their job's rerun triggers; the cross-check covers the records
-whose forging keeps a result of other params (a recipe: every merge of a config is built from it).
+- a merge recipe holds its merge config (method, params and the top-level keys): the record's `merge` param, the
+  JSON the recipes job was given;
+- an SFT run's `checkpoints.json` holds the run's params (`params`): the record's `--params-json`;
+- a selection holds its top_k, weights, constraints, cap and kind: the record's selection params;
+- `config_used.yaml` is the config: the record's config param.
+
+A record that does not describe its file is not put back: the file is named (it has no record now, and the run
+stops with the repair, `provenance.check`). Outputs whose bytes do not carry their params (weights, evaluation
+scores, tables) are checked by their sha256 against the manifest's entry (`provenance._same_bytes`) and by their
+job's other rerun triggers; the cross-check covers the records whose forging would keep results of other params at
+their source (the experts, the selections and the recipes every merge and table is built from).
 """
 
 from __future__ import annotations
@@ -69,7 +74,54 @@ def _recipe(params, output: str) -> str | None:
     return None
 
 
-DESCRIBERS = {rule: _recipe for rule in RECIPE_RULES}
+def _object(params, output: str, load) -> tuple[dict | None, dict | str]:
+    """(the record's one JSON object param, the output's object) or (None, why not)."""
+    objects = _json_params(params)
+    if len(objects) != 1:
+        return None, "its params hold no single JSON object"
+    try:
+        value = load(Path(output).read_text())
+    except (OSError, ValueError):
+        return None, "the file is not readable"
+    if not isinstance(value, dict):
+        return None, "the file is not an object"
+    return objects[0], value
+
+
+def _sft(params, output: str) -> str | None:
+    if Path(output).name != "checkpoints.json":
+        return None
+    want, got = _object(params, output, json.loads)
+    if want is None:
+        return got
+    return None if got.get("params") == want else "the run's params in it are not the record's"
+
+
+def _selection(params, output: str) -> str | None:
+    want, got = _object(params, output, json.loads)
+    if want is None:
+        return got
+    differ = sorted(k for k in want if k in got and got[k] != want[k])
+    return f"its {', '.join(differ)} differ from the record's" if differ else None
+
+
+def _config_used(params, output: str) -> str | None:
+    if not output.endswith((".yaml", ".yml")):
+        return None
+    import yaml
+
+    want, got = _object(params, output, yaml.safe_load)
+    if want is None:
+        return got
+    return None if got == want else "the config in it is not the record's"
+
+
+DESCRIBERS = {
+    **{rule: _recipe for rule in RECIPE_RULES},
+    "sft": _sft,
+    "select": _selection,
+    "config_used": _config_used,
+}
 
 
 def mismatch(rule: str, params, output: str) -> str | None:
