@@ -183,6 +183,21 @@ def test_an_edited_result_is_found_before_the_run_by_time_then_bytes(folder):
     table.write_text("a,b\n1,3\n")
     os.utime(table, (later, later))
     assert edited(m, path, meta, Path("results")) == [str(table)]
+    # its job is marked incomplete (interrupted): Snakemake reruns it, nothing to stop
+    from layerswap.audit.provenance import record_path
+
+    marker = record_path(folder / ".snakemake" / "incomplete", str(table))
+    marker.parent.mkdir(parents=True)
+    marker.write_text("")
+    assert edited(m, path, meta, Path("results"), marker.parent) == []
+    marker.unlink()
+    # Snakemake's own record written after the file (its job wrote it): not an edit
+    record = record_path(meta, str(table))
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"rule": "tables", "endtime": later - 5, "job_hash": 1}))
+    os.utime(record, (later + 1, later + 1))
+    assert edited(m, path, meta, Path("results")) == []
+    record.unlink()
     # its job rewrote it since (the record's endtime): not an edit
     m["jobs"]["tables:results/tables/t.csv"]["snakemake"]["endtime"][str(table)] = later
     assert edited(m, path, meta, Path("results")) == []

@@ -279,20 +279,31 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
 
 
 # ------------------------------------------------------------------------------------- results edited after their job
-def _job_end(job: dict, meta_dir: Path) -> float | None:
-    """When the job last wrote its outputs: the latest `endtime` of their records (`.snakemake/metadata`, else the
-    manifest's copy)."""
+def _job_end(job: dict, meta_dir: Path, incomplete_dir: Path) -> float | None:
+    """When the job last finished writing: for each output, when Snakemake wrote its record (after the job, so later
+    than every file the job wrote, declared or not) or, for a record put back from the manifest (`job_hash` null),
+    its `endtime`, else the manifest's copy of it; the latest of them. None while an output is marked incomplete (a
+    job interrupted: Snakemake reruns it)."""
     ends = []
     recorded = (job.get("snakemake") or {}).get("endtime") or {}
     for out in job.get("outputs") or []:
+        if record_path(incomplete_dir, out).exists():
+            return None
         current = read_record(meta_dir, out) if meta_dir.is_dir() else None
         end = (current or {}).get("endtime", recorded.get(out) if isinstance(recorded, dict) else None)
+        if current is not None and current.get("job_hash") is not None:
+            try:
+                end = max(float(end or 0), record_path(meta_dir, out).stat().st_mtime)
+            except OSError:
+                pass
         if isinstance(end, (int, float)):
             ends.append(float(end))
     return max(ends) if ends else None
 
 
-def edited(manifest: dict, manifest_path: Path, meta_dir: Path, root: Path) -> list[str]:
+def edited(
+    manifest: dict, manifest_path: Path, meta_dir: Path, root: Path, incomplete_dir: Path | None = None
+) -> list[str]:
     """The files the manifest lists (under `root`) that changed after their job wrote them and the manifest hashed
     them: newer than both, with another sha256 (see the module's docstring)."""
     from layerswap.audit.confine import Roots
@@ -316,7 +327,7 @@ def edited(manifest: dict, manifest_path: Path, meta_dir: Path, root: Path) -> l
             continue
         jid = entry["job"]
         if jid not in ends:
-            ends[jid] = _job_end(job, meta_dir)
+            ends[jid] = _job_end(job, meta_dir, incomplete_dir or meta_dir.parent / "incomplete")
         if ends[jid] is None or st.st_mtime <= ends[jid] + 1e-6 or not Path(p).is_file() or not roots.inside(p):
             continue
         if st.st_size != entry.get("size") or file_sha256(Path(p)) != entry.get("sha256"):
@@ -358,7 +369,7 @@ def check(
             "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
             f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}"
         )
-    changed = edited(vouching, manifest, meta_dir, root) if vouching else []
+    changed = edited(vouching, manifest, meta_dir, root, incomplete_dir) if vouching else []
     if changed:
         shown = ", ".join(changed[:SHOWN]) + (f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else "")
         raise UserError(
