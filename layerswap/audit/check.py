@@ -7,7 +7,9 @@ another config, `layerswap.audit.provenance`) are named by `foreign:` lines, not
 them. Run logs (training `log.jsonl`: wall-clock timings) are listed by the manifest but
 compared only with `--logs`, so an identical run audited against another run's manifest passes. `--trace` traces a
 table cell (`layerswap.audit.trace`); `--repair` prints, and with `--run` runs, the command that rebuilds what
-drifted (`layerswap.audit.repair`).
+drifted (`layerswap.audit.repair`). Before any of this, every path the manifest names is confined to its results
+root (`layerswap.audit.confine`): a manifest naming anything outside is refused in one line, nothing read, hashed
+or deleted.
 """
 
 from __future__ import annotations
