@@ -203,5 +203,6 @@ def test_unsupported_model_refused_before_loading(world, tmp_path, case) -> None
         want = "task0: dtype float64 is not supported on vLLM's cpu platform"
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert want in last and "use --backend hf" in last, proc.stderr[-2000:]
+    assert want in last and "evaluation.backend (--backend) vllm" in last, proc.stderr[-2000:]
+    assert "use evaluation.backend: hf" in last
     assert "Initializing" not in proc.stderr and not list(tmp_path.iterdir()), "nothing loaded, nothing written"

@@ -258,7 +258,7 @@ def check_vllm_models(model_dirs: list[Path], dtype: str) -> None:
         why = unsupported(config.get("text_config", config), dtype)
         if why:
             raise UserError(
-                f"--backend vllm: {model_dir}: {why}; use --backend hf"
+                f"evaluation.backend (--backend) vllm: {model_dir}: {why}; use evaluation.backend: hf"
                 + ("" if "dtype" not in why else " or another --dtype")
             )
 
@@ -306,9 +306,14 @@ class VLLMHost(_MergesInMemory):
         require_vllm()
         from lm_eval.models.vllm_causallms import VLLM
 
-        from layerswap.evaluation.vllm_weights import engine_kwargs
+        from layerswap.evaluation.vllm_weights import engine_error, engine_kwargs, hf_decoding
 
-        return VLLM(**kwargs, **engine_kwargs())
+        engine = engine_kwargs(model_dir, self.dtype, self.batch_size)
+        log.info("evaluate: vLLM engine: %s", ", ".join(f"{k}={v}" for k, v in engine.items()))
+        try:
+            return hf_decoding(VLLM)(**kwargs, **engine)
+        except Exception as err:  # vLLM's refusals (memory, shapes) and failures at start: one line
+            raise UserError(f"{model_dir}: vLLM could not start its engine ({engine_error(err)})") from err
 
     def load(self, source: Path):
         t0 = time.perf_counter()
