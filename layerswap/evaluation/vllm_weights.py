@@ -205,7 +205,8 @@ def shutdown(lm) -> None:
 
 def unsupported(config: dict, dtype: str) -> str | None:
     """None where this machine's vLLM platform runs a model of `config` (config.json) in `dtype`, else why not:
-    the platform's dtypes, then the head size and dtype of the attention backend vLLM would choose."""
+    the platform's dtypes, the architecture (vLLM's model registry), then the head size and dtype of the attention
+    backend vLLM would choose."""
     import torch
     from vllm.platforms import current_platform
 
@@ -218,6 +219,12 @@ def unsupported(config: dict, dtype: str) -> str | None:
             f"dtype {dtype} is not supported on {where} (it supports "
             f"{', '.join(str(d).removeprefix('torch.') for d in current_platform.supported_dtypes)})"
         )
+    archs = config.get("architectures") or []
+    if archs:
+        from vllm import ModelRegistry
+
+        if not set(archs) & set(ModelRegistry.get_supported_archs()):
+            return f"architecture {', '.join(archs)} is not one the installed vLLM runs"
     head = config.get("head_dim") or (
         config["hidden_size"] // config["num_attention_heads"]
         if {"hidden_size", "num_attention_heads"} <= config.keys()
