@@ -118,18 +118,12 @@ def samples(out: Path, model: str, bench: str) -> list[dict]:
     return [json.loads(line) for line in (out / model / f"{bench}.samples.jsonl").read_text().splitlines()]
 
 
-def tokens(generation: str) -> list[str]:
-    """The generated words without the tokenizer's special tokens."""
-    return re.sub(r"<pad>|</?s>|<unk>", " ", generation).split()
-
-
 def test_in_engine_switches_match_hf(world, runs) -> None:
-    """Differences, each explained: (1) a generation's text: lm-eval's vLLM wrapper asks vLLM to keep special tokens
-    (`skip_special_tokens=False`, no spaces around them), where HFLM decodes with `skip_special_tokens=True`; and vLLM
-    detokenises incrementally, which with this word-level tokenizer (no decoder: tokens joined by spaces) puts a space
-    before the first token. The generated words are equal, so the texts are equal up to those two. (2)
-    loglikelihoods: vLLM's CPU kernels sum in another order than torch's, so they agree to ~1e-6 (fp32), not bit
-    for bit. Scores, extracted answers and chosen options are equal."""
+    """Generations equal HF's text for text: the host decodes vLLM's generated token ids as HFLM does
+    (`vllm_weights.hf_decoding`; vLLM's own text keeps special tokens and, detokenised after the prompt with this
+    word-level tokenizer, starts with a space). One difference, explained: loglikelihoods: vLLM's CPU kernels sum in
+    another order than torch's, so they agree to ~1e-6 (fp32), not bit for bit. Scores, extracted answers and chosen
+    options are equal."""
     hf, vl, log = runs
     _, models = world
     assert log.count("loaded into the running engine: switch") == len(models) - 1, log[-3000:]
@@ -142,7 +136,7 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
                 (hf / model / f"{bench}.json").read_text()
             ), (model, bench)
         for a, b in zip(samples(hf, model, "mgsm"), samples(vl, model, "mgsm"), strict=True):
-            assert tokens(a["generation"]) == tokens(b["generation"]) and a["extracted"] == b["extracted"], model
+            assert a["generation"] == b["generation"] and a["extracted"] == b["extracted"], model
         for a, b in zip(samples(hf, model, "belebele"), samples(vl, model, "belebele"), strict=True):
             assert a["extracted"] == b["extracted"], model
             assert max(abs(x - y) for x, y in zip(a["choice_loglikelihoods"], b["choice_loglikelihoods"])) < 1e-5
