@@ -498,6 +498,9 @@ def _check_evaluation(config: dict) -> None:
         for i, task in enumerate(evaluation[key]):
             if task not in tasks:
                 raise key_error(f"evaluation.{key}[{i}]", f"task '{task}' has no entry in evaluation.tasks", tasks)
+    from layerswap.evaluation.vllm_check import check as check_backend
+
+    check_backend(config)  # evaluation.backend: vllm and a model its attention cannot run
 
 
 # ----------------------------------------------------------------------------------------------------------------

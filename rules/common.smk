@@ -31,6 +31,13 @@ try:
     check(validate_config(with_merge_configs(config, ABLATION_MERGE_CONFIGS), SCHEMA))
 except UserError as err:  # the files the config came from (--configfile, or the embedded default)
     sys.exit(f"config error: {err} (config file: {', '.join(map(str, workflow.configfiles))})")
+# The rules call `layerswap` from PATH: this Snakemake's environment's (layerswap/evaluation/vllm_check.py), and
+# evaluation.backend: vllm needs one with vLLM: else one line, before any job.
+from layerswap.evaluation.vllm_check import environment_refusal, use_own_bin
+
+use_own_bin()
+if environment_refusal(config):
+    sys.exit(f"config error: {environment_refusal(config)} (config file: {', '.join(map(str, workflow.configfiles))})")
 try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs per node, cache and scratch paths
     SITE = Site.from_env()
 except UserError as err:

@@ -263,7 +263,7 @@ def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "lm_eval.models.vllm_causallms", fake)
     from layerswap.evaluation import vllm_weights
 
-    monkeypatch.setattr(vllm_weights, "engine_kwargs", lambda: {})  # the vLLM platform's arguments
+    monkeypatch.setattr(vllm_weights, "engine_kwargs", lambda *a: {})  # the vLLM platform's arguments
     written = []
 
     def write_merged(recipe, out_dir):

