@@ -33,24 +33,63 @@ rule evaluate_checkpoints:
         evaluate_shell("evaluate", "{params.models}", tail=" --run {wildcards.run} --index {output}")
 
 
-if not spec.evals.single_task_jobs:
+# Table 5's other benchmarks (those selection does not read), after selection, on the checkpoints it selected only:
+# the job's candidates are the run's checkpoints, the selection file names the ones it evaluates (a run none of whose
+# checkpoints is selected evaluates nothing). Joint runs get none (Table 5 does not show them). Single layout: a
+# benchmark that scores nothing (MBPP without execute_code) is written as skipped by a local job, no GPU.
+rule evaluate_checkpoints_other:
+    """Table 5's other benchmarks of a run's selected checkpoints (single layout: one benchmark)."""
+    input:
+        manifest=layout.checkpoints_record("{run}"),
+        selection=lambda w: spec.evals.selection_of_run(w.run),
+        data=lambda w: spec.evals.checkpoint_eval_data(
+            w.run, spec.evals.job_benchmarks(w, spec.evals.other_checkpoint_benchmarks(w.run))
+        ),
+    output:
+        spec.evals.per_layout(
+            layout.checkpoint_index("{run}", spec.evals.other_part()),
+            layout.checkpoint_index("{run}", spec.evals.other_part("{benchmark}")),
+        ),
+    params:
+        models=lambda w: spec.evals.checkpoint_model_args(w.run),
+        benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
+            w.run, spec.evals.job_benchmarks(w, spec.evals.other_checkpoint_benchmarks(w.run))
+        ),
+        top_k=config["selection"]["top_k"],
+        **spec.evals.evaluation_params("evaluate"),
+    wildcard_constraints:
+        benchmark="|".join(b for b in spec.evals.tasks if not spec.evals.skipped(b)) or "(?!)",
+    threads: spec.evals.threads
+    resources:
+        gpu=spec.evals.gpus,
+        **requests.of("evaluate_checkpoints_other"),
+    log:
+        spec.evals.per_layout(
+            layout.log("evaluate", "ckpt_{run}_other"), layout.log("evaluate", "ckpt_{run}_other_{benchmark}")
+        ),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        evaluate_shell(
+            "evaluate",
+            "{params.models}",
+            tail=" --run {wildcards.run} --index {output} --only-selected {input.selection} --top-k {params.top_k}",
+        )
 
-    use rule evaluate_checkpoints as evaluate_checkpoints_other with:
-        input:
-            manifest=layout.checkpoints_record("{run}"),
-            data=lambda w: spec.evals.checkpoint_eval_data(w.run, spec.evals.other_checkpoint_benchmarks(w.run)),
-        output:
-            layout.checkpoint_index("{run}", "other"),
-        params:
-            models=lambda w: spec.evals.checkpoint_model_args(w.run),
-            benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
-                w.run, spec.evals.other_checkpoint_benchmarks(w.run)
-            ),
-            **spec.evals.evaluation_params("evaluate"),
+
+if spec.evals.single_task_jobs:
+
+    use rule evaluate_checkpoints_other as checkpoint_skipped with:
+        localrule: True
+        wildcard_constraints:
+            benchmark="|".join(b for b in spec.evals.tasks if spec.evals.skipped(b)) or "(?!)",
+        resources:
+            gpu=0,
         log:
-            layout.log("evaluate", "ckpt_{run}_other"),
+            layout.log("evaluate", "ckpt_{run}_other_{benchmark}"),
 
-else:
+
+if spec.evals.single_task_jobs:
 
     rule checkpoint_index:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""

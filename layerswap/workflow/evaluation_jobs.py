@@ -9,6 +9,7 @@ from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.fingerprint import command_hash
+from layerswap.merge.registry import METHODS
 from layerswap.train.sft import checkpoint_name
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
@@ -76,8 +77,24 @@ class EvaluationJobs:
         return [b for b in self.tasks if b in used]
 
     def other_checkpoint_benchmarks(self, run: str) -> list[str]:
-        """Checkpoint tasks selection does not read (Table 5 only)."""
+        """Checkpoint tasks selection does not read, evaluated after selection on the selected checkpoints for Table
+        5: none for runs of an expert type Table 5 does not show (joint runs: Table 2 reads their MGSM only)."""
+        if expert_type(self._runs.spec(run)["expert"]) == "joint":
+            return []
         return [b for b in self.benchmarks if b not in self.selection_benchmarks(run)]
+
+    def skipped(self, benchmark: str) -> bool:
+        """A benchmark that scores nothing (model-written code without `execute_code`): its files say 'skipped', and
+        a local job writes them (no GPU, no cluster job)."""
+        return BENCHMARKS[benchmark].unsafe and not self._eval["tasks"][benchmark].get("execute_code", False)
+
+    def other_part(self, benchmark: str | None = None) -> str:
+        """The index part of a run's Table 5 evaluations: `other`, or `other_<benchmark>` (single layout)."""
+        return "other" if benchmark is None else f"other_{benchmark}"
+
+    def selection_of_run(self, run: str) -> str:
+        """The selection file that names which of a run's checkpoints Table 5 shows."""
+        return self._layout.selection(self._runs.spec(run)["expert"])
 
     def selection_indexes(self, expert: str) -> list[str]:
         """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
@@ -89,19 +106,19 @@ class EvaluationJobs:
         wanted = set(self.tasks if benchmarks is None else benchmarks)
         selected, other = self.selection_benchmarks(run), self.other_checkpoint_benchmarks(run)
         if self.single_task_jobs:
-            jobs = {b: [b] for b in selected + other}
+            jobs = {b: [b] for b in selected} | {self.other_part(b): [b] for b in other}
         else:
-            jobs = {None: selected, "other": other}
+            jobs = {None: selected, self.other_part(): other}
         return [self._layout.checkpoint_index(run, part) for part, bs in jobs.items() if wanted & set(bs)]
 
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
         return [f for run in self._runs.of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
 
     def task_languages(self, benchmark: str, languages=None) -> list[str]:
-        """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
-        all."""
+        """Languages an evaluation job runs `benchmark` in: those of `languages` the task lists (its own list, else
+        all), else the task's list."""
         own = self._eval["tasks"][benchmark].get("languages") or self.all_langs
-        langs = languages if languages is not None else own
+        langs = own if languages is None else [l for l in languages if l in own]  # never one the task does not list
         return [l for l in canonical_languages(langs) if BENCHMARKS[benchmark].keys(l)]  # FLORES: no English alone
 
     def task_data_files(self, benchmarks, languages=None) -> list[str]:
@@ -211,11 +228,55 @@ class EvaluationJobs:
         return groups
 
     def table2_models(self, lang: str) -> dict[str, str]:
-        """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
+        """The candidates of Table 2's extra language `lang`: every model of its columns whose own evaluation files
+        lack MGSM in `lang` ({model id: checkpoint dir or recipe}); the job evaluates those its model list names."""
         return {m: src for models, _, langs in self.t2_groups if lang not in langs for m, src in models.items()}
 
     def table2_inputs(self, lang: str) -> list[str]:
         return sorted({f for _, files, langs in self.t2_groups if lang not in langs for f in files})
+
+    def table2_models_file(self, lang: str) -> str:
+        """The list of the models Table 2 reads in `lang` (rule table2_models), beside the index of their job."""
+        return self.table2_index(lang).removesuffix(".json") + ".models.json"
+
+    def table2_covered(self) -> str:
+        """--covered-json of `layerswap table2-models` (table2_covered_languages)."""
+        return as_json(self.table2_covered_languages())
+
+    def table2_covered_languages(self) -> dict[str, list[str]]:
+        """Per Table 2 column, the MGSM languages its models' own evaluation files hold (the base and the math
+        experts: their own lists; the language and joint experts: English and the table's language; merges: the
+        table's language)."""
+        mgsm = "mgsm" in self.benchmarks
+        own = self.task_languages("mgsm") if mgsm else []
+        kinds = {"base": own, "math_expert": own if mgsm else []}
+        kinds["language_expert"] = kinds["joint_sft"] = self.task_languages("mgsm", ["en", self.t2]) if mgsm else []
+        merged = self.task_languages("mgsm", [self.t2])
+        kinds |= {"swap_default": merged} | {m.best_column: merged for m in METHODS.values()}
+        return kinds
+
+    def table2_choice_inputs(self) -> list[str]:
+        """What `layerswap table2-models` reads: the selections of the experts Table 2 shows and the MGSM evaluations
+        in the table's language of every best-of config it compares (the winners are chosen on them)."""
+        experts = [e for e in ("math", self.t2, f"joint_{self.t2}") if e in self._runs.expert_types()]
+        files = [self._layout.selection(e) for e in experts]
+        configs = dict.fromkeys(c for names in self._merges.best_of_configs(2) for c in names)
+        return files + [f for c in configs for f in self.merge_eval_outputs(c, self.t2, self._merges.pairs, ["mgsm"])]
+
+    def table2_choice_params(self) -> str:
+        """The params of `layerswap table2-models`: only what Table 2's choice of models depends on."""
+        c = self._config
+        return as_json(
+            {
+                "languages": self._merges.langs,
+                "mgsm_languages": c["mgsm_languages"],
+                "top_k": c["selection"]["top_k"],
+                "best_of": c["merges"]["best_of"],
+                "default_swap": c["merges"]["default_swap"],
+                "world": c["world"],
+                "table2_language": self.t2,
+            }
+        )
 
     def table2_model_args(self, lang: str) -> str:
         return " ".join(f"--model {m}={src}" for m, src in self.table2_models(lang).items())
