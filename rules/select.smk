@@ -33,60 +33,50 @@ rule evaluate_checkpoints:
         evaluate_shell("evaluate", "{params.models}", tail=" --run {wildcards.run} --index {output}")
 
 
-# Table 5's other benchmarks (those selection does not read), after selection, on the checkpoints it selected only:
-# the job's candidates are the run's checkpoints, the selection file names the ones it evaluates (a run none of whose
-# checkpoints is selected evaluates nothing). Joint runs get none (Table 5 does not show them). Single layout: a
-# benchmark that scores nothing (MBPP without execute_code) is written as skipped by a local job, no GPU.
+# After selection, on the checkpoints it selected only (the job's candidates are the run's checkpoints, the selection
+# file names the ones it evaluates; a run none of whose checkpoints is selected evaluates nothing): Table 5's other
+# benchmarks, and the languages of the selection benchmarks that selection does not read (written under
+# evals/by_language/<lang>/). Parts and their benchmarks: EvaluationJobs.table5_parts. Joint runs get none. A part
+# that scores nothing (MBPP without execute_code) is written as skipped by a local job, no GPU.
 rule evaluate_checkpoints_other:
-    """Table 5's other benchmarks of a run's selected checkpoints (single layout: one benchmark)."""
+    """Table 5's evaluations of a run's selected checkpoints, one part (benchmarks and languages) per job."""
     input:
         manifest=layout.checkpoints_record("{run}"),
         selection=lambda w: spec.evals.selection_of_run(w.run),
-        data=lambda w: spec.evals.checkpoint_eval_data(
-            w.run, spec.evals.job_benchmarks(w, spec.evals.other_checkpoint_benchmarks(w.run))
-        ),
+        data=lambda w: spec.evals.table5_data(w.run, w.part),
     output:
-        spec.evals.per_layout(
-            layout.checkpoint_index("{run}", spec.evals.other_part()),
-            layout.checkpoint_index("{run}", spec.evals.other_part("{benchmark}")),
-        ),
+        layout.checkpoint_index("{run}", "{part}"),
     params:
         models=lambda w: spec.evals.checkpoint_model_args(w.run),
-        benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
-            w.run, spec.evals.job_benchmarks(w, spec.evals.other_checkpoint_benchmarks(w.run))
-        ),
+        benchmarks=lambda w: spec.evals.table5_params(w.run, w.part),
+        out_dir=lambda w: spec.evals.table5_part(w.run, w.part)[1],
         top_k=config["selection"]["top_k"],
         **spec.evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(b for b in spec.evals.tasks if not spec.evals.skipped(b)) or "(?!)",
+        part=spec.evals.table5_part_names(skipped=False),
     threads: spec.evals.threads
     resources:
         gpu=spec.evals.gpus,
         **requests.of("evaluate_checkpoints_other"),
     log:
-        spec.evals.per_layout(
-            layout.log("evaluate", "ckpt_{run}_other"), layout.log("evaluate", "ckpt_{run}_other_{benchmark}")
-        ),
+        layout.log("evaluate", "ckpt_{run}_{part}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
         evaluate_shell(
             "evaluate",
             "{params.models}",
+            "{params.out_dir}",
             tail=" --run {wildcards.run} --index {output} --only-selected {input.selection} --top-k {params.top_k}",
         )
 
 
-if spec.evals.single_task_jobs:
-
-    use rule evaluate_checkpoints_other as checkpoint_skipped with:
-        localrule: True
-        wildcard_constraints:
-            benchmark="|".join(b for b in spec.evals.tasks if spec.evals.skipped(b)) or "(?!)",
-        resources:
-            gpu=0,
-        log:
-            layout.log("evaluate", "ckpt_{run}_other_{benchmark}"),
+use rule evaluate_checkpoints_other as checkpoint_skipped with:
+    localrule: True
+    wildcard_constraints:
+        part=spec.evals.table5_part_names(skipped=True),
+    resources:
+        gpu=0,
 
 
 if spec.evals.single_task_jobs:

@@ -167,19 +167,20 @@ class EvalPlan:
         cfg = self.config
         rows: list[Row] = []
         top_k, per_run = cfg["selection"]["top_k"], cfg["selection"]["max_per_run"]
+        sel: dict[str, list] = {b: [] for b in evals.benchmarks}
+        other: dict[str, list] = {b: [] for b in evals.benchmarks}
+        for run in spec.runs.main:
+            n = len(evals.checkpoint_models(run))
+            for bench in evals.selection_benchmarks(run):
+                sel[bench].append((n, self.keys(bench, evals.selection_languages(run, bench))))
+            for langs, _ in evals.table5_parts(run).values():  # grouped layout: a part's benchmarks, row by row
+                for bench, ls in langs.items():
+                    other[bench].append((min(n, top_k, per_run), self.keys(bench, ls)))
         for bench in evals.benchmarks:
             if evals.skipped(bench):
                 continue  # a local job writes 'skipped' (no GPU)
-            sel, other = [], []
-            for run in spec.runs.main:
-                langs = evals.checkpoint_languages(run)
-                n = len(evals.checkpoint_models(run))
-                if bench in evals.selection_benchmarks(run):
-                    sel.append((n, self.keys(bench, langs)))
-                elif bench in evals.other_checkpoint_benchmarks(run):
-                    other.append((min(n, top_k, per_run), self.keys(bench, langs)))
-            self._add(rows, "evaluate_checkpoints", bench, sel, False, "every checkpoint of a run")
-            self._add(rows, "evaluate_checkpoints_other", bench, other, False, "the selected checkpoints")
+            self._add(rows, "evaluate_checkpoints", bench, sel[bench], False, "every checkpoint, what selection reads")
+            self._add(rows, "evaluate_checkpoints_other", bench, other[bench], False, "the selected checkpoints")
             self._add(rows, "evaluate_base", bench, [(1, self.keys(bench, None))], False)
         mc = spec.report.merge_eval_languages()
         for bench in evals.merge_benchmarks:

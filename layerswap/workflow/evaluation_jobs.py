@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
-from layerswap.contracts import checkpoint_model_id, merge_model_id
+from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.merge.registry import METHODS
 from layerswap.train.sft import checkpoint_name
@@ -76,21 +76,69 @@ class EvaluationJobs:
         used = {METRIC_TASK[m] for m in self._config["selection"]["constraints"].get(kind, {})}
         return [b for b in self.tasks if b in used]
 
-    def other_checkpoint_benchmarks(self, run: str) -> list[str]:
-        """Checkpoint tasks selection does not read, evaluated after selection on the selected checkpoints for Table
-        5: none for runs of an expert type Table 5 does not show (joint runs: Table 2 reads their MGSM only)."""
-        if expert_type(self._runs.spec(run)["expert"]) == "joint":
-            return []
-        return [b for b in self.benchmarks if b not in self.selection_benchmarks(run)]
-
     def skipped(self, benchmark: str) -> bool:
         """A benchmark that scores nothing (model-written code without `execute_code`): its files say 'skipped', and
         a local job writes them (no GPU, no cluster job)."""
         return BENCHMARKS[benchmark].unsafe and not self._eval["tasks"][benchmark].get("execute_code", False)
 
-    def other_part(self, benchmark: str | None = None) -> str:
-        """The index part of a run's Table 5 evaluations: `other`, or `other_<benchmark>` (single layout)."""
-        return "other" if benchmark is None else f"other_{benchmark}"
+    def selection_languages(self, run: str, bench: str) -> list[str]:
+        """The languages of `bench` that selection reads for a run's checkpoints: those its weights' and
+        constraints' metrics name (layerswap/select.py: metrics_of; `*` is every MGSM language), all the run's
+        languages of a benchmark it reads without naming a metric of it."""
+        expert = self._runs.spec(run)["expert"]
+        kind, target = expert_type(expert), expert.removeprefix("joint_")
+        sel = self._config["selection"]
+        wanted: set[str] = set()
+        for metric in [*sel["weights"].get(kind, {}), *sel["constraints"].get(kind, {})]:
+            b, key = SELECTION_METRICS[metric]
+            if b == bench:
+                wanted |= set(self._config["mgsm_languages"]) if key == "*" else {target if "{lang}" in key else key}
+        langs = self.task_languages(bench, self.checkpoint_languages(run))
+        return [l for l in langs if l in wanted] if wanted else langs
+
+    def table5_parts(self, run: str) -> dict[str, tuple[dict[str, list[str]], str]]:
+        """The jobs of a run's evaluations after selection, on its selected checkpoints: {index part: ({benchmark:
+        languages}, output folder)}. The benchmarks selection does not read, in the run's languages, in the
+        checkpoints' own files (part `other`; single layout `other_<benchmark>`); and the languages of a selection
+        benchmark that selection does not read (a language expert's English MGSM and Belebele: Tables 2 and 5 show
+        them for the selected ones), in files of that language alone (evals/by_language/<lang>/, found there by
+        layerswap.report.evals.Evals; part `other_<lang>`, single layout `other_<benchmark>_<lang>`). None for runs
+        of an expert type Table 5 does not show (joint runs: Table 2 reads their MGSM, all of it before selection)."""
+        if expert_type(self._runs.spec(run)["expert"]) == "joint":
+            return {}
+        selected = self.selection_benchmarks(run)
+        own: dict[str, list[str]] = {}
+        extra: dict[str, dict[str, list[str]]] = {}
+        for b in self.benchmarks:
+            langs = self.task_languages(b, self.checkpoint_languages(run))
+            if b not in selected:
+                if langs:
+                    own[b] = langs
+                continue
+            for lang in (l for l in langs if l not in self.selection_languages(run, b)):
+                extra.setdefault(lang, {})[b] = [lang]
+        root = self._layout.evals()
+        if self.single_task_jobs:
+            parts = {f"other_{b}": ({b: langs}, root) for b, langs in own.items()}
+            for lang, bs in extra.items():
+                parts |= {f"other_{b}_{lang}": ({b: ls}, self._layout.language_evals(lang)) for b, ls in bs.items()}
+            return parts
+        parts = {"other": (own, root)} if own else {}
+        return parts | {f"other_{lang}": (bs, self._layout.language_evals(lang)) for lang, bs in extra.items()}
+
+    def table5_part_names(self, skipped: bool) -> str:
+        """The parts of every run's Table 5 jobs whose benchmarks all score nothing (`skipped`) or not, as a
+        wildcard constraint (one that matches nothing where there are none)."""
+        parts = {
+            part
+            for run in self._runs.main
+            for part, (bs, _) in self.table5_parts(run).items()
+            if all(self.skipped(b) for b in bs) == skipped
+        }
+        return "|".join(sorted(parts)) or "(?!)"
+
+    def table5_part(self, run: str, part: str) -> tuple[dict[str, list[str]], str]:
+        return self.table5_parts(run)[part]
 
     def selection_of_run(self, run: str) -> str:
         """The selection file that names which of a run's checkpoints Table 5 shows."""
@@ -104,11 +152,9 @@ class EvaluationJobs:
         """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
         one of `benchmarks` if given: what reads those evaluations depends on these files."""
         wanted = set(self.tasks if benchmarks is None else benchmarks)
-        selected, other = self.selection_benchmarks(run), self.other_checkpoint_benchmarks(run)
-        if self.single_task_jobs:
-            jobs = {b: [b] for b in selected} | {self.other_part(b): [b] for b in other}
-        else:
-            jobs = {None: selected, self.other_part(): other}
+        selected = self.selection_benchmarks(run)
+        jobs = {b: [b] for b in selected} if self.single_task_jobs else {None: selected}
+        jobs |= {part: list(bs) for part, (bs, _) in self.table5_parts(run).items()}
         return [self._layout.checkpoint_index(run, part) for part, bs in jobs.items() if wanted & set(bs)]
 
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
@@ -129,13 +175,13 @@ class EvaluationJobs:
         return [self._layout.eval_data(b, l) for b in benchmarks for l in self.task_languages(b, languages)]
 
     def benchmark_params(self, benchmarks, languages=None) -> str:
-        """The benchmarks' settings as JSON, with explicit languages (see task_languages) and limit: all that an
-        evaluation job computes with, and only for its own benchmarks (a change to another benchmark reruns
-        nothing)."""
+        """The benchmarks' settings as JSON, with explicit languages (see task_languages; `languages` may be a
+        {benchmark: languages} mapping) and limit: all that an evaluation job computes with, and only for its own
+        benchmarks (a change to another benchmark reruns nothing)."""
         spec = {}
         for b in benchmarks:
             task = dict(self._eval["tasks"][b])
-            task["languages"] = self.task_languages(b, languages)
+            task["languages"] = self.task_languages(b, languages[b] if isinstance(languages, dict) else languages)
             task.setdefault("limit", self._eval.get("limit"))
             spec[b] = task
         return as_json(spec)
@@ -164,11 +210,20 @@ class EvaluationJobs:
         return " ".join(f"--model {i}={p}" for i, p in self.checkpoint_models(run).items())
 
     def checkpoint_eval_data(self, run: str, benchmarks) -> list[str]:
-        """The data files a checkpoint evaluation job of `run` reads for these benchmarks."""
-        return self.task_data_files(benchmarks, self.checkpoint_languages(run))
+        """The data files a checkpoint evaluation job of `run` reads for these (selection) benchmarks."""
+        return [f for b in benchmarks for f in self.task_data_files([b], self.selection_languages(run, b))]
 
     def checkpoint_eval_rule_params(self, run: str, benchmarks) -> str:
-        return self.benchmark_params(benchmarks, self.checkpoint_languages(run))
+        """Before selection: each benchmark in the languages selection reads."""
+        return self.benchmark_params(benchmarks, {b: self.selection_languages(run, b) for b in benchmarks})
+
+    def table5_data(self, run: str, part: str) -> list[str]:
+        langs = self.table5_part(run, part)[0]
+        return [f for b, ls in langs.items() for f in self.task_data_files([b], ls)]
+
+    def table5_params(self, run: str, part: str) -> str:
+        langs = self.table5_part(run, part)[0]
+        return self.benchmark_params(list(langs), langs)
 
     # -----------------------------------------------------------------------------------------------------------
     # rules/evaluate.smk
@@ -268,7 +323,7 @@ class EvaluationJobs:
         c = self._config
         return as_json(
             {
-                "languages": self._merges.langs,
+                "languages": [self.t2],  # Table 2's choice reads no other target language
                 "mgsm_languages": c["mgsm_languages"],
                 "top_k": c["selection"]["top_k"],
                 "best_of": c["merges"]["best_of"],
