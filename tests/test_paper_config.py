@@ -228,10 +228,9 @@ def paper_minutes(rule: str, gpus: int, run: str | None = None) -> int:
 
     paper = load_config(PAPER)
     if rule.startswith("evaluate"):  # the largest job of the rule in the evaluation plan
-        from layerswap.workflow.eval_plan import EvalPlan
-        from layerswap.workflow.spec import Spec
+        from layerswap.workflow.cost import eval_plan
 
-        hours = EvalPlan(paper, Spec(paper)).largest_job_hours(rule)
+        hours = eval_plan(paper).largest_job_hours(rule)
         return max(15, math.ceil(2 * hours * 60) + 15)
     hours = paper["estimates"][rule]["gpu_hours"] / gpus
     if run:
@@ -359,12 +358,10 @@ def test_the_evaluation_plan_counts_what_the_tables_read():
     """Issue 41's targets for config/paper.yaml, from the plan `layerswap cost` prints: Table 2 at most 400
     model-languages (per extra language its winners, default swap and the experts lacking it), checkpoint
     evaluations at most 950, the evaluation stage at most 80 GPU-hours."""
-    from layerswap.workflow.cost import STAGES
-    from layerswap.workflow.eval_plan import EvalPlan
-    from layerswap.workflow.spec import Spec
+    from layerswap.workflow.cost import STAGES, eval_plan
 
     paper = load_config(PAPER)
-    plan = EvalPlan(paper, Spec(paper))
+    plan = eval_plan(paper)
     # 8 extra languages x (3 swh + 3 joint experts + 4 merge columns x 9 pairs) + English's 4 x 9 merges
     assert plan.model_languages("evaluate_table2") == 8 * (3 + 3 + 4 * 9) + 4 * 9 == 372
     assert plan.model_languages("evaluate_checkpoints") <= 950

@@ -146,10 +146,10 @@ PLAN_SOURCE = "plan: models x language keys x items at the rates of layerswap/wo
 
 def eval_plan(config: dict):
     """The evaluation plan of a config (layerswap.workflow.eval_plan.EvalPlan), from the rules' own view of it."""
-    from layerswap.workflow.eval_plan import EvalPlan
+    from layerswap.workflow.resources import Requests
     from layerswap.workflow.spec import Spec
 
-    return EvalPlan(config, Spec(config, {}, {}, [], None))
+    return Requests(config, Spec(config, {}, {}, [], None)).plan
 
 
 def with_plan(estimates: dict[str, dict], counts: dict[str, int], plan) -> dict[str, dict]:

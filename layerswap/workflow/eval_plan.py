@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.merge.registry import best_of_methods
-from layerswap.workflow.resources import BYTES, GB, parameters
 
 #: test items per language key of the paper's benchmarks (tests/hub_replica/EVIDENCE.md: MGSM test 250, Belebele 900
 #: per language, FLORES+ devtest 1,012 sentences per direction, Global-MMLU test 14,042, MBPP full test 500)
@@ -83,16 +82,13 @@ class Row:
 class EvalPlan:
     """The evaluation plan of one config (`spec`: its Spec)."""
 
-    def __init__(self, config: dict, spec):
-        self.config, self.spec = config, spec
+    def __init__(self, config: dict, spec, checkpoint_gb: float):
+        """`checkpoint_gb`: the size of one expert checkpoint as exported (layerswap.workflow.resources.Requests
+        builds the plan with it: `Requests(config, spec).plan`)."""
+        self.config, self.spec, self.checkpoint_gb = config, spec, checkpoint_gb
         self.paper = config["world"] != "toy"
         self.tasks = config["evaluation"]["tasks"]
         self.limit = config["evaluation"].get("limit")
-        params = parameters(config) or 0
-        runs = spec.runs.main.values()
-        exports = [r.get("export_dtype", "base") for r in runs] or ["base"]
-        base = config["base"].get("dtype", "float32")
-        self.checkpoint_gb = params * max(BYTES[base if e == "base" else e] for e in exports) / GB
         self.rows = self._rows()
 
     # --- per item, model, job ----------------------------------------------------------------------------------

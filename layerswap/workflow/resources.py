@@ -158,9 +158,9 @@ class Requests:
     def plan(self):
         """The evaluation plan (layerswap/workflow/eval_plan.py): the evaluation jobs' work, built once."""
         if self._plan is None:
-            from layerswap.workflow.eval_plan import EvalPlan
+            from layerswap.workflow.eval_plan import EvalPlan  # imports nothing of this module
 
-            self._plan = EvalPlan(self.config, self.spec)
+            self._plan = EvalPlan(self.config, self.spec, (self.params or 0) * self.bytes["export"] / GB)
         return self._plan
 
     # --- caps ----------------------------------------------------------------------------------------------------
