@@ -289,8 +289,10 @@ def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):
 
 def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(tmp_path):
     """analysis.table2_language only picks what Table 2 shows: on the default config, every job keeps its command
-    except the tables, the record of the config and the manifest; the Table 2 language's extra MGSM languages are
-    evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old ones.
+    except the tables, the list of Table 2's models, the record of the config and the manifest, and the evaluation of
+    the methods only Table 2 shows (TIES: evaluated in the Table 2 language alone); the Table 2 language's extra MGSM
+    languages are evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old
+    ones.
     Table 2 needs the language's joint expert, so both configs carry a joint run for toy_jpn besides toy_swh's."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     runs = config["sft"]["runs"]
@@ -305,12 +307,14 @@ def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(t
 
     def kind(command: str) -> str:
         by_language = Layout().language_evals("")  # the folder of every language's own evaluations
-        if by_language in command:
+        if f"--index {by_language}" in command:
             return "table2 " + command.split(f"--index {by_language}")[1].split()[0]
         words = command.split()
         return " ".join(words[words.index("layerswap") + 1 :][:2])  # "<cmd> <first argument>"
 
+    # TIES (a method only Table 2 shows) is evaluated in the Table 2 language alone: its merge evaluation job moves
     common = ["charts config-html", "manifest --root", "tables --selection-dir", "table2-models --selection-dir"]
+    common += ["evaluate-merges --data-dir"] * len(config["merges"]["best_of"]["ties"])
     assert sorted(kind(c) for c in before - after) == sorted(
         common + [f"table2 {lang}/table2_toy_swh.json" for lang in ("en", "toy_ben", "toy_jpn", "toy_tel")]
     )
