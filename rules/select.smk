@@ -1,11 +1,13 @@
-# Every checkpoint of a run is evaluated once (selection metrics + Table 5); top-k per expert type.
+# Checkpoint evaluations in two phases: before selection every checkpoint of a run on what selection reads; after it,
+# the selected checkpoints on what Tables 2 and 5 read besides; top-k per expert type.
 
 
-# Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights): they get their own job(s),
-# so an edit to a task selection does not read (MMLU, MBPP) reruns those evaluations and the tables, not
-# selection, merges or their evaluations.
+# Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights + constraints), in the languages
+# its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
+# those evaluations and the tables, not selection, merges or their evaluations.
 rule evaluate_checkpoints:
-    """Selection benchmarks of every checkpoint of a run (single layout: one benchmark); the index names their files."""
+    """Selection benchmarks of every checkpoint of a run, in the languages selection reads (single layout: one
+    benchmark); the index names their files."""
     input:
         manifest=layout.checkpoints_record("{run}"),
         data=lambda w: spec.evals.checkpoint_eval_data(

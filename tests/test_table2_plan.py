@@ -141,3 +141,22 @@ def test_a_table2_winner_change_evaluates_only_the_new_winner(grid, tmp_path, ca
 def test_a_listed_model_that_is_no_candidate_is_one_error(grid, tmp_path, caplog):
     with pytest.raises(UserError, match="not among this job's --model candidates"):
         evaluate(grid, tmp_path / "x", tmp_path / "store", ["merge/nope/toy_swh/l1m1"], caplog)
+
+
+def test_only_selected_keeps_this_runs_selected_checkpoints(tmp_path):
+    """Table 5's jobs after selection: of a run's checkpoints (the candidates), those the selection file's top k
+    name; the selection's checkpoints of other runs are other jobs'."""
+    from layerswap.evaluation import model_lists
+
+    selection = tmp_path / "math.json"
+    selected = [{"rank": 1, "run": "math_2", "checkpoint": "s2"}, {"rank": 2, "run": "math_1", "checkpoint": "s3"}]
+    selected.append({"rank": 3, "run": "math_1", "checkpoint": "s1"})
+    selection.write_text(json.dumps({"selected": selected}))
+    items = [f"ckpt/math_1/s{i}=results/experts/math_1/s{i}" for i in (1, 2, 3)]
+    args = argparse.Namespace(only_models=None, only_selected=selection, top_k=2)
+    assert model_lists.restrict(items, args) == [items[2]]
+    args.top_k = 3
+    assert model_lists.restrict(items, args) == [items[2], items[0]]
+    args.top_k = 0
+    with pytest.raises(UserError, match="--top-k"):
+        model_lists.restrict(items, args)
