@@ -30,6 +30,8 @@ MGSM's languages (hf world).
 
 from __future__ import annotations
 
+import math
+import os
 import string
 from pathlib import Path
 
@@ -44,6 +46,9 @@ from layerswap.merge.registry import METHODS, SWAP
 
 #: The paper's target languages (hf world).
 PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
+#: Checkpoints one SFT run may save: each is a job's output, evaluated and listed (the paper's runs save 8 to 16);
+#: more is a typo (`num_samples: 1e15`), refused by counting, never by listing them.
+MAX_CHECKPOINTS_PER_RUN = 1000
 #: Selection metric -> evaluation task it is computed from.
 METRIC_TASK: dict[str, str] = {metric: benchmark for metric, (benchmark, _) in SELECTION_METRICS.items()}
 
@@ -67,12 +72,20 @@ def effective_runs(config: dict) -> dict[str, dict]:
     return out
 
 
-def checkpoints_of(run: dict) -> list[int]:
-    """Samples seen at each checkpoint of an (effective) run: every, 2*every, ..., up to num_samples."""
+def checkpoint_count(run: dict) -> int:
+    """How many checkpoints an (effective) run saves: num_samples // checkpoint_every, counted, not listed."""
     every, total = int(run["checkpoint_every"]), int(run["num_samples"])
     if every <= 0:
         raise UserError(f"checkpoint_every must be > 0, got {every}")
-    return [every * k for k in range(1, total // every + 1)]
+    return total // every
+
+
+def checkpoints_of(run: dict) -> list[int]:
+    """Samples seen at each checkpoint of an (effective) run: every, 2*every, ..., up to num_samples."""
+    every, count = int(run["checkpoint_every"]), checkpoint_count(run)
+    if count > MAX_CHECKPOINTS_PER_RUN:
+        raise UserError(f"{count} checkpoints in one run (at most {MAX_CHECKPOINTS_PER_RUN})")
+    return [every * k for k in range(1, count + 1)]
 
 
 def expert_type(expert: str) -> str:
@@ -144,6 +157,7 @@ def mgsm_allowed(config: dict) -> list[str]:
 
 def check(config: dict) -> None:
     """Cross-key rules; raise a one-line UserError naming the key and the allowed values. Assumes validate_config."""
+    _check_finite(config)
     world = config["world"]
     languages = list(config["languages"])
     known = known_languages(config)
@@ -216,6 +230,16 @@ def check(config: dict) -> None:
             )
 
 
+def _check_finite(value, where: str = "") -> None:
+    """Every number of the config is finite: YAML's `.nan` and `.inf` pass the schema's bounds (NaN compares false
+    with every bound) and would break a job later (an SFT run's lr, a selection weight, a merge density)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise key_error(where or "(config)", f"{value} is not a finite number", "a finite number")
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        _check_finite(item, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}" if where else str(key))
+
+
 def _check_prompt(config: dict) -> None:
     fields = _placeholders(config.get("prompt_template", "{prompt}"))
     if fields - {"prompt"}:
@@ -239,6 +263,8 @@ def _check_sources(config: dict, known: list[str]) -> None:
         where = f"data_sources.{name}"
         if ("file" in src) == ("hub_id" in src):
             raise key_error(where, "needs exactly one of file, hub_id", ["file", "hub_id"])
+        if "file" in src:
+            _check_data_file(f"{where}.file", src["file"])
         if src.get("builder") and not src.get("data_files"):
             raise key_error(f"{where}.builder", "needs data_files (the files the builder reads)", ["data_files"])
         for field, allowed in (("file", {"lang"}), ("subset", {"lang", "code"}), ("data_files", {"lang", "code"})):
@@ -258,6 +284,22 @@ def _check_sources(config: dict, known: list[str]) -> None:
         for lang in src.get("languages") or {}:
             if lang not in ok_codes:
                 raise key_error(f"{where}.languages.{lang}", f"unknown language '{lang}'", ok_codes)
+
+
+def _check_data_file(where: str, file) -> None:
+    """A source's `file` names a file of the data folder (`Layout.raw`: results/data/raw/), the only place its jobs
+    read and declare it: a relative path that stays there, whatever language fills {lang}."""
+    from layerswap.workflow.layout import Layout
+
+    folder = Layout().raw("")
+    name = str(file).replace("{lang}", "x").replace("{{", "{").replace("}}", "}")
+    norm = os.path.normpath(name)
+    if not name or Path(name).is_absolute() or norm == "." or norm.split(os.sep)[0] == "..":
+        raise key_error(
+            where,
+            f"{short(file)} lies outside the data folder {folder} (the source's file is read from there)",
+            f"a file name relative to {folder}, e.g. orca_math.jsonl",
+        )
 
 
 def _per_language(source: dict) -> bool:
@@ -342,6 +384,13 @@ def _check_runs(config: dict, languages: list[str]) -> None:
                     f"sft.runs.{name}.{field}", "required key is missing (set it in the run or in sft.defaults)"
                 )
         every, total, batch = run["checkpoint_every"], run["num_samples"], run["batch_size"]
+        if every > 0 and total // every > MAX_CHECKPOINTS_PER_RUN:
+            raise key_error(
+                _origin(config, name, "num_samples"),
+                f"{total:g} saves {int(total // every)} checkpoints of run '{name}' (num_samples / checkpoint_every "
+                f"{every}): more than {MAX_CHECKPOINTS_PER_RUN}, each a job's output to evaluate",
+                f"num_samples <= {every * MAX_CHECKPOINTS_PER_RUN}, or a larger checkpoint_every",
+            )
         if every <= 0 or every > total:
             raise key_error(
                 _origin(config, name, "checkpoint_every"),
@@ -378,7 +427,7 @@ def _check_selection(config: dict) -> None:
                 f"no run trains expert '{expert}' (every target language needs one)",
                 f"runs with expert: {expert}",
             )
-        counts = {n: len(checkpoints_of(runs[n])) for n in names}
+        counts = {n: checkpoint_count(runs[n]) for n in names}
         usable = sum(min(c, cap) if cap else c for c in counts.values())
         if usable < top_k:
             detail = ", ".join(f"{n}: {c}" for n, c in counts.items())

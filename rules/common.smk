@@ -13,8 +13,10 @@ from layerswap.fingerprint import command_hash
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.workflow.resources import Requests
+from layerswap.workflow.layout import R
+from layerswap.workflow.scratch import claim as claim_scratch
 from layerswap.workflow.site import Site, check_storage
-from layerswap.workflow.spec import Spec
+from layerswap.workflow.spec import Spec, storage_of
 from layerswap.workflow.words import as_json, evaluate_shell, revision_arg  # params words; shell words
 
 # The config is validated (schema defaults filled in) and never changed after: what config_used records is the
@@ -33,11 +35,25 @@ try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs 
     SITE = Site.from_env()
 except UserError as err:
     sys.exit(f"site settings: {err}")
-spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
-layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
-try:  # with a site file: the storage paths the jobs use, checked; what each job asks of SLURM (`resources:`)
+# The storage paths the jobs use (the config's, else the site file's) are checked first; then the main Snakemake
+# process (dry runs too) gives this results folder its own namespace on storage.scratch, or is refused in one line
+# where another results folder owns it (layerswap/workflow/scratch.py); the jobs read its id.
+MAIN_PROCESS = not workflow.remote_exec and not workflow.subprocess_exec
+STORAGE = storage_of(config, SITE)
+try:
     if SITE is not None:
-        check_storage(spec.storage, config["storage"], SITE)
+        check_storage(STORAGE, config["storage"], SITE)
+except UserError as err:
+    sys.exit(f"site settings: {err}")
+try:
+    if STORAGE.get("scratch") and MAIN_PROCESS:
+        for line in claim_scratch(STORAGE["scratch"], Path(R))[1]:
+            print(line, file=sys.stderr)
+    spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
+except UserError as err:
+    sys.exit(f"scratch: {err}")
+layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
+try:  # with a site file: what each job asks of SLURM (`resources:`)
     requests = Requests(config, spec, SITE)
 except UserError as err:
     sys.exit(f"site settings: {err}")
@@ -48,12 +64,11 @@ except UserError as err:
 # files no job of this config makes are named. In the main Snakemake process with the file backend only (a job's
 # own Snakemake, e.g. on a cluster node, skips it); `--unlock`, `--cleanup-metadata` and `--touch` (which records
 # the current params of what it touches: the way to adopt results that have no record) are never stopped.
-if (not workflow.remote_exec and not workflow.subprocess_exec
-        and workflow.workflow_settings.persistence_backend.name == "FILE"):
-    from layerswap.audit.provenance import check as check_provenance
+if MAIN_PROCESS and workflow.workflow_settings.persistence_backend.name == "FILE":
+    from layerswap.audit.provenance import check as check_provenance, forced_outputs
 
     try:
-        for line in check_provenance(spec):
+        for line in check_provenance(spec, forced=forced_outputs(sys.argv[1:]), argv=sys.argv[1:]):
             print(line, file=sys.stderr)
     except UserError as err:
         if not {"--unlock", "--cleanup-metadata", "--cm", "--touch", "-t"} & set(sys.argv):

@@ -20,7 +20,25 @@ what it compared:
   and evaluations are named before the run and by `layerswap audit` as not from this config, are not in the new
   manifest's files, and `layerswap audit --remove-foreign` removes them (docs/AUDITS.md).
 
+
+Issue 43 (docs/SECURITY.md): an edited result, a forged record, a hostile manifest and bad config values, each
+ending with the clean run's result or one line naming the file and the repair:
+
+- edit-and-launder: one score of a merge evaluation changed by hand (valid JSON); the run stops before building on
+  it with one line naming it and the repair, the manifest job (run by hand) refuses to record it, and the repair
+  (`layerswap audit --repair --run`) restores the uninterrupted run's results;
+- forged-record: results/ moved alone, the manifest's record of swap_default's recipes edited to say `bottom: 2`,
+  the config set to bottom 2: the run stops naming the recipes whose record does not describe them, and the repair
+  it names (`rm` them, `snakemake`) rebuilds them with bottom 2;
+- hostile-manifest: a manifest naming `../victim.txt` as foreign, files under `../victimdir/` (a checkpoint export),
+  or `../../../../etc/passwd`: `layerswap audit --remove-foreign`, `--repair --run` and `layerswap audit` each
+  refuse in one line; the victims are untouched;
+- bad-config: `lr: .nan`, `num_samples: 1e15`, a data source `file: /etc/passwd`: `layerswap check-config` refuses
+  each in one line naming the key, in under a second.
+
     python scripts/fault_drill.py WORKDIR      # a new or empty directory; the six drills: 6 min 42 s on 2 shared cores
+    python scripts/fault_drill.py WORKDIR --only edit-and-launder forged-record hostile-manifest bad-config \
+        --reference FINISHED_MICRO_WORKDIR    # these four against an existing run: 2 min 40 s on 2 shared cores
 
 Each Snakemake run (and the repair) relays its progress lines (`N of M steps`, `repair:`) prefixed `|`; its whole
 log is `WORKDIR/<drill>/snakemake.log`.
@@ -257,16 +275,20 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
     data[-64] ^= 0x01
     weights.write_bytes(bytes(data))
     (work / record).unlink()
-    code, _ = snakemake(work)
+    code, text = snakemake(work)
     log = (work / LAYOUT.log("sft", REBLESS_RUN)).read_text().strip().splitlines()
     line = log[-1] if log else ""
+    stop = _last_line(text)  # since issue 43 the check before the run finds the changed weights first
     refused = (
         code != 0
-        and "sha256 differs from the one recorded at export" in line
-        and f"rm -r {ckpt}" in line
+        and (
+            ("sha256 differs from the one recorded at export" in line and f"rm -r {ckpt}" in line)
+            or ("changed after the job that wrote them" in stop and f"{ckpt}/model.safetensors" in stop)
+        )
         and not (work / record).exists()
     )
-    say(f"re-bless: the run exited {code}; the sft job said: {line}")
+    line = stop if "changed after the job" in stop else line
+    say(f"re-bless: the run exited {code}: {line}")
     say(f"re-bless: the repair it names: rm -r {ckpt} && snakemake")
     shutil.rmtree(work / ckpt)
     code, _ = snakemake(work)
@@ -274,11 +296,16 @@ def flip_and_rerecord(reference: Path, work: Path) -> tuple[bool, str]:
         return False, f"the run after the repair exited {code} (see {work / 'snakemake.log'})"
     same, audit = audit_against(reference, work)
     return refused and same, (
-        f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the SFT "
-        f"job refused to record it, in one line naming the file and the repair, and wrote no "
+        f"flipped a byte of {ckpt}/model.safetensors and deleted its checkpoints.json; the run (the check "
+        f"before it, or the SFT job) refused it in one line naming the file and the repair, and wrote no "
         f"record: {refused}; after `rm -r {ckpt} && snakemake`, every result vs the "
         f"uninterrupted run: {audit}"
     )
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    return path
 
 
 def edited_config(dest: Path, edit) -> Path:
@@ -381,31 +408,233 @@ def second_config(reference: Path, work: Path) -> tuple[bool, str]:
     )
 
 
+# ------------------------------------------------------------------------------------------------- issue 43
+EDITED = LAYOUT.eval_file(merge_model_id("swap_default", "toy_swh", "l1m1"), "mgsm")
+
+
+def _first_score(value, path=()):
+    """The key path of the first float (a score) in a JSON value."""
+    if isinstance(value, float):
+        return path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = _first_score(item, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
+
+
+def edit_and_launder(reference: Path, work: Path) -> tuple[bool, str]:
+    """One score of a merge evaluation changed by hand: the run stops naming it, the manifest job refuses to record
+    it, the repair restores the uninterrupted run's results."""
+    path = work / EDITED
+    data = json.loads(path.read_text())
+    where = _first_score(data)
+    node = data
+    for key in where[:-1]:
+        node = node[key]
+    old = node[where[-1]]
+    node[where[-1]] = 0.75 if old != 0.75 else 0.25
+    time.sleep(0.05)
+    path.write_text(json.dumps(data, indent=1))
+    say(f"edit-and-launder: {EDITED} {'/'.join(map(str, where))}: {old} -> {node[where[-1]]}; plain snakemake")
+    code, text = snakemake(work)
+    line = _last_line(text)
+    stopped = code != 0 and "changed after the job that wrote them" in line and EDITED in line and "--repair" in line
+    table = (work / LAYOUT.table("table1", "csv")).read_bytes() == (
+        reference / LAYOUT.table("table1", "csv")
+    ).read_bytes()
+    say(f"edit-and-launder: the run exited {code}: {line}")
+    manifest = layerswap(
+        work,
+        "manifest",
+        "--root",
+        LAYOUT.root,
+        "--out",
+        str(work / "relaundered.json"),
+        "--metadata-dir",
+        ".snakemake/metadata",
+        "--previous",
+        LAYOUT.manifest(),
+    )
+    mline = _last_line(manifest.stderr)
+    refused = manifest.returncode == 1 and EDITED in mline and not (work / "relaundered.json").exists()
+    say(f"edit-and-launder: the manifest job by hand exited {manifest.returncode}: {mline}")
+    code, _ = logged(work, [sys.executable, "-m", "layerswap.cli", "audit", "--repair", "--run", "--", *SNAKEMAKE[3:]])
+    if code:
+        return False, f"the repair exited {code} (see {work / 'snakemake.log'})"
+    same, audit = audit_against(reference, work)
+    return stopped and table and refused and same, (
+        f"a score of {EDITED} edited; the run stopped in one line naming it and the repair: {stopped}; Table 1 "
+        f"untouched meanwhile: {table}; the manifest job refused to record it: {refused}; after `layerswap audit "
+        f"--repair --run`, every result vs the uninterrupted run: {audit}"
+    )
+
+
+def forged_record(reference: Path, work: Path) -> tuple[bool, str]:
+    """results/ moved alone, the manifest's record of swap_default's recipes edited to the bottom-2 config's params:
+    the run stops naming those recipes; the repair it names rebuilds them with bottom 2."""
+    shutil.copytree(reference / LAYOUT.root, work / LAYOUT.root, symlinks=True)
+    mpath = work / LAYOUT.manifest()
+    manifest = json.loads(mpath.read_text())
+    forged = []
+    for job in manifest["jobs"].values():
+        if job["rule"] == "merge_recipes" and any("/swap_default/" in o for o in job["outputs"]):
+            for key in ("params", "shellcmd"):
+                text = json.dumps(job[key])
+                job[key] = json.loads(re.sub(r'(\\*"bottom\\*": )1\b', r"\g<1>2", text))
+            forged += job["outputs"]
+    mpath.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+    edit = edited_config(work / "bottom2.yaml", lambda c: c["merges"]["configs"]["swap_default"].update(bottom=2))
+    say(f"forged-record: {len(forged)} recipes' record forged to bottom 2 in the moved manifest; running bottom 2")
+    code, text = logged(work, [*with_config(edit), "--directory", str(work)])
+    line = _last_line(text)
+    named = code != 0 and "does not describe it" in line and all(f in line for f in forged) and bool(forged)
+    say(f"forged-record: the run exited {code}: {line}")
+    for f in forged:
+        (work / f).unlink()
+    code, _ = logged(work, [*with_config(edit), "--directory", str(work)])
+    if code:
+        return False, f"the run after the repair exited {code} (see {work / 'snakemake.log'})"
+    bottom2 = all('"bottom": 2' in json.dumps(json.loads((work / f).read_text())) for f in forged)
+    own = layerswap(work, "audit")
+    return named and bottom2 and own.returncode == 0, (
+        f"the forged record of {len(forged)} recipes named, not put back: {named}; after `rm` of them and "
+        f"snakemake, every recipe has bottom 2: {bottom2}; the run's own audit: {_last_line(own.stdout)}"
+    )
+
+
+def hostile_manifest(reference: Path, work: Path) -> tuple[bool, str]:
+    """Three hostile manifests, one case each: every audit command refuses in one line; the victims stay."""
+    victim, victims = work.parent / "victim.txt", work.parent / "victimdir"
+    victim.write_text("precious\n")
+    victims.mkdir(exist_ok=True)
+    (victims / "model.safetensors").write_text("precious too\n")
+    clean = json.loads((work / LAYOUT.manifest()).read_text())
+    sha = {"size": 9, "sha256": "0" * 64}
+    sft = next(j for j, job in clean["jobs"].items() if job["rule"] == "sft")
+
+    def hostile(edit) -> dict:
+        m = json.loads(json.dumps(clean))
+        edit(m)
+        return m
+
+    cases = {
+        "foreign ../victim.txt": (
+            hostile(lambda m: m["foreign"].update({"../victim.txt": sha})),
+            ["--remove-foreign"],
+        ),
+        "files under ../victimdir/": (
+            hostile(
+                lambda m: m["files"].update(
+                    {f"../victimdir/{n}": {**sha, "job": sft} for n in ("model.safetensors", "layerswap_meta.json")}
+                )
+            ),
+            ["--repair", "--run", "--", *SNAKEMAKE[3:]],
+        ),
+        "../../../../etc/passwd in files": (
+            hostile(lambda m: m["files"].update({"../../../../etc/passwd": {**sha, "job": None}})),
+            [],
+        ),
+    }
+    outcomes = []
+    for name, (m, args) in cases.items():
+        (work / LAYOUT.manifest()).write_text(json.dumps(m))
+        proc = layerswap(work, "audit", *args)
+        err = proc.stderr.strip().splitlines()
+        ok = proc.returncode == 1 and len(err) == 1 and "refused" in err[0] and not proc.stdout.strip()
+        say(f"hostile-manifest: {name}: audit {' '.join(args[:2])} exited {proc.returncode}: {_last_line(proc.stderr)}")
+        outcomes.append((name, ok))
+    intact = victim.read_text() == "precious\n" and (victims / "model.safetensors").read_text() == "precious too\n"
+    (work / LAYOUT.manifest()).write_text(json.dumps(clean))
+    return all(ok for _, ok in outcomes) and intact, (
+        "; ".join(f"{n}: refused in one line: {ok}" for n, ok in outcomes) + f"; the victims untouched: {intact}"
+    )
+
+
+def bad_config(reference: Path, work: Path) -> tuple[bool, str]:
+    """Config values that broke jobs later: each refused by check-config in one line naming its key, < 1 s."""
+    cases = {
+        "lr: .nan": (lambda c: c["sft"]["defaults"].update(lr=float("nan")), "sft.defaults.lr"),
+        "num_samples: 1e15": (lambda c: c["sft"]["defaults"].update(num_samples=1e15), "sft.defaults.num_samples"),
+        "file: /etc/passwd": (
+            lambda c: c["data_sources"]["toy_orca_math"].update(file="/etc/passwd"),
+            "data_sources.toy_orca_math.file",
+        ),
+    }
+    work.mkdir(parents=True, exist_ok=True)
+    outcomes = []
+    for name, (edit, key) in cases.items():
+        path = edited_config(work / "bad.yaml", edit)
+        start = time.monotonic()
+        proc = layerswap(work, "check-config", str(path))
+        seconds = time.monotonic() - start
+        err = proc.stderr.strip().splitlines()
+        ok = proc.returncode == 1 and len(err) == 1 and f"config key '{key}'" in err[0]
+        outcomes.append((name, ok, seconds))
+        say(f"bad-config: {name}: exit {proc.returncode} in {seconds:.2f} s: {_last_line(proc.stderr)}")
+    return all(ok for _, ok, _ in outcomes), "; ".join(
+        f"{n}: refused naming its key: {ok} ({s:.2f} s with the interpreter's start)" for n, ok, s in outcomes
+    )
+
+
+DRILLS = (
+    "kill-and-resume",
+    "delete-and-rebuild",
+    "corrupt-and-repair",
+    "re-bless",
+    "relocate-then-edit",
+    "second-config",
+    "edit-and-launder",
+    "forged-record",
+    "hostile-manifest",
+    "bad-config",
+)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir", type=Path, help="a new or empty directory for the runs")
+    parser.add_argument("--only", nargs="+", choices=DRILLS, default=list(DRILLS), help="the drills to run")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="a finished micro run's work directory to use as the uninterrupted run (default: run one in WORKDIR)",
+    )
     args = parser.parse_args()
     root = args.workdir.resolve()
     if root.exists() and any(root.iterdir()):
         print(f"fault_drill: {root} is not empty: name a new or empty directory", file=sys.stderr)
         return 1
-    reference = root / "uninterrupted"
-    reference.mkdir(parents=True)
-    say("the uninterrupted micro run (the reference)")
-    code, _ = snakemake(reference)
+    reference = args.reference.resolve() if args.reference else root / "uninterrupted"
+    root.mkdir(parents=True, exist_ok=True)
+    code = 0
+    if args.reference is None:
+        reference.mkdir(parents=True)
+        say("the uninterrupted micro run (the reference)")
+        code, _ = snakemake(reference)
     if code:
         print(f"fault_drill: the uninterrupted run failed (status {code}): {reference / 'snakemake.log'}")
         return 1
-    killed = root / "killed"
-    killed.mkdir()
-    results = {
-        "kill-and-resume": kill_and_resume(reference, killed),
-        "delete-and-rebuild": delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
-        "corrupt-and-repair": corrupt_and_repair(reference, copy_run(reference, root / "corrupted")),
-        "re-bless": flip_and_rerecord(reference, copy_run(reference, root / "rebless")),
-        "relocate-then-edit": relocate_then_edit(reference, root / "relocated"),
-        "second-config": second_config(reference, copy_run(reference, root / "second")),
+    drills = {
+        "kill-and-resume": lambda: kill_and_resume(reference, _mkdir(root / "killed")),
+        "delete-and-rebuild": lambda: delete_and_rebuild(reference, copy_run(reference, root / "deleted")),
+        "corrupt-and-repair": lambda: corrupt_and_repair(reference, copy_run(reference, root / "corrupted")),
+        "re-bless": lambda: flip_and_rerecord(reference, copy_run(reference, root / "rebless")),
+        "relocate-then-edit": lambda: relocate_then_edit(reference, root / "relocated"),
+        "second-config": lambda: second_config(reference, copy_run(reference, root / "second")),
+        "edit-and-launder": lambda: edit_and_launder(reference, copy_run(reference, root / "edited")),
+        "forged-record": lambda: forged_record(reference, _mkdir(root / "forged")),
+        "hostile-manifest": lambda: hostile_manifest(reference, copy_run(reference, root / "hostile" / "work")),
+        "bad-config": lambda: bad_config(reference, root / "config"),
     }
+    results = {name: drills[name]() for name in args.only}
     for name, (ok, what) in results.items():
         print(f"{name}: {'passed' if ok else 'FAILED'}: {what}")
     return 0 if all(ok for ok, _ in results.values()) else 1

@@ -15,12 +15,13 @@ and of every base class from the package, plus the `self.<name> =` attributes th
 (`self.<name> = <package class>(...)` in its methods) are listed with their own members, counted the same way (a
 part's private `_name` attributes included), so a count does not shrink by moving members into a part.
 
-Imports: the graph of `layerswap.fingerprint.imports_of` (imports inside functions included; a package's
-`__init__` aside). A cycle is a strongly connected set of two modules or more. Layers (docs/ARCHITECTURE.md, "Layers:
-who imports whom"), bottom to top: base (the top-level modules that know no stage, and the results layout
-`workflow.layout`), the stages (data, train, select, merge, evaluation, report, and the task files), `config`, then
-workflow and audit, then the entry points `cli` and `schema_blocks`; an import of a higher layer's module is upward,
-and one stage's import of another stage is `across` (listed; the page lists the stage pairs allowed).
+Imports: the graph of `layerswap.fingerprint.imports_of` (imports inside functions included; a package's `__init__`
+aside). A cycle is a strongly connected set of two modules or more. Layers (docs/ARCHITECTURE.md, "Layers: who
+imports whom"), bottom to top: base (the top-level modules that know no stage, the results layout `workflow.layout`
+and its scratch namespace `workflow.scratch`), the stages (data, train, select, merge, evaluation, report, and the
+task files), `config`, then workflow and audit, then the entry points `cli` and `schema_blocks`; an import of a
+higher layer's module is upward, and one stage's import of another stage is `across` (listed; the page lists the
+stage pairs allowed).
 tests/test_imports.py checks the graph against the page with the functions below.
 """
 
@@ -46,7 +47,7 @@ CONFIG = ("config",)
 TOP = ("workflow", "audit")
 ENTRY_POINTS = ("cli", "schema_blocks")
 #: Modules of a higher layer's folder that sit in the base layer: the results layout, a naming module.
-BASE_IN_FOLDERS = ("workflow.layout",)
+BASE_IN_FOLDERS = ("workflow.layout", "workflow.scratch")
 
 
 def _strings(path: Path) -> list[tuple[int, str]]:

@@ -265,13 +265,16 @@ def test_repair_prints_then_runs_what_rebuilds_the_drift(run_copy, tmp_path, cap
     assert out[4:8] == [
         "repair: missing results/evals/ckpt/math_1/s0000032/mmlu.json: rule evaluate_checkpoints_other "
         "(results/evals/ckpt/math_1/index.other.json) wrote it",
-        "repair: changed results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json: rule evaluate_merges writes it",
+        "repair: changed results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json: rule evaluate_merges writes it "
+        "(the changed file is removed first)",
         "repair: changed results/experts/toy_swh_1/s0000016/model.safetensors: rule sft "
         "(results/experts/toy_swh_1/checkpoints.json) wrote it in the export results/experts/toy_swh_1/s0000016, "
         "which is removed first",
         "repair: missing results/selection/math.json: rule select writes it",
     ]
-    assert out[-1].startswith("rm -r results/experts/toy_swh_1/s0000016 && ")
+    assert out[-1].startswith(
+        "rm results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json && rm -r results/experts/toy_swh_1/s0000016 && "
+    )
     assert out[-1].endswith(
         " ".join(options) + " --forcerun results/evals/ckpt/math_1/index.other.json "
         "results/evals/merge/ties_d05/toy_swh/l1m1/mgsm.json "

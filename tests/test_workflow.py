@@ -177,8 +177,11 @@ def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
     path.write_text(yaml.safe_dump(config))
     proc = snakemake(tmp_path / "work", "-n", "-p", configfile=path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    # the SFT job writes into the directory of its output, the run's manifest under storage.scratch
-    record = Layout(big=str(tmp_path / "scratch")).checkpoints_record("math_1")
+    # the SFT job writes into the directory of its output, the run's manifest under storage.scratch, in the
+    # namespace of this results folder (layerswap/workflow/scratch.py; tests/test_scratch_sharing.py)
+    from layerswap.workflow.scratch import read_id
+
+    record = Layout(big=f"{tmp_path / 'scratch'}/{read_id(tmp_path / 'work' / R)}").checkpoints_record("math_1")
     assert f'--out-dir "$(dirname {record})"' in proc.stdout
     assert Layout().run_dir("math_1") not in proc.stdout
 

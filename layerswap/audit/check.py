@@ -7,7 +7,9 @@ another config, `layerswap.audit.provenance`) are named by `foreign:` lines, not
 them. Run logs (training `log.jsonl`: wall-clock timings) are listed by the manifest but
 compared only with `--logs`, so an identical run audited against another run's manifest passes. `--trace` traces a
 table cell (`layerswap.audit.trace`); `--repair` prints, and with `--run` runs, the command that rebuilds what
-drifted (`layerswap.audit.repair`).
+drifted (`layerswap.audit.repair`). Before any of this, every path the manifest names is confined to its results
+root (`layerswap.audit.confine`): a manifest naming anything outside is refused in one line, nothing read, hashed
+or deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from layerswap.audit.confine import Roots, confine
 from layerswap.audit.files import is_run_log, walk
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
@@ -89,12 +92,15 @@ def foreign_files(manifest: dict) -> list[str]:
     return sorted(p for p in manifest.get("foreign") or {} if Path(p).is_file())
 
 
-def remove_foreign(manifest: dict) -> tuple[list[str], list[str]]:
+def remove_foreign(manifest: dict, roots: Roots) -> tuple[list[str], list[str]]:
     """Delete the foreign files that still have the bytes the manifest recorded, then the directories that held only
-    them. Returns (the paths removed, those left because their bytes changed since)."""
+    them; never a path outside `roots` (`layerswap.audit.confine`: checked again here, where it is deleted). Returns
+    (the paths removed, those left because their bytes changed since)."""
     root = Path(manifest["root"]).resolve()
     removed, left = [], []
     for p in foreign_files(manifest):
+        if not roots.inside(p) or Path(p).is_symlink():
+            raise UserError(f"foreign: {p}: outside the results root {roots.root}/: refused (nothing deleted)")
         entry = manifest["foreign"][p]
         same = Path(p).stat().st_size == entry.get("size") and file_sha256(Path(p)) == entry.get("sha256")
         (removed if same else left).append(p)
@@ -146,6 +152,7 @@ def run(args: argparse.Namespace) -> None:
     if args.snakemake_args and not args.repair:
         raise UserError(f"unexpected arguments {' '.join(args.snakemake_args)} (Snakemake options go with --repair)")
     manifest = load_manifest(Path(args.manifest))
+    roots = confine(manifest, Path(args.manifest))  # before any path it names is read, hashed or deleted
     if args.trace:
         from layerswap.audit.trace import print_trace, trace
 
@@ -160,7 +167,7 @@ def run(args: argparse.Namespace) -> None:
         print(d)
     foreign, left = foreign_files(manifest), []
     if args.remove_foreign:
-        foreign, left = remove_foreign(manifest)
+        foreign, left = remove_foreign(manifest, roots)
     for p in foreign:
         print(
             f"foreign: {p} (not from this config: no job of it makes this file"
@@ -171,7 +178,7 @@ def run(args: argparse.Namespace) -> None:
     if args.repair:
         from layerswap.audit.repair import repair
 
-        if repair(manifest, found, args.snakemake_args, args.run):
+        if repair(manifest, found, args.snakemake_args, args.run, roots):
             return
     if found:
         raise UserError(f"{len(found)} drift(s) against {args.manifest}")

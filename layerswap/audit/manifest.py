@@ -12,6 +12,10 @@
 - `workflow` (git commit + dirty flag of the checkout the running package lives in, or `--workflow-dir`; null
   without git), `software` (Python, packages), `hardware` (`layerswap.machine`), `seeds`, the run's `config`
   and a few reproducibility-relevant environment variables.
+- Never laundered (issue 43): a file whose sha256 differs from the previous manifest's (`--previous`: the copy the
+  check before the run keeps, `layerswap.audit.provenance.PREVIOUS`) although no job rewrote it since (the
+  records' `endtime`s of its job's outputs are the previous manifest's) is refused with one line naming it and the
+  repair; nothing is written (`refuse_laundering`).
 - Secrets never go in: any config key, environment variable or param whose name contains TOKEN, KEY, SECRET or
   PASSWORD is dropped, and the values of such environment variables are redacted wherever they would appear.
 """
@@ -28,7 +32,14 @@ import sys
 from pathlib import Path
 
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
-from layerswap.audit.provenance import declared, ownership, read_record, record_fields, spec_of
+from layerswap.audit.provenance import (
+    declared,
+    ownership,
+    previous_manifest,
+    read_record,
+    record_fields,
+    spec_of,
+)
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
@@ -193,6 +204,46 @@ def build_manifest(
     return json.loads(text)
 
 
+# ------------------------------------------------------------------------------------------------- laundering
+def laundered(manifest: dict, previous: dict) -> list[str]:
+    """The files of `manifest` whose sha256 differs from `previous`'s although their job did not rerun in between:
+    every output of that job has the `endtime` it had in `previous` (or the file has no job at all)."""
+    before = previous.get("files") if isinstance(previous.get("files"), dict) else {}
+    ended: dict[str, object] = {}
+    for job in (previous.get("jobs") or {}).values():
+        if isinstance(job, dict) and isinstance((job.get("snakemake") or {}).get("endtime"), dict):
+            ended.update(job["snakemake"]["endtime"])
+    out = []
+    for p, entry in sorted(manifest["files"].items()):
+        old = before.get(p)
+        if not isinstance(old, dict) or old.get("sha256") == entry["sha256"]:
+            continue
+        job = (manifest.get("jobs") or {}).get(entry.get("job") or "")
+        ends = (job or {}).get("snakemake", {}).get("endtime") or {}
+        if not ends or all(o in ended and ended[o] == end for o, end in ends.items()):
+            out.append(p)
+    return out
+
+
+def refuse_laundering(manifest: dict, previous_path: Path) -> None:
+    """One-line UserError when `laundered` finds a file (see the module's docstring); nothing is written."""
+    try:
+        previous = json.loads(previous_path.read_text())
+    except (OSError, ValueError):
+        return  # no previous manifest (a first run): nothing recorded to compare with
+    if not isinstance(previous, dict) or not isinstance(previous.get("files"), dict):
+        return
+    found = laundered(manifest, previous)
+    if found:
+        old, new = previous["files"][found[0]]["sha256"], manifest["files"][found[0]]["sha256"]
+        more = f" and {len(found) - 1} more" if len(found) > 1 else ""
+        raise UserError(
+            f"{found[0]}{more}: sha256 {str(old)[:12]}… in the previous manifest, {new[:12]}… now, but the job that "
+            "wrote it did not rerun: not recorded (a manifest vouches only for what its jobs wrote); rebuild it: "
+            f"`layerswap audit --manifest {previous_path} --repair --run -- <this run's options>`"
+        )
+
+
 # --------------------------------------------------------------------------------------------------------- CLI
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--root", default=Layout().root, help="results directory to hash")
@@ -208,6 +259,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the workflow's checkout, for its git commit (default: the one this package runs from)",
     )
     parser.add_argument("--config-json", default=None, help="the run's config as JSON (secrets are dropped)")
+    parser.add_argument(
+        "--previous",
+        default=None,
+        help="the manifest as the run started, to refuse a changed file whose job did not rerun (default: the copy "
+        "the check before the run keeps, .snakemake/layerswap/manifest.previous.json beside --metadata-dir)",
+    )
 
 
 def run(args: argparse.Namespace) -> None:
@@ -218,6 +275,7 @@ def run(args: argparse.Namespace) -> None:
     workflow_dir = Path(args.workflow_dir) if args.workflow_dir else checkout()
     outputs = config_outputs(config, workflow_dir) if config is not None else None
     manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config, outputs)
+    refuse_laundering(manifest, Path(args.previous) if args.previous else previous_manifest(Path(args.metadata_dir)))
     write_json_atomic(Path(args.out), manifest)
     print(
         f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "

@@ -17,6 +17,14 @@ that exist:
   `--forcerun` command that rebuilds them and the `--touch --forcerun` one that records them as this config's
   (Snakemake records the current params of the jobs it touches). An output marked incomplete is left to Snakemake:
   it says what to do.
+A result's bytes are vouched for only by the job that wrote them (issue 43): a file the manifest lists whose
+modification time is later than both its job's end (the record's `endtime`) and the manifest, and whose sha256
+differs from the manifest's, was changed after its job wrote it (edited by hand, damaged): the run stops with one
+line naming it and the repair (`layerswap audit --repair --run`: the file removed, its job rerun), before Snakemake
+would rebuild the tables from it and the manifest re-hash it. Only files newer than their job and the manifest are
+hashed, so a no-op rerun hashes nothing. A copy of the manifest is kept for the manifest job
+(`PREVIOUS`), which refuses to record a changed sha256 whose job did not rerun (`layerswap.audit.manifest`).
+
 `results/manifest.json` itself holds no record of its own job: it is rebuilt whenever a job before it reruns (a
 config edit always reruns `config_used`).
 
@@ -30,9 +38,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from pathlib import Path
 
 from layerswap.audit.files import RECORDS, recorded_hashes, walk
+from layerswap.audit.records import mismatch
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
 from layerswap.workflow.layout import Layout, R
@@ -50,6 +60,13 @@ RECORD_FIELDS = (
     "input_checksums",
 )
 SHOWN = 3  # files named in a one-line message
+#: Where the check before a run keeps a copy of the results' manifest for the manifest job, which Snakemake lets
+#: start only after removing its output (relative to the metadata folder: `.snakemake/layerswap/...`).
+PREVIOUS = Path("..") / "layerswap" / "manifest.previous.json"
+
+
+def previous_manifest(meta_dir: Path) -> Path:
+    return Path(os.path.normpath(Path(meta_dir) / PREVIOUS))
 
 
 def record_path(meta_dir: Path, output: str) -> Path:
@@ -110,6 +127,14 @@ def ownership(root: Path, outputs: set[str], exclude: set[Path] = frozenset()) -
     declared record, directly in it: what lies deeper there is the record's to list (a renamed config's Table 2
     evaluations are not)."""
     listed = {os.path.normpath(p): rec.record for p, rec in recorded_hashes(root).items()}
+    by_language = Layout.at(str(root)).language_evals("")  # `<evals>/by_language/`: Table 2's evaluations
+    evals = Layout.at(str(root)).evals()
+    evaluated = _evaluated(outputs, evals)
+    listed = {  # a Table 2 evaluation of a model no job of this config evaluates (a renamed merge config's) is not
+        p: rec  # the config's, though the record that the run rewrites still lists it
+        for p, rec in listed.items()
+        if not p.startswith(by_language) or _is_evaluated(_model_dir(p, by_language), evaluated, evals)
+    }
     listed_dirs = {os.path.dirname(p) for p, rec in listed.items() if rec in outputs}
     dirs = {os.path.dirname(p) for p in outputs} - {str(root), ""}
     record_dirs = {os.path.dirname(p) for p in outputs if any(Path(p).match(g) for g in RECORDS)}
@@ -132,6 +157,40 @@ def ownership(root: Path, outputs: set[str], exclude: set[Path] = frozenset()) -
             d = os.path.dirname(d)
         (ours if is_ours else foreign).append(p)
     return ours, foreign
+
+
+def _is_evaluated(model_dir: str, evaluated: set[str], evals: str) -> bool:
+    """A job of the config writes `model_dir`'s evaluations: it holds a declared output, or a folder between it
+    and `<evals>/<kind>/` does (a run's checkpoint index)."""
+    if model_dir in evaluated:
+        return True
+    d = os.path.dirname(model_dir)
+    while d.startswith(evals + "/") and os.path.dirname(d) != evals:
+        if _BELOW + d in evaluated:
+            return True
+        d = os.path.dirname(d)
+    return False
+
+
+def _model_dir(path: str, by_language: str) -> str:
+    """`<evals>/<model id>` of a Table 2 evaluation `<evals>/by_language/<lang>/<model id>/<file>`."""
+    rest = Path(path[len(by_language) :]).parts[1:-1]
+    return os.path.join(os.path.dirname(by_language.rstrip("/").rstrip(os.sep)), *rest)
+
+
+def _evaluated(outputs: set[str], evals: str) -> set[str]:
+    """The model folders `<evals>/<model id>` this config's jobs write: each folder under `evals` that holds a
+    declared output (a merge's evaluations) or lies below one that does (a checkpoint's, below its run's index)."""
+    holding = {os.path.dirname(o) for o in outputs if o.startswith(evals + "/")}
+    out = set()
+    for d in holding:
+        while d.startswith(evals + "/"):
+            out.add(d)
+            d = os.path.dirname(d)
+    return out | {_BELOW + d for d in holding}
+
+
+_BELOW = "below:"  # a folder whose subfolders are model folders too (a run's index beside its checkpoints')
 
 
 def _parents_in(path: str, outputs: set[str]):
@@ -173,11 +232,12 @@ def _same_bytes(path: Path, entry: dict, recorded_end) -> bool:
     return _same_time(mtime(path), recorded_end) or file_sha256(path) == entry.get("sha256")
 
 
-def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_path: Path) -> tuple[list, list]:
-    """Put back the records the manifest vouches for (see the module's docstring). Returns (outputs whose record
-    was written, outputs that exist with no record and none to put back)."""
+def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_path: Path) -> tuple[list, list, dict]:
+    """Put back the records the manifest vouches for (see the module's docstring), each once cross-checked against
+    the file it describes (`layerswap.audit.records`). Returns (outputs whose record was written, outputs that exist
+    with no record and none to put back, {output: why its record in the manifest does not describe it})."""
     manifest = _manifest(manifest_path)
-    restored, unknown = [], []
+    restored, unknown, forged = [], [], {}
     for out in outputs:
         path = Path(out)
         if out == str(manifest_path) or not path.exists():
@@ -202,7 +262,10 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
             }
             if current is not None and _compared(current) == _compared(record):
                 continue  # the same provenance (the file was touched or copied without its time)
-            if _same_bytes(path, entry, (fields.get("endtime") or {}).get(out)):
+            why = mismatch(job["rule"], job["params"], out)
+            if why is not None:
+                forged[out] = why  # not put back: the file has no record, and the run stops naming it
+            elif _same_bytes(path, entry, (fields.get("endtime") or {}).get(out)):
                 record["starttime"] = record["endtime"] = mtime(path)
                 target = record_path(meta_dir, out)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -212,7 +275,64 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
                 continue
         if current is None:
             unknown.append(out)
-    return restored, unknown
+    return restored, unknown, forged
+
+
+# ------------------------------------------------------------------------------------- results edited after their job
+def _job_end(job: dict, meta_dir: Path, incomplete_dir: Path) -> float | None:
+    """When the job last finished writing: for each output, when Snakemake wrote its record (after the job, so later
+    than every file the job wrote, declared or not) or, for a record put back from the manifest (`job_hash` null),
+    its `endtime`, else the manifest's copy of it; the latest of them. None while an output is marked incomplete (a
+    job interrupted: Snakemake reruns it)."""
+    ends = []
+    recorded = (job.get("snakemake") or {}).get("endtime") or {}
+    for out in job.get("outputs") or []:
+        if record_path(incomplete_dir, out).exists():
+            return None
+        current = read_record(meta_dir, out) if meta_dir.is_dir() else None
+        end = (current or {}).get("endtime", recorded.get(out) if isinstance(recorded, dict) else None)
+        if current is not None and current.get("job_hash") is not None:
+            try:
+                end = max(float(end or 0), record_path(meta_dir, out).stat().st_mtime)
+            except OSError:
+                pass
+        if isinstance(end, (int, float)):
+            ends.append(float(end))
+    return max(ends) if ends else None
+
+
+def edited(
+    manifest: dict, manifest_path: Path, meta_dir: Path, root: Path, incomplete_dir: Path | None = None
+) -> list[str]:
+    """The files the manifest lists (under `root`) that changed after their job wrote them and the manifest hashed
+    them: newer than both, with another sha256 (see the module's docstring)."""
+    from layerswap.audit.confine import Roots
+
+    try:
+        since = manifest_path.stat().st_mtime
+    except OSError:
+        return []
+    roots = Roots(root, (Path(os.path.normpath(Path.cwd() / root)),), (root.resolve(),))
+    prefix = os.path.normpath(root) + os.sep
+    jobs, ends, out = manifest.get("jobs") or {}, {}, []
+    for p, entry in sorted(manifest["files"].items()):
+        job = jobs.get((entry or {}).get("job") or "") if isinstance(entry, dict) else None
+        if not isinstance(job, dict) or not os.path.normpath(p).startswith(prefix):
+            continue  # only the results' own files (a hostile manifest's other paths are never looked at)
+        try:
+            st = os.stat(p)
+        except OSError:
+            continue  # missing: Snakemake rebuilds a declared output
+        if st.st_mtime <= since:
+            continue
+        jid = entry["job"]
+        if jid not in ends:
+            ends[jid] = _job_end(job, meta_dir, incomplete_dir or meta_dir.parent / "incomplete")
+        if ends[jid] is None or st.st_mtime <= ends[jid] + 1e-6 or not Path(p).is_file() or not roots.inside(p):
+            continue
+        if st.st_size != entry.get("size") or file_sha256(Path(p)) != entry.get("sha256"):
+            out.append(p)
+    return out
 
 
 # -------------------------------------------------------------------------------------------- before a run
@@ -221,18 +341,49 @@ def check(
     meta_dir: Path = Path(".snakemake/metadata"),
     incomplete_dir: Path = Path(".snakemake/incomplete"),
     root: Path = Path(R),
+    forced: set[str] | None = frozenset(),
+    argv: list[str] | None = None,
 ) -> list[str]:
     """Before the DAG is built: put back the records the manifest vouches for, refuse outputs with no provenance
-    (UserError, one line), and return the lines to print (records put back, files not from this config)."""
+    (UserError, one line) unless this run rebuilds them (`forced`: the `--forcerun` files; None: every job, e.g.
+    `--forceall`), and return the lines to print (records put back, files not from this config). `argv`: this
+    run's Snakemake options, spelled into the commands the stop line prints."""
     outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
-    restored, unknown = restore(outputs, meta_dir, incomplete_dir, manifest)
+    vouching = _manifest(manifest)
+    if vouching:  # the manifest as the run starts, for the manifest job's check
+        keep = previous_manifest(meta_dir)
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        tmp = keep.with_suffix(".tmp")
+        shutil.copyfile(manifest, tmp)
+        os.replace(tmp, keep)
+    restored, unknown, forged = restore(outputs, meta_dir, incomplete_dir, manifest)
+    unknown = [] if forced is None else [u for u in unknown if u not in forced]
+    if forged:
+        out, why = next(iter(forged.items()))
+        more = f" and {len(forged) - 1} more" if len(forged) > 1 else ""
+        raise UserError(
+            f"{out}{more}: the record {manifest} holds of the job that made it does not describe it ({why}): a "
+            "forged or damaged record, not put back; rebuild it by its job: "
+            f"`rm {shlex.join(list(forged))} && snakemake <this run's options>`"
+        )
     if unknown:
         shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
+        rebuild, record = repair_commands(argv, unknown)
         raise UserError(
             f"{len(unknown)} result(s) have no record of the job that made them ({shown}): neither "
             f".snakemake/metadata nor {manifest} (with these bytes) says which params made them; rebuild "
-            "them: `snakemake <this run's options> --forcerun FILES`, or record them as this config's results: "
-            f"`snakemake <this run's options> --touch --forcerun FILES`; FILES: {shlex.join(unknown)}"
+            f"them: `{rebuild}`, or record them as this config's results: `{record}`"
+        )
+    changed = edited(vouching, manifest, meta_dir, root, incomplete_dir) if vouching else []
+    changed = [] if forced is None else [c for c in changed if c not in forced]
+    if changed:
+        shown = ", ".join(changed[:SHOWN]) + (f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else "")
+        rebuild, _ = repair_commands(argv, changed)
+        raise UserError(
+            f"{len(changed)} result(s) changed after the job that wrote them ({shown}): their sha256 differs from "
+            f"{manifest}'s and no job rewrote them; a run would build on them and record them as its own: rebuild "
+            f"them by their jobs: `{rebuild}` (or `layerswap audit --repair --run`, which also reruns what depends "
+            "on them), or put their bytes back"
         )
     lines = []
     if restored:
@@ -249,6 +400,49 @@ def check(
                 "kept, never read; `layerswap audit --remove-foreign` after the run removes them"
             )
     return lines
+
+
+def forced_outputs(argv: list[str]) -> set[str] | None:
+    """The files a run's options (`argv`, Snakemake's command line: read at parse time, before Snakemake has built
+    its DAG settings) force to be rebuilt (`--forcerun FILES`, relative to the working directory as Snakemake takes
+    them), None where it rebuilds everything (`--forceall`)."""
+    if {"--forceall", "-F"} & set(argv):
+        return None
+    return {os.path.normpath(f) for f in _split_forcerun(argv)[1]}
+
+
+def _split_forcerun(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the options but `--forcerun`/`-R` and their files, those files)."""
+    opts, files, i = [], [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in ("--forcerun", "-R"):
+            i += 1
+            while i < len(argv) and not argv[i].startswith("-"):
+                files.append(argv[i])
+                i += 1
+            continue
+        if a.startswith("--forcerun="):
+            files.append(a.split("=", 1)[1])
+        else:
+            opts.append(a)
+        i += 1
+    return opts, files
+
+
+def repair_commands(argv: list[str] | None, files: list[str]) -> tuple[str, str]:
+    """(the command that rebuilds `files`, the one that records them as this config's): this run's own Snakemake
+    options (`argv`, without `snakemake` itself; None: a placeholder) with `--forcerun` naming `files` (and any
+    files this run already forced; less a dry run's `-n`), so each works as printed."""
+    if argv is None:
+        opts, old = ["<this run's options>"], []
+    else:
+        given, old = _split_forcerun(argv)
+        dry = {"--touch", "-t", "-n", "--dry-run", "--dryrun"}
+        opts = ["-p" if a in ("-np", "-pn") else a for a in given if a not in dry]  # a dry run's, less the dry run
+    targets = shlex.join(dict.fromkeys([*old, *files]))
+    head = "snakemake " + (opts[0] if argv is None else shlex.join(opts))
+    return f"{head.rstrip()} --forcerun {targets}", f"{head.rstrip()} --touch --forcerun {targets}"
 
 
 def spec_of(config: dict, workflow_dir: Path):

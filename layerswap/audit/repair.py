@@ -5,8 +5,10 @@ Each drifted file (changed or missing; extra files and run logs are left alone) 
 the manifest's `job`: one declared output of that job goes to `snakemake --forcerun`, which reruns the job and then
 every job that reads what it wrote. A drifted file inside a checkpoint export (a directory with
 `layerswap_meta.json`: an expert checkpoint, the base) has that directory removed first, because `layerswap sft`
-keeps an export of its run that is already there and would record the changed weights again. A file no job of the
-manifest wrote is named, not guessed at.
+keeps an export of its run that is already there and would record the changed weights again; any other changed
+file is removed first too (its job writes it again; the check before every run refuses a result edited since its
+job wrote it, `layerswap.audit.provenance`). A file no job of the manifest wrote is named, not guessed at. Nothing
+outside the manifest's results root is removed (`layerswap.audit.confine`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class Plan:
         return [*exe, *snakemake_args, "--forcerun", *self.targets]
 
     def shell(self, snakemake_args: list[str]) -> str:
-        removal = "".join(f"rm -r {shlex.quote(d)} && " for d in self.remove)
+        removal = "".join(f"rm {'-r ' if Path(d).is_dir() else ''}{shlex.quote(d)} && " for d in self.remove)
         return removal + shlex.join(self.command(snakemake_args))
 
 
@@ -63,13 +65,21 @@ def plan(manifest: dict, found) -> Plan:
             how += f" in the export {export}, which is removed first"
             if export.is_dir() and str(export) not in out.remove:
                 out.remove.append(str(export))
+        elif d.kind == "changed" and Path(d.path).is_file():
+            how += " (the changed file is removed first)"
+            out.remove.append(d.path)
         out.lines.append(f"repair: {d.kind} {d.path}: {how}")
     return out
 
 
-def repair(manifest: dict, found, snakemake_args: list[str], run: bool) -> bool:
-    """Print the plan and the command; with `run`, run it. True when a command ran (and succeeded)."""
+def repair(manifest: dict, found, snakemake_args: list[str], run: bool, roots=None) -> bool:
+    """Print the plan and the command; with `run`, run it. True when a command ran (and succeeded). `roots`
+    (`layerswap.audit.confine.Roots`): what may be removed; any other path stops the repair before it removes
+    anything."""
     p = plan(manifest, found)
+    outside = [d for d in p.remove if roots is not None and (not roots.inside(d) or Path(d).is_symlink())]
+    if outside:
+        raise UserError(f"repair: {outside[0]} lies outside the results root {roots.root}/: refused (nothing removed)")
     for line in p.lines:
         print(line)
     if not p.targets:
@@ -80,7 +90,7 @@ def repair(manifest: dict, found, snakemake_args: list[str], run: bool) -> bool:
     if not run:
         return False
     for d in p.remove:
-        shutil.rmtree(d)
+        shutil.rmtree(d) if Path(d).is_dir() else Path(d).unlink()
     code = subprocess.run(p.command(snakemake_args)).returncode
     if code:
         raise UserError(

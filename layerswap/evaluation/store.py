@@ -155,8 +155,14 @@ class Store:
         entry = self._entry(key)
         if entry.is_dir():
             return
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=entry.parent))
+        try:
+            entry.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{key}.tmp-", dir=entry.parent))
+        except OSError as err:  # the store is a cache: the finished evaluation is kept, not stored (issue 43)
+            blocked = next((p for p in reversed(entry.parents) if p.exists() and not p.is_dir()), None)
+            why = f"{blocked} is a file, not a folder" if blocked else err.strerror
+            log.warning("evaluate: store %s: %s not stored (%s); its evaluation is kept", self.root, model_id, why)
+            return
         try:
             sums = {}
             for p in plans:

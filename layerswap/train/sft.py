@@ -58,6 +58,8 @@ from pathlib import Path
 from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, write_json_atomic
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.workflow.layout import R
+from layerswap.workflow.scratch import check_owner
 
 SCHEDULERS = {"linear": "linear", "wsd": "warmup_stable_decay"}
 #: Fine-tuning methods whose experts can be merged (see module docstring).
@@ -344,6 +346,8 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     from layerswap.train.training import sft_examples
 
     out_dir = Path(out_dir)
+    # the export folder lies in this results folder's scratch namespace, never another's (workflow/scratch.py)
+    check_owner(out_dir, Path(R))
     method = peft_method(params)
     export_dtype_name(params)
     rows = read_jsonl(data, ("prompt", "response"))  # bad data fails before any model is loaded

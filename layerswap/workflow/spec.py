@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.data_jobs import DataJobs
@@ -31,7 +32,21 @@ from layerswap.workflow.layout import Layout, R
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.report_jobs import ReportJobs
 from layerswap.workflow.runs import Runs
+from layerswap.workflow.scratch import big_root
 from layerswap.workflow.site import Site
+
+
+def storage_of(config: dict, site: Site | None) -> dict:
+    """The storage paths the jobs use: the config's, else the site file's (cluster/site.yaml: hf_home, scratch),
+    else none."""
+    return {
+        **config["storage"],
+        **{
+            k: getattr(site, k)
+            for k in ("hf_home", "scratch")
+            if site and not config["storage"].get(k) and getattr(site, k)
+        },
+    }
 
 
 class Spec:
@@ -48,17 +63,10 @@ class Spec:
     ):
         self.config = config
         self.site = site
-        # storage paths: the config's, else the site file's (cluster/site.yaml: hf_home, scratch), else none
-        self.storage = {
-            **config["storage"],
-            **{
-                k: getattr(site, k)
-                for k in ("hf_home", "scratch")
-                if site and not config["storage"].get(k) and getattr(site, k)
-            },
-        }
-        # Expert checkpoints and merged models are the big artefacts: under storage.scratch when it is set.
-        self.layout = Layout(root=R, big=(self.storage.get("scratch") or R).rstrip("/"))
+        self.storage = storage_of(config, site)
+        # Expert checkpoints and merged models are the big artefacts: under storage.scratch when it is set, in the
+        # namespace of this results folder (layerswap/workflow/scratch.py: results/scratch.json names it).
+        self.layout = Layout(root=R, big=big_root(self.storage.get("scratch"), Path(R), R).rstrip("/"))
         hf_home = self.storage.get("hf_home")  # else the job's environment (HF_HOME)
         self.hf_home_arg = f"--hf-home {shlex.quote(hf_home)}" if hf_home else ""
         ablations = ablations or {}

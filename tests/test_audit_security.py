@@ -1,0 +1,317 @@
+"""What the audit guarantees against a careless user, a damaged folder and a hostile manifest (issue 43,
+docs/SECURITY.md): manifest paths confined, results edited after their job never laundered, records put back
+cross-checked, and the config values that would break jobs later refused by `check-config`."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from layerswap.audit import manifest as manifest_mod
+from layerswap.audit.check import Drift
+from layerswap.audit.confine import confine
+from layerswap.audit.provenance import edited
+from layerswap.audit.records import mismatch
+from layerswap.audit.repair import plan
+from layerswap.cli import main
+from layerswap.errors import UserError
+from layerswap.fingerprint import file_sha256
+
+try:
+    from tests.test_switch import grid  # noqa: F401 (fixture)
+except ImportError:  # lm_eval or torch missing: the store test is skipped
+    pass
+
+try:
+    from conftest import MICRO
+except ImportError:  # tests/ made a package
+    from tests.conftest import MICRO
+
+
+# ------------------------------------------------------------------------------------ a hostile manifest (item 5)
+def _sha(path: Path) -> dict:
+    return {"size": path.stat().st_size, "sha256": file_sha256(path)}
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch) -> Path:
+    """A results folder with one result and a manifest of it, beside a victim file and folder; cwd: the work dir."""
+    work = tmp_path / "work"
+    (work / "results" / "tables").mkdir(parents=True)
+    table = work / "results" / "tables" / "t.csv"
+    table.write_text("a,b\n1,2\n")
+    (tmp_path / "victim.txt").write_text("precious\n")
+    (tmp_path / "victimdir").mkdir()
+    (tmp_path / "victimdir" / "data.bin").write_text("precious too\n")
+    monkeypatch.chdir(work)
+    return work
+
+
+def _write(work: Path, **extra) -> Path:
+    table = Path("results/tables/t.csv")
+    m = {
+        "format": 3,
+        "root": "results",
+        "files": {str(table): {**_sha(table), "job": "tables:results/tables/t.csv"}},
+        "jobs": {
+            "tables:results/tables/t.csv": {
+                "rule": "tables",
+                "params": [],
+                "outputs": [str(table)],
+                "snakemake": {"endtime": {str(table): table.stat().st_mtime}},
+            }
+        },
+        "foreign": {},
+    }
+    for key, value in extra.items():
+        m[key] = {**m[key], **value} if isinstance(m.get(key), dict) else value
+    path = work / "results" / "manifest.json"
+    path.write_text(json.dumps(m))
+    return path
+
+
+def _one_line_refusal(capsys, argv) -> str:
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "refused" in err[0], captured
+    return err[0]
+
+
+def test_remove_foreign_refuses_a_path_outside_the_results_root(folder, capsys):
+    victim = folder.parent / "victim.txt"
+    _write(folder, foreign={"../victim.txt": _sha(victim)})
+    line = _one_line_refusal(capsys, ["audit", "--remove-foreign"])
+    assert "'../victim.txt'" in line and "outside its results root" in line
+    assert victim.read_text() == "precious\n"
+
+
+def test_repair_refuses_files_under_a_folder_outside_the_root(folder, capsys):
+    victim = folder.parent / "victimdir" / "data.bin"
+    job = {
+        "rule": "sft",
+        "params": [],
+        "outputs": ["../victimdir/checkpoints.json"],
+        "snakemake": {"endtime": {}},
+    }
+    _write(
+        folder,
+        files={
+            "../victimdir/data.bin": {"size": 1, "sha256": "0" * 64, "job": "sft:x"},
+            "../victimdir/layerswap_meta.json": {"size": 1, "sha256": "0" * 64, "job": "sft:x"},
+        },
+        jobs={"sft:x": job},
+    )
+    line = _one_line_refusal(capsys, ["audit", "--repair", "--run"])
+    assert "../victimdir/" in line
+    assert victim.read_text() == "precious too\n"
+    # and the repair plan itself never removes outside the root, whoever calls it
+    from layerswap.audit.confine import Roots
+
+    roots = Roots(Path("results"), (Path.cwd() / "results",), ((Path.cwd() / "results").resolve(),))
+    from layerswap.audit.repair import repair
+
+    with pytest.raises(UserError, match="outside the results root"):
+        repair(
+            json.loads(Path("results/manifest.json").read_text()),
+            [Drift("changed", "../victimdir/data.bin")],
+            [],
+            True,
+            roots,
+        )
+    assert victim.exists()
+
+
+@pytest.mark.parametrize(
+    "path", ["../../../../etc/passwd", "/etc/passwd", "results/../../victim.txt", "results/../results/../x"]
+)
+def test_audit_never_reads_a_path_outside_the_root(folder, capsys, path, monkeypatch):
+    read = []
+    monkeypatch.setattr("layerswap.audit.check.file_sha256", lambda p: read.append(p) or "0" * 64)
+    _write(folder, files={path: {"size": 1, "sha256": "0" * 64, "job": None}})
+    line = _one_line_refusal(capsys, ["audit"])
+    assert repr(path) in line and not read
+
+
+def test_a_symlink_out_of_the_root_is_outside(folder, capsys):
+    os.symlink(folder.parent / "victimdir", folder / "results" / "link")
+    _write(folder, foreign={"results/link/data.bin": {"size": 13, "sha256": "0" * 64}})
+    _one_line_refusal(capsys, ["audit", "--remove-foreign"])
+    assert (folder.parent / "victimdir" / "data.bin").exists()
+
+
+@pytest.mark.parametrize("root", ["..", "../work/results/..", "/"])
+def test_a_root_outside_the_working_directory_is_refused(folder, capsys, root):
+    _write(folder, root=root)
+    _one_line_refusal(capsys, ["audit"])
+
+
+def test_a_confined_manifest_audits_as_before(folder, capsys):
+    _write(folder)
+    assert main(["audit"]) == 0
+    assert "1 files match" in capsys.readouterr().out
+    roots = confine(json.loads(Path("results/manifest.json").read_text()), Path("results/manifest.json"), [])
+    assert roots.inside("results/tables/t.csv") and not roots.inside("results/../x")
+
+
+def test_a_storage_root_is_allowed(folder, tmp_path):
+    scratch = tmp_path / "scratch"
+    (scratch / "ckpt").mkdir(parents=True)
+    (scratch / "ckpt" / "w.bin").write_text("w")
+    path = _write(folder, files={str(scratch / "ckpt" / "w.bin"): {"size": 1, "sha256": "0" * 64, "job": None}})
+    m = json.loads(path.read_text())
+    confine(m, path, [scratch])
+    with pytest.raises(UserError, match="outside its results root"):
+        confine(m, path, [])
+
+
+# ------------------------------------------------------------------------ an edited result is never laundered (1)
+def test_an_edited_result_is_found_before_the_run_by_time_then_bytes(folder):
+    path = _write(folder)
+    m = json.loads(path.read_text())
+    meta = folder / ".snakemake" / "metadata"
+    assert edited(m, path, meta, Path("results")) == []
+    table = Path("results/tables/t.csv")
+    later = path.stat().st_mtime + 10
+    os.utime(table, (later, later))  # touched, same bytes: not edited
+    assert edited(m, path, meta, Path("results")) == []
+    table.write_text("a,b\n1,3\n")
+    os.utime(table, (later, later))
+    assert edited(m, path, meta, Path("results")) == [str(table)]
+    # its job is marked incomplete (interrupted): Snakemake reruns it, nothing to stop
+    from layerswap.audit.provenance import record_path
+
+    marker = record_path(folder / ".snakemake" / "incomplete", str(table))
+    marker.parent.mkdir(parents=True)
+    marker.write_text("")
+    assert edited(m, path, meta, Path("results"), marker.parent) == []
+    marker.unlink()
+    # Snakemake's own record written after the file (its job wrote it): not an edit
+    record = record_path(meta, str(table))
+    record.parent.mkdir(parents=True)
+    record.write_text(json.dumps({"rule": "tables", "endtime": later - 5, "job_hash": 1}))
+    os.utime(record, (later + 1, later + 1))
+    assert edited(m, path, meta, Path("results")) == []
+    record.unlink()
+    # its job rewrote it since (the record's endtime): not an edit
+    m["jobs"]["tables:results/tables/t.csv"]["snakemake"]["endtime"][str(table)] = later
+    assert edited(m, path, meta, Path("results")) == []
+
+
+def test_the_repair_of_an_edited_result_removes_it_first(folder):
+    path = _write(folder)
+    m = json.loads(path.read_text())
+    p = plan(m, [Drift("changed", "results/tables/t.csv")])
+    assert p.remove == ["results/tables/t.csv"] and p.targets == ["results/tables/t.csv"]
+    assert p.shell(["--cores", "1"]).startswith("rm results/tables/t.csv && ")
+
+
+def test_the_manifest_job_refuses_to_launder(folder, tmp_path):
+    path = _write(folder)
+    previous = json.loads(path.read_text())
+    table = "results/tables/t.csv"
+    new = json.loads(json.dumps(previous))
+    new["files"][table]["sha256"] = "f" * 64
+    assert manifest_mod.laundered(new, previous) == [table]
+    keep = tmp_path / "previous.json"
+    keep.write_text(json.dumps(previous))
+    with pytest.raises(UserError) as err:
+        manifest_mod.refuse_laundering(new, keep)
+    assert table in str(err.value) and "--repair --run" in str(err.value) and "\n" not in str(err.value)
+    # the job reran (a new endtime): its new bytes are recorded
+    new["jobs"]["tables:results/tables/t.csv"]["snakemake"]["endtime"][table] += 5
+    assert manifest_mod.laundered(new, previous) == []
+    manifest_mod.refuse_laundering(new, keep)
+    manifest_mod.refuse_laundering(new, tmp_path / "none.json")  # a first run: nothing to compare with
+
+
+# ---------------------------------------------------------------------- records put back are cross-checked (4)
+def test_a_recipe_record_is_checked_against_the_recipe(tmp_path):
+    recipe = tmp_path / "l1m1.json"
+    recipe.write_text(json.dumps({"method": "layer_swap", "base": "b", "inputs": {}, "params": {"bottom": 1}}))
+    word = "'" + json.dumps({"method": "layer_swap", "bottom": 1}) + "'"
+    params = [repr("0123456789abcdef"), repr(word)]
+    assert mismatch("merge_recipes", params, str(recipe)) is None
+    forged = [repr("0123456789abcdef"), repr(word.replace('"bottom": 1', '"bottom": 2'))]
+    assert "params" in mismatch("merge_recipes", forged, str(recipe))
+    assert mismatch("tables", forged, str(recipe)) is None  # outputs that carry no params: not compared here
+
+
+@pytest.mark.parametrize(
+    "rule, name, content, honest, forged",
+    [
+        ("sft", "checkpoints.json", {"params": {"lr": 0.001}, "checkpoints": []}, {"lr": 0.001}, {"lr": 0.003}),
+        ("select", "math.json", {"top_k": 2, "kind": "math", "candidates": []}, {"top_k": 2}, {"top_k": 1}),
+        ("config_used", "config_used.yaml", {"seed": 1, "world": "toy"}, {"seed": 1, "world": "toy"}, {"seed": 2}),
+    ],
+)
+def test_records_of_experts_selections_and_the_config_are_checked(tmp_path, rule, name, content, honest, forged):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(content) if name.endswith(".yaml") else json.dumps(content))
+
+    def params(obj):
+        return [repr("0123456789abcdef"), repr("'" + json.dumps(obj) + "'")]
+
+    assert mismatch(rule, params(honest), str(path)) is None
+    assert mismatch(rule, params(forged), str(path)) is not None
+
+
+# ------------------------------------------------------------------------------------------- config checks (6)
+def _check(tmp_path, edit) -> tuple[int, str, float]:
+    config = yaml.safe_load(MICRO.read_text())
+    edit(config)
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    main(["check-config", str(MICRO)])  # imports and the schema loaded: what is timed is the check
+    start = time.monotonic()
+    code = main(["check-config", str(path)])
+    return code, time.monotonic() - start
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda c: c["sft"]["defaults"].update(lr=float("nan")), "sft.defaults.lr"),
+        (lambda c: c["sft"]["runs"]["math_1"].update(lr=float("inf")), "sft.runs.math_1.lr"),
+        (lambda c: c["selection"]["weights"]["math"].update(mgsm_avg=float("nan")), "selection.weights.math"),
+        (
+            lambda c: c["merges"]["configs"]["ties_d05"].update(density=float("nan")),
+            "merges.configs.ties_d05.density",
+        ),
+        (lambda c: c["sft"]["defaults"].update(num_samples=1e15), "sft.defaults.num_samples"),
+        (lambda c: c["data_sources"]["toy_orca_math"].update(file="/etc/passwd"), "data_sources.toy_orca_math.file"),
+        (lambda c: c["data_sources"]["toy_aya"].update(file="../../aya_{lang}.jsonl"), "data_sources.toy_aya.file"),
+    ],
+)
+def test_check_config_refuses_values_that_break_jobs_later(tmp_path, capsys, edit, key):
+    code, seconds = _check(tmp_path, edit)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and f"config key '{key}" in err[0], err
+    assert seconds < 1.0
+
+
+def test_check_config_counts_checkpoints_without_listing_them(tmp_path, capsys):
+    """1000 checkpoints per run is allowed and answered at once; the count is arithmetic."""
+    code, seconds = _check(tmp_path, lambda c: c["sft"]["defaults"].update(num_samples=16 * 1000))
+    assert code == 0 and seconds < 5.0, capsys.readouterr()
+
+
+# ----------------------------------------------------------------------------------------------------- cosmetic
+def test_a_store_path_blocked_by_a_file_keeps_the_evaluation(request, tmp_path, caplog):
+    """`results/store` a file: the store is a cache, so the finished evaluation is kept, and one warning names the
+    file that blocks it (issue 43: it named the entry and threw the evaluation away)."""
+    pytest.importorskip("lm_eval")
+    from tests.test_eval_store import evaluate, files
+
+    grid = request.getfixturevalue("grid")
+    blocked = tmp_path / "store"
+    blocked.write_text("not a folder\n")
+    models = list(grid["recipes"].items())[:1]
+    assert evaluate(grid, tmp_path / "a", blocked / "evals", caplog, models) == (0, 1)
+    assert f"{blocked} is a file, not a folder" in caplog.text
+    assert len(files(tmp_path / "a")) == 2 * 2  # its evaluation files and sample logs
