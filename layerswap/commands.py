@@ -21,6 +21,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "evaluate checkpoints and merge recipes (built in memory)",
     ),
     "tables": ("layerswap.report.tables", "build the paper's tables from evaluation files"),
+    "table2-models": (
+        "layerswap.report.table2_models",
+        "the models Table 2 reads per extra MGSM language (its winners, chosen as the table chooses them)",
+    ),
     "heatmap": ("layerswap.report.figures", "plot parameter-change heatmaps"),
     "charts": ("layerswap.report.charts", "figures and report pages from evaluation and table files"),
     "plan": ("layerswap.workflow.plan", "dry-run snakemake and summarise, per rule, which jobs would run and why"),

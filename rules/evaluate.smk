@@ -18,7 +18,7 @@ rule evaluate_base:
         benchmarks=lambda w: spec.evals.benchmark_params(spec.evals.job_benchmarks(w, spec.evals.base_rest)),
         **spec.evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(spec.evals.benchmarks),
+        benchmark="|".join(b for b in spec.evals.benchmarks if not spec.evals.skipped(b)) or "(?!)",
     threads: spec.evals.threads
     resources:
         gpu=spec.evals.gpus,
@@ -29,6 +29,16 @@ rule evaluate_base:
         "../envs/layerswap.yaml"
     shell:
         evaluate_shell("evaluate", f"--model base={layout.base()}")
+
+
+if spec.evals.single_task_jobs:
+
+    use rule evaluate_base as evaluate_base_skipped with:
+        localrule: True
+        wildcard_constraints:
+            benchmark="|".join(b for b in spec.evals.benchmarks if spec.evals.skipped(b)) or "(?!)",
+        resources:
+            gpu=0,
 
 
 if spec.evals.base_constrained:
@@ -105,9 +115,35 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
 # selection or merge that exists.
 
 
-rule evaluate_table2:
-    """MGSM in one extra language on the Table 2 models that lack it; the index names the files."""
+rule table2_models:
+    """The models Table 2 reads, per extra language: its winners chosen on the table's language as the table chooses
+    them (layerswap/report/table2_models.py), the default swap and the selected experts."""
+    localrule: True
     input:
+        spec.evals.table2_choice_inputs(),
+    output:
+        [spec.evals.table2_models_file(l) for l in spec.evals.t2_langs],
+    params:
+        tables=spec.evals.table2_choice_params(),
+        covered=spec.evals.table2_covered(),
+        langs=" ".join(spec.evals.t2_langs),
+        code=command_hash("table2-models"),
+    log:
+        layout.log("table2_models"),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        f"layerswap table2-models --selection-dir {layout.selection_dir()} --evals-dir {layout.evals()} "
+        "--params-json {params.tables} --covered-json {params.covered} --languages {params.langs} "
+        "--out {output} > {log} 2>&1"
+
+
+rule evaluate_table2:
+    """MGSM in one extra language on the Table 2 models that lack it and that Table 2 reads (the list of rule
+    table2_models); the index names the files. The store keeps each finished model: a changed winner evaluates
+    only the new one."""
+    input:
+        only=lambda w: spec.evals.table2_models_file(w.lang),
         models=lambda w: spec.evals.table2_inputs(w.lang),
         data=lambda w: spec.evals.task_data_files(["mgsm"], [w.lang]),
     output:
@@ -126,4 +162,4 @@ rule evaluate_table2:
         "../envs/layerswap.yaml"
     shell:
         evaluate_shell("evaluate-merges", "{params.models}", layout.language_evals("{wildcards.lang}"),
-                       f" --index {{output}} --store {EVAL_STORE}")
+                       f" --index {{output}} --store {EVAL_STORE} --only-models {{input.only}}")

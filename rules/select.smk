@@ -1,11 +1,13 @@
-# Every checkpoint of a run is evaluated once (selection metrics + Table 5); top-k per expert type.
+# Checkpoint evaluations in two phases: before selection every checkpoint of a run on what selection reads; after it,
+# the selected checkpoints on what Tables 2 and 5 read besides; top-k per expert type.
 
 
-# Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights): they get their own job(s),
-# so an edit to a task selection does not read (MMLU, MBPP) reruns those evaluations and the tables, not
-# selection, merges or their evaluations.
+# Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights + constraints), in the languages
+# its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
+# those evaluations and the tables, not selection, merges or their evaluations.
 rule evaluate_checkpoints:
-    """Selection benchmarks of every checkpoint of a run (single layout: one benchmark); the index names their files."""
+    """Selection benchmarks of every checkpoint of a run, in the languages selection reads (single layout: one
+    benchmark); the index names their files."""
     input:
         manifest=layout.checkpoints_record("{run}"),
         data=lambda w: spec.evals.checkpoint_eval_data(
@@ -33,24 +35,53 @@ rule evaluate_checkpoints:
         evaluate_shell("evaluate", "{params.models}", tail=" --run {wildcards.run} --index {output}")
 
 
-if not spec.evals.single_task_jobs:
+# After selection, on the checkpoints it selected only (the job's candidates are the run's checkpoints, the selection
+# file names the ones it evaluates; a run none of whose checkpoints is selected evaluates nothing): Table 5's other
+# benchmarks, and the languages of the selection benchmarks that selection does not read (written under
+# evals/by_language/<lang>/). Parts and their benchmarks: EvaluationJobs.table5_parts. Joint runs get none. A part
+# that scores nothing (MBPP without execute_code) is written as skipped by a local job, no GPU.
+rule evaluate_checkpoints_other:
+    """Table 5's evaluations of a run's selected checkpoints, one part (benchmarks and languages) per job."""
+    input:
+        manifest=layout.checkpoints_record("{run}"),
+        selection=lambda w: spec.evals.selection_of_run(w.run),
+        data=lambda w: spec.evals.table5_data(w.run, w.part),
+    output:
+        layout.checkpoint_index("{run}", "{part}"),
+    params:
+        models=lambda w: spec.evals.checkpoint_model_args(w.run),
+        benchmarks=lambda w: spec.evals.table5_params(w.run, w.part),
+        out_dir=lambda w: spec.evals.table5_part(w.run, w.part)[1],
+        top_k=config["selection"]["top_k"],
+        **spec.evals.evaluation_params("evaluate"),
+    wildcard_constraints:
+        part=spec.evals.table5_part_names(skipped=False),
+    threads: spec.evals.threads
+    resources:
+        gpu=spec.evals.gpus,
+        **requests.of("evaluate_checkpoints_other"),
+    log:
+        layout.log("evaluate", "ckpt_{run}_{part}"),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        evaluate_shell(
+            "evaluate",
+            "{params.models}",
+            "{params.out_dir}",
+            tail=" --run {wildcards.run} --index {output} --only-selected {input.selection} --top-k {params.top_k}",
+        )
 
-    use rule evaluate_checkpoints as evaluate_checkpoints_other with:
-        input:
-            manifest=layout.checkpoints_record("{run}"),
-            data=lambda w: spec.evals.checkpoint_eval_data(w.run, spec.evals.other_checkpoint_benchmarks(w.run)),
-        output:
-            layout.checkpoint_index("{run}", "other"),
-        params:
-            models=lambda w: spec.evals.checkpoint_model_args(w.run),
-            benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
-                w.run, spec.evals.other_checkpoint_benchmarks(w.run)
-            ),
-            **spec.evals.evaluation_params("evaluate"),
-        log:
-            layout.log("evaluate", "ckpt_{run}_other"),
 
-else:
+use rule evaluate_checkpoints_other as checkpoint_skipped with:
+    localrule: True
+    wildcard_constraints:
+        part=spec.evals.table5_part_names(skipped=True),
+    resources:
+        gpu=0,
+
+
+if spec.evals.single_task_jobs:
 
     rule checkpoint_index:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""

@@ -45,8 +45,8 @@ def test_paper_config_estimates_say_estimate_and_schema_checks_source(tmp_path):
     cfg = load_config(REPO / "config" / "paper.yaml")
     h100 = "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"
     sources = {rule: e.get("source") for rule, e in cfg["estimates"].items()}
-    assert {r for r, s in sources.items() if s != "estimate"} == {"evaluate_merges", "evaluate_table2"}
-    assert sources["evaluate_merges"] == sources["evaluate_table2"] == h100
+    assert {r for r, s in sources.items() if s != "estimate"} == {"evaluate_merges"}
+    assert sources["evaluate_merges"] == h100
     text = (REPO / "config" / "paper.yaml").read_text()
     bad = tmp_path / "bad.yaml"
     bad.write_text(

@@ -135,14 +135,22 @@ def test_job_counts_per_rule(dry_run):
         and "toy_eval" not in counts
     )
     assert n_configs == 85 and counts["merge_recipes"] == n_configs * len(langs) == 340
-    assert counts["evaluate_merges"] == n_configs * len(langs)
+    # merge evaluations only where a table or figure reads them: TIES (Table 2 only) in table2_language alone
+    n_ties = len(paper["merges"]["best_of"]["ties"])
+    assert counts["evaluate_merges"] == (n_configs - n_ties) * len(langs) + n_ties == 334
     assert counts["soup_then_swap_recipes"] == counts["evaluate_soup_then_swap"] == len(langs)
     assert counts["tables"] == 1 and counts["heatmap"] == 1
-    # checkpoint and base evaluations: one job per run (grouped) or per (run, task) (tasks_per_job: single)
-    n_tasks = len(paper["evaluation"]["checkpoint_tasks"])
-    ckpt = sum(n for r, n in counts.items() if r.startswith("evaluate_checkpoint"))
-    assert ckpt in (18, 2 * 18, 18 * n_tasks)  # grouped (selection + other tasks) or single
-    assert counts["evaluate_base"] in (1, n_tasks)
+    # checkpoint evaluations (tasks_per_job: single, one job per run and task): before selection, the tasks selection
+    # reads on every checkpoint (math: MGSM; language: Belebele, FLORES, and the constraints' MMLU and MGSM; joint:
+    # MGSM); after it, on the selected checkpoints, Table 5's other tasks of the math runs (Belebele, FLORES, MMLU)
+    # and the language runs' English MGSM and Belebele (selection reads their own language only); MBPP without
+    # execute_code scores nothing: local jobs write it as skipped (no GPU), for the base too
+    assert counts["evaluate_checkpoints"] == 3 * 1 + 12 * 4 + 3 * 1
+    assert counts["evaluate_checkpoints_other"] == 3 * 3 + 12 * 2
+    assert counts["checkpoint_skipped"] == 3 + 12 and counts["evaluate_base_skipped"] == 1
+    assert counts["evaluate_base"] == len(paper["evaluation"]["checkpoint_tasks"]) - 1
+    # Table 2: one list of its models (local), one evaluation job per extra MGSM language
+    assert counts["table2_models"] == 1 and counts["evaluate_table2"] == len(paper["mgsm_languages"]) - 1
     # each (merge config, language) evaluation covers the k x k pairs of that language
     merge_jobs = [j for j in dry_run["jobs"] if j["rule"] == "merge_recipes"]
     pairs = {re.sub(r".*/", "", f) for f in merge_jobs[0]["output"].split(", ")}
@@ -215,11 +223,17 @@ def test_every_submitted_rule_takes_its_requests_from_the_workflow():
 
 
 def paper_minutes(rule: str, gpus: int, run: str | None = None) -> int:
-    """The time limit docs/CLUSTER.md gives for a paper job: the config's per-job estimate over the job's GPUs (and
-    for SFT at least its tokens at the measured training rate), x2, + 15 minutes."""
+    """The time limit docs/CLUSTER.md gives for a paper job: an evaluation job's largest job of its rule in the
+    evaluation plan, else the config's per-job estimate over the job's GPUs (and for SFT at least its tokens at the
+    measured training rate); x2, + 15 minutes."""
     from layerswap.workflow.resources import TRAIN_RATE
 
     paper = load_config(PAPER)
+    if rule.startswith("evaluate"):  # the largest job of the rule in the evaluation plan
+        from layerswap.workflow.cost import eval_plan
+
+        hours = eval_plan(paper).largest_job_hours(rule)
+        return max(15, math.ceil(2 * hours * 60) + 15)
     hours = paper["estimates"][rule]["gpu_hours"] / gpus
     if run:
         r = {**paper["sft"]["defaults"], **paper["sft"]["runs"][run]}
@@ -333,3 +347,28 @@ def test_every_ablation_plans_on_the_paper_config(tmp_path):
             assert int(job["resources"].get("gpu", 0)) >= 1, job
             assert job["resources"].get("slurm_partition") == "gpu_part", job  # sbatch needs a GPU partition
     print(f"\npaper ablations dry run: {len(jobs)} jobs; " + ", ".join(f"{r} {n}" for r, n in sorted(counts.items())))
+
+
+def test_no_paper_job_asks_for_more_than_24_hours(dry_run):
+    """Issue 41: every job of config/paper.yaml fits a 24-hour partition limit (`layerswap cost --resources`)."""
+    minutes = {j["rule"]: 0 for j in dry_run["jobs"]}
+    for j in dry_run["jobs"]:
+        minutes[j["rule"]] = max(minutes[j["rule"]], int(j["resources"].get("runtime", 0) or 0))
+    assert max(minutes.values()) <= 24 * 60, {r: m for r, m in minutes.items() if m > 24 * 60}
+
+
+def test_the_evaluation_plan_counts_what_the_tables_read():
+    """Issue 41's targets for config/paper.yaml, from the plan `layerswap cost` prints: Table 2 at most 400
+    model-languages (per extra language its winners, default swap and the experts lacking it), checkpoint
+    evaluations at most 950, the evaluation stage at most 80 GPU-hours."""
+    from layerswap.workflow.cost import STAGES, eval_plan
+
+    paper = load_config(PAPER)
+    plan = eval_plan(paper)
+    # 8 extra languages x (3 swh + 3 joint experts + 4 merge columns x 9 pairs) + English's 4 x 9 merges
+    assert plan.model_languages("evaluate_table2") == 8 * (3 + 3 + 4 * 9) + 4 * 9 == 372
+    assert plan.model_languages("evaluate_checkpoints") <= 950
+    hours = plan.gpu_hours()
+    evaluation = sum(h for rule, h in hours.items() if rule in STAGES["evaluation"])
+    assert 0 < evaluation <= 80, hours
+    assert all(plan.largest_job_hours(rule) * 2 + 0.25 <= 24 for rule in hours)

@@ -25,6 +25,7 @@ L = Layout()
 
 CONFIGS = ["swap_default", "soup_uniform", "ties_d05"]
 REPORT = {"tables", "table_pages"}  # every evaluation reaches the tables and their pages
+TABLE2 = {"table2_models", "evaluate_table2[lang=en]"}  # the list of Table 2's models (winners) and their evaluation
 # Deleted file (or folder) -> the jobs the next run must run: the job that writes it and every job that reads what
 # reruns (the manifest and `all` aside). micro.yaml: runs math_1, toy_swh_1, joint_toy_swh_1; one language toy_swh.
 DELETIONS = {
@@ -34,7 +35,9 @@ DELETIONS = {
         "evaluate_soup_then_swap[lang=toy_swh]",
         *(f"merge_recipes[cfg={c},lang=toy_swh]" for c in CONFIGS),
         *(f"evaluate_merges[cfg={c},lang=toy_swh]" for c in CONFIGS),
-        "evaluate_table2[lang=en]",
+        "evaluate_checkpoints_other[part=other,run=toy_swh_1]",  # Table 5's, on the selected checkpoints
+        "evaluate_checkpoints_other[part=other_en,run=toy_swh_1]",
+        *TABLE2,
         "heatmap",
         "swap_grid",
         "table1_bars",
@@ -44,27 +47,30 @@ DELETIONS = {
     L.recipe("ties_d05", "toy_swh", "l2m1"): {
         "merge_recipes[cfg=ties_d05,lang=toy_swh]",
         "evaluate_merges[cfg=ties_d05,lang=toy_swh]",
-        "evaluate_table2[lang=en]",
+        *TABLE2,
         *REPORT,
     },
     L.eval_file(merge_model_id("swap_default", "toy_swh", "l1m2"), "mgsm"): {
         "evaluate_merges[cfg=swap_default,lang=toy_swh]",
         "swap_grid",
         "table1_bars",
+        *TABLE2,  # swap_default is Table 2's layer-swap best-of config
         *REPORT,
     },
     # a whole folder: every pair's evaluation and sample log
     str(Path(L.eval_file(merge_model_id("soup_uniform", "toy_swh", "l1m1"), "mgsm")).parents[1]): {
         "evaluate_merges[cfg=soup_uniform,lang=toy_swh]",
         "table1_bars",
+        *TABLE2,
         *REPORT,
     },
-    L.checkpoint_index("math_1", "other"): {"evaluate_checkpoints_other[run=math_1]", *REPORT},
-    # an evaluation set: the base's and every run's evaluations of MMLU read it (not selection: MMLU is Table 5's)
+    L.checkpoint_index("math_1", "other"): {"evaluate_checkpoints_other[part=other,run=math_1]", *REPORT},
+    # an evaluation set: the base's and the math and language runs' evaluations of MMLU read it (not selection: MMLU
+    # is Table 5's, which shows no joint run)
     L.eval_data("mmlu", "en"): {
         "toy_eval[dataset=mmlu_en]",
         "evaluate_base",
-        *(f"evaluate_checkpoints_other[run={r}]" for r in ("math_1", "toy_swh_1", "joint_toy_swh_1")),
+        *(f"evaluate_checkpoints_other[part=other,run={r}]" for r in ("math_1", "toy_swh_1")),
         *REPORT,
     },
 }

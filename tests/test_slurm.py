@@ -332,7 +332,10 @@ def test_preview_of_micro_and_paper_against_the_cluster(env):
         assert row["partition"] == "cpu" and row["gpus"] == 0 and row["mem_gb"] <= 8 and row["minutes"] <= 120, row
     paper = {(r["rule"], r["gpus"]): r for r in preview_rows(env, REPO / "config" / "paper.yaml")}
     assert (paper["sft", 8]["mem_gb"], paper["sft", 8]["cpus"], paper["sft", 4]["mem_gb"]) == (105, 64, 89)
-    assert (paper["evaluate_merges", 1]["mem_gb"], paper["evaluate_merges", 1]["jobs"]) == (149, 340)
+    assert (paper["evaluate_merges", 1]["mem_gb"], paper["evaluate_merges", 1]["jobs"]) == (
+        149,
+        334,
+    )  # TIES: Table 2 language only
     for (rule, gpus), run in {
         ("sft", 8): "jpn_1",
         ("sft", 4): "math_1",

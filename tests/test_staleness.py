@@ -40,9 +40,18 @@ def merge_jobs(cfg: str) -> set[str]:
 
 
 SOUPSWAP = {"soup_then_swap_recipes[lang=toy_swh]", "evaluate_soup_then_swap[lang=toy_swh]"}
-# Table 2's extra MGSM languages of the toy_swh merges (English; micro.yaml's MGSM languages are en + toy_swh):
-# reruns when a Table 2 merge config, a toy_swh merge or the merge evaluation code changes.
-TABLE2 = {"evaluate_table2[lang=en]"}
+# Table 2's extra MGSM languages of the toy_swh merges (English; micro.yaml's MGSM languages are en + toy_swh): the
+# list of the models it reads (table2_models: the winners, chosen on the toy_swh merge evaluations) and their
+# evaluation; reruns when a Table 2 merge config, a toy_swh merge or the merge evaluation code changes.
+TABLE2 = {"table2_models", "evaluate_table2[lang=en]"}
+# Table 5's evaluations of a run's selected checkpoints (rules/select.smk: evaluate_checkpoints_other), grouped
+# layout: the benchmarks selection does not read (part `other`) and, for a language run, the languages of the
+# selection benchmarks that selection does not read (English MGSM and Belebele, part `other_en`). Joint runs: none.
+TABLE5 = {"math_1": ["other"], "toy_swh_1": ["other", "other_en"], "joint_toy_swh_1": []}
+
+
+def table5_jobs(run: str) -> set[str]:
+    return {f"evaluate_checkpoints_other[part={part},run={run}]" for part in TABLE5[run]}
 
 
 def run_snakemake(
@@ -137,16 +146,19 @@ def to_single_task_jobs(workdir: Path, configfile: Path) -> None:
     written, layout = [], Layout()
     for run_dir in (workdir / layout.checkpoint_index("x")).parents[1].iterdir():
         indexes = (layout.checkpoint_index(run_dir.name), layout.checkpoint_index(run_dir.name, "*"))
-        parts = [json.loads(p.read_text()) for p in sorted(p for i in indexes for p in workdir.glob(i))]
-        benchmarks = {b for part in parts for files in part["files"].values() for b in files}
-        for b in benchmarks:
-            part = next(p for p in parts if any(b in files for files in p["files"].values()))
-            files = {mid: {b: fs[b]} for mid, fs in part["files"].items()}
-            keep = {f for fs in files.values() for f in fs.values()}
-            index = {**part, "files": files, "sha256": {f: h for f, h in part["sha256"].items() if f in keep}}
-            written.append(layout.checkpoint_index(run_dir.name, b))
-            (workdir / written[-1]).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
-    mmlu = [layout.checkpoint_index(r, "mmlu") for r in RUNS]
+        for path in sorted(p for i in indexes for p in workdir.glob(i)):
+            part = json.loads(path.read_text())
+            # grouped -> single: index.json -> index.<b>.json; index.other.json -> index.other_<b>.json;
+            # index.other_<lang>.json -> index.other_<b>_<lang>.json
+            name = path.name.removeprefix("index").removesuffix(".json").lstrip(".")
+            for b in sorted({b for files in part["files"].values() for b in files}):
+                single_name = b if not name else f"other_{b}" if name == "other" else f"other_{b}_{name[6:]}"
+                files = {mid: {b: fs[b]} for mid, fs in part["files"].items()}
+                keep = {f for fs in files.values() for f in fs.values()}
+                index = {**part, "files": files, "sha256": {f: h for f, h in part["sha256"].items() if f in keep}}
+                written.append(layout.checkpoint_index(run_dir.name, single_name))
+                (workdir / written[-1]).write_text(json.dumps(index, indent=1, sort_keys=True) + "\n")
+    mmlu = [layout.checkpoint_index(r, "other_mmlu") for r in RUNS if TABLE5[r]]
     for args in (["--touch", "--forcerun", *written], ["--cores", "2", "--force", *mmlu], ["--touch"]):
         proc = run_snakemake(REPO / "Snakefile", workdir, configfile, *args)
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -277,8 +289,10 @@ def test_the_default_config_rewritten_gives_the_same_commands(tmp_path):
 
 def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(tmp_path):
     """analysis.table2_language only picks what Table 2 shows: on the default config, every job keeps its command
-    except the tables, the record of the config and the manifest; the Table 2 language's extra MGSM languages are
-    evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old ones.
+    except the tables, the list of Table 2's models, the record of the config and the manifest, and the evaluation of
+    the methods only Table 2 shows (TIES: evaluated in the Table 2 language alone); the Table 2 language's extra MGSM
+    languages are evaluation jobs of their own (evals/by_language/<lang>/table2_<language>.json) that replace the old
+    ones.
     Table 2 needs the language's joint expert, so both configs carry a joint run for toy_jpn besides toy_swh's."""
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     runs = config["sft"]["runs"]
@@ -293,12 +307,14 @@ def test_another_table2_language_adds_its_evaluations_and_changes_no_other_job(t
 
     def kind(command: str) -> str:
         by_language = Layout().language_evals("")  # the folder of every language's own evaluations
-        if by_language in command:
+        if f"--index {by_language}" in command:
             return "table2 " + command.split(f"--index {by_language}")[1].split()[0]
         words = command.split()
         return " ".join(words[words.index("layerswap") + 1 :][:2])  # "<cmd> <first argument>"
 
-    common = ["charts config-html", "manifest --root", "tables --selection-dir"]
+    # TIES (a method only Table 2 shows) is evaluated in the Table 2 language alone: its merge evaluation job moves
+    common = ["charts config-html", "manifest --root", "tables --selection-dir", "table2-models --selection-dir"]
+    common += ["evaluate-merges --data-dir"] * len(config["merges"]["best_of"]["ties"])
     assert sorted(kind(c) for c in before - after) == sorted(
         common + [f"table2 {lang}/table2_toy_swh.json" for lang in ("en", "toy_ben", "toy_jpn", "toy_tel")]
     )
@@ -357,7 +373,7 @@ def test_language_run_lr_reruns_that_language_only(plans):
     expected = {
         "sft[run=toy_swh_1]",
         "evaluate_checkpoints[run=toy_swh_1]",
-        "evaluate_checkpoints_other[run=toy_swh_1]",
+        *table5_jobs("toy_swh_1"),
         "select[expert=toy_swh]",
     }
     expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
@@ -371,11 +387,11 @@ def test_task_selection_does_not_read_reruns_no_selection_or_merge(plans):
     # and the language checkpoints' (index.json) are evaluated apart from MMLU, so table1_bars, which reads them,
     # does not rerun.
     assert plans["mmlu_grouped"] == {"evaluate_base", "config_used"} | REPORT_PAGES | {
-        f"evaluate_checkpoints_other[run={r}]" for r in RUNS
+        f"evaluate_checkpoints_other[part=other,run={r}]" for r in RUNS if TABLE5[r]
     }
-    # single: only MMLU evaluations and the tables that read them.
+    # single: only MMLU evaluations (Table 5's, on the selected checkpoints) and the tables that read them.
     assert plans["mmlu_single"] == {"evaluate_base[benchmark=mmlu]", "config_used"} | REPORT_PAGES | {
-        f"evaluate_checkpoints[benchmark=mmlu,run={r}]" for r in RUNS
+        f"evaluate_checkpoints_other[part=other_mmlu,run={r}]" for r in RUNS if TABLE5[r]
     }
 
 

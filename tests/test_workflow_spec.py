@@ -95,12 +95,20 @@ def test_default_config_runs_pairs_and_paths(default):
     assert default.runs.of("toy_swh") == ["toy_swh_1", "toy_swh_2"]
     assert default.layout.experts() == "results/experts" and default.merges.merged_models == []
     assert default.evals.all_langs == ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"]
-    # grouped layout: the selection benchmarks in one job, the others (Table 5 only) in a second
+    # grouped layout: the selection benchmarks in one job, in the languages selection reads (Belebele and FLORES in
+    # the run's language); after selection, on the selected checkpoints, the others (Table 5 only) in a second, and
+    # Belebele in English (Table 5 shows it; selection does not read it) in a third, under by_language/en
     assert default.evals.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
+    assert default.evals.selection_languages("toy_swh_1", "belebele") == ["toy_swh"]
     assert default.evals.checkpoint_eval_indexes("toy_swh_1") == [
         "results/evals/ckpt/toy_swh_1/index.json",
         "results/evals/ckpt/toy_swh_1/index.other.json",
+        "results/evals/ckpt/toy_swh_1/index.other_en.json",
     ]
+    other, by_english = default.evals.table5_parts("toy_swh_1").values()
+    assert other == ({b: ["en", "toy_swh"] for b in ("mgsm", "mmlu", "mbpp")}, "results/evals")
+    assert by_english == ({"belebele": ["en"]}, "results/evals/by_language/en")
+    assert default.evals.table5_parts("joint_toy_swh_1") == {}  # Table 5 shows no joint expert
     assert default.evals.checkpoint_indexes("math", ["mgsm"]) == [
         "results/evals/ckpt/math_1/index.json",
         "results/evals/ckpt/math_2/index.json",
@@ -148,9 +156,17 @@ def test_default_config_params_are_the_rules_former_values(default):
 
 def test_paper_checkpoint_evaluation_params(paper):
     assert paper.evals.single_task_jobs and paper.evals.task_set == "paper" and paper.evals.gpus == 1
-    # a language run: English + its own language; FLORES pairs English with it (no English file of its own)
+    # a language run before selection: the languages selection reads (its own; English Belebele and MGSM come after
+    # selection, on the selected checkpoints); FLORES pairs English with it (no English file of its own)
     assert paper.evals.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
-        {"belebele": {"batch_size": 16, "languages": ["en", "swh"], "limit": None, "shots": 5}}
+        {"belebele": {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}}
+    )
+    assert paper.evals.table5_params("swh_1", "other_belebele_en") == as_json(
+        {"belebele": {"batch_size": 16, "languages": ["en"], "limit": None, "shots": 5}}
+    )
+    # MMLU lists no English: never evaluated there, before or after selection
+    assert paper.evals.checkpoint_eval_rule_params("swh_1", ["mmlu"]) == as_json(
+        {"mmlu": {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}}
     )
     assert paper.evals.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
         {"flores": {"languages": ["swh"], "limit": None, "shots": 0}}
@@ -166,8 +182,12 @@ def test_paper_checkpoint_evaluation_params(paper):
             }
         }
     )
-    # single layout: one index per benchmark; the hf world reads no data files of ours
-    assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == ["results/evals/ckpt/swh_1/index.mgsm.json"]
+    # single layout: one index per benchmark (and per benchmark and language after selection); the hf world reads
+    # no data files of ours
+    assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == [
+        "results/evals/ckpt/swh_1/index.mgsm.json",
+        "results/evals/ckpt/swh_1/index.other_mgsm_en.json",
+    ]
     assert paper.evals.task_data_files(["mgsm"]) == []
 
     class Wildcards:

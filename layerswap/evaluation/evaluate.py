@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap.errors import UserError
+from layerswap.evaluation import model_lists
 from layerswap.evaluation.hosts import (
     ModelHost,
     VLLMHost,
@@ -133,6 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--index", type=Path, help="also write this JSON index of the evaluated models and their result files"
     )
     parser.add_argument("--run", help="SFT run name recorded in the index (checkpoint evaluations)")
+    model_lists.add_arguments(parser)
     parser.add_argument(
         "--hf-home",
         default=None,
@@ -184,7 +186,7 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)
     spec = parse_benchmarks(args.benchmarks_json)
-    models = parse_models(args.model, recipes=merges is not None)
+    models = parse_models(model_lists.restrict(args.model, args), recipes=merges is not None)
     task_set, backend = getattr(args, "task_set", "toy"), getattr(args, "backend", "hf")
     if backend == "vllm":
         require_vllm()
@@ -212,7 +214,9 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
     if not args.verbose:
         os.environ.setdefault("TQDM_DISABLE", "1")  # lm-eval's per-task progress bars
     timings = {"imports": 0.0, "tasks": 0.0, "model_load": 0.0, "evaluate": 0.0, "write": 0.0, "per_model": []}
-    if all(p.skipped for p in plans):  # nothing to run (e.g. MBPP without execute_code): no model, no lm-eval import
+    if not models or all(
+        p.skipped for p in plans
+    ):  # nothing to run (e.g. MBPP without execute_code): no model, no lm-eval import
         from importlib.metadata import version
 
         for model_id, src in models:

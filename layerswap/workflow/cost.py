@@ -34,9 +34,16 @@ STAGES: dict[str, tuple[str, ...]] = {
     "data": ("config_used", "toy_corpus", "toy_source", "toy_eval", "hub_data", "sft_mix"),
     "base": ("toy_base", "prepare_base"),
     "sft": ("sft",),
-    "selection": ("evaluate_checkpoints", "checkpoint_index", "select"),
+    "selection": ("evaluate_checkpoints", "checkpoint_index", "select", "evaluate_base_select"),
     "merge": ("merge_recipes", "soup_then_swap_recipes", "merge_checkpoint"),
-    "evaluation": ("evaluate_base", "evaluate_base_select", "evaluate_merges", "evaluate_soup_then_swap"),
+    "evaluation": (
+        "evaluate_base",
+        "evaluate_base_skipped",
+        "evaluate_merges",
+        "evaluate_soup_then_swap",
+        "table2_models",
+        "evaluate_table2",
+    ),
     "tables": ("tables", "heatmap", "swap_grid", "table1_bars", "table_pages", "report"),
 }
 METRICS = ("gpu_hours", "cpu_hours", "disk_gb")
@@ -45,7 +52,9 @@ BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp32": 4, "bf16": 2}
 
 
 def stage_of(rule: str) -> str:
-    if rule.startswith("evaluate_checkpoint"):
+    """The stage of a rule; checkpoint evaluations (before selection, and Table 5's on the selected checkpoints
+    after it) count in the selection stage."""
+    if rule.startswith("evaluate_checkpoint") or rule == "checkpoint_skipped":
         return "selection"
     for stage, rules in STAGES.items():
         if rule in rules:
@@ -132,6 +141,27 @@ def export_scaled(estimates: dict[str, dict], config: dict) -> tuple[dict[str, d
     )
 
 
+PLAN_SOURCE = "plan: models x language keys x items at the rates of layerswap/workflow/eval_plan.py"
+
+
+def eval_plan(config: dict):
+    """The evaluation plan of a config (layerswap.workflow.eval_plan.EvalPlan), from the rules' own view of it."""
+    from layerswap.workflow.resources import Requests
+    from layerswap.workflow.spec import Spec
+
+    return Requests(config, Spec(config, {}, {}, [], None)).plan
+
+
+def with_plan(estimates: dict[str, dict], counts: dict[str, int], plan) -> dict[str, dict]:
+    """`estimates` with each evaluation rule's GPU-hours per job taken from the plan (its total over the rule's jobs
+    in the dry run), marked with PLAN_SOURCE; the toy world's plan has no GPU-hours and changes nothing."""
+    out = dict(estimates)
+    for rule, hours in plan.gpu_hours().items():
+        if counts.get(rule):
+            out[rule] = {**(estimates.get(rule) or {}), "gpu_hours": hours / counts[rule], "source": PLAN_SOURCE}
+    return out
+
+
 def plan_cost(counts: dict[str, int], estimates: dict[str, dict], concurrent: int | None = None) -> dict:
     """Per rule and per stage: jobs and totals of each metric (jobs x per-job estimate); the peak disk: everything
     kept plus the scratch of min(jobs, concurrent) jobs of every rule at once."""
@@ -173,28 +203,35 @@ def format_cost(cost: dict) -> str:
     def fmt(x: float) -> str:
         return f"{x:,.1f}" if x else "-"
 
-    head = f"{'rule':<26}{'stage':<12}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}  source"
+    head = f"{'rule':<28}{'stage':<12}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}  source"
     measured = {r: row["source"] for r, row in cost["rules"].items() if is_measured(row["source"])}
     kind = f"{len(measured)} rule(s) measured, the others guesses" if measured else "all guesses, none measured"
+    planned = sorted(r for r, row in cost["rules"].items() if row["source"] == PLAN_SOURCE)
     lines = [f"jobs per rule (per-job figures from the config's `estimates`: {kind})", head]
+    if planned:
+        lines[0] = (
+            f"jobs per rule (GPU-hours of {', '.join(planned)}: the evaluation plan above; the others' per-job "
+            f"figures from the config's `estimates`: {kind})"
+        )
     for rule, r in sorted(
         cost["rules"].items(),
         key=lambda kv: (list(STAGES).index(kv[1]["stage"]) if kv[1]["stage"] in STAGES else 99, kv[0]),
     ):
         mark = "" if r["estimated"] else "  (no estimate)"
+        kind = "plan" if r["source"] == PLAN_SOURCE else "measured" if is_measured(r["source"]) else "estimate"
         lines.append(
-            f"{rule:<26}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
+            f"{rule:<28}{r['stage']:<12}{r['jobs']:>7}{fmt(r['gpu_hours']):>11}{fmt(r['cpu_hours']):>10}"
             f"{fmt(r['disk_gb']):>11}  "
-            f"{'measured' if is_measured(r['source']) else 'estimate' if r['estimated'] else '-'}{mark}"
+            f"{kind if r['estimated'] else '-'}{mark}"
         )
-    lines += ["", "by stage", f"{'stage':<38}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"]
+    lines += ["", "by stage", f"{'stage':<40}{'jobs':>7}{'GPU-h':>11}{'CPU-h':>10}{'disk GB':>11}"]
     for stage, s in cost["stages"].items():
         lines.append(
-            f"{stage:<38}{s['jobs']:>7}{fmt(s['gpu_hours']):>11}{fmt(s['cpu_hours']):>10}{fmt(s['disk_gb']):>11}"
+            f"{stage:<40}{s['jobs']:>7}{fmt(s['gpu_hours']):>11}{fmt(s['cpu_hours']):>10}{fmt(s['disk_gb']):>11}"
         )
     t = cost["total"]
     lines.append(
-        f"{'total':<38}{t['jobs']:>7}{fmt(t['gpu_hours']):>11}{fmt(t['cpu_hours']):>10}{fmt(t['disk_gb']):>11}"
+        f"{'total':<40}{t['jobs']:>7}{fmt(t['gpu_hours']):>11}{fmt(t['cpu_hours']):>10}{fmt(t['disk_gb']):>11}"
     )
     scratch = {r: row["scratch_gb"] for r, row in cost["rules"].items() if row["scratch_gb"]}
     at_once = (
@@ -219,11 +256,14 @@ def format_cost(cost: dict) -> str:
 
 def format_expected(cost: dict) -> str:
     """The line `cost --resources` ends with: the GPU- and CPU-hours the config's `estimates` expect of the plan."""
-    measured = sorted(r for r, row in cost["rules"].items() if row["estimated"] and is_measured(row["source"]))
-    guessed = sorted(r for r, row in cost["rules"].items() if row["estimated"] and not is_measured(row["source"]))
+    rows = {r: row for r, row in cost["rules"].items() if row["estimated"]}
+    planned = sorted(r for r, row in rows.items() if row["source"] == PLAN_SOURCE)
+    measured = sorted(r for r, row in rows.items() if is_measured(row["source"]))
+    guessed = sorted(r for r, row in rows.items() if r not in planned and r not in measured)
     return (
-        f"expected (the config's `estimates`, per job x jobs): {cost['total']['gpu_hours']:,.1f} GPU-hours, "
-        f"{cost['total']['cpu_hours']:,.1f} CPU-hours; measured: {', '.join(measured) or 'none'}; "
+        f"expected (the evaluation plan and the config's `estimates`, per job x jobs): "
+        f"{cost['total']['gpu_hours']:,.1f} GPU-hours, {cost['total']['cpu_hours']:,.1f} CPU-hours; "
+        f"from the evaluation plan: {', '.join(planned) or 'none'}; measured: {', '.join(measured) or 'none'}; "
         f"estimated: {', '.join(guessed) or 'none'}"
     )
 
@@ -255,12 +295,18 @@ def run(args: argparse.Namespace) -> None:
 
         text, counts = preview(args.configfile)
         estimates, note = export_scaled(config.get("estimates") or {}, config)
+        estimates = with_plan(estimates, counts, eval_plan(config))
         print("\n".join([text, format_expected(plan_cost(counts, estimates)), *([note] if note else [])]))
         return
     counts = json.loads(args.counts_json) if args.counts_json else dry_run_counts(args.configfile)
     if args.concurrent is not None and args.concurrent < 1:
         raise UserError("--concurrent must be >= 1")
+    plan = eval_plan(config)
     estimates, note = export_scaled(config.get("estimates") or {}, config)
-    cost = plan_cost(counts, estimates, args.concurrent)
+    cost = plan_cost(counts, with_plan(estimates, counts, plan), args.concurrent)
     cost["notes"] = [note] if note else []
-    print(json.dumps(cost, indent=1) if args.json else format_cost(cost))
+    if args.json:
+        cost["evaluation_plan"] = [vars(r) for r in plan.rows]
+        print(json.dumps(cost, indent=1))
+    else:
+        print(plan.format() + "\n\n" + format_cost(cost))

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
-from layerswap.contracts import checkpoint_model_id, merge_model_id
+from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, merge_model_id
 from layerswap.fingerprint import command_hash
+from layerswap.merge.registry import METHODS
 from layerswap.train.sft import checkpoint_name
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
@@ -75,9 +76,73 @@ class EvaluationJobs:
         used = {METRIC_TASK[m] for m in self._config["selection"]["constraints"].get(kind, {})}
         return [b for b in self.tasks if b in used]
 
-    def other_checkpoint_benchmarks(self, run: str) -> list[str]:
-        """Checkpoint tasks selection does not read (Table 5 only)."""
-        return [b for b in self.benchmarks if b not in self.selection_benchmarks(run)]
+    def skipped(self, benchmark: str) -> bool:
+        """A benchmark that scores nothing (model-written code without `execute_code`): its files say 'skipped', and
+        a local job writes them (no GPU, no cluster job)."""
+        return BENCHMARKS[benchmark].unsafe and not self._eval["tasks"][benchmark].get("execute_code", False)
+
+    def selection_languages(self, run: str, bench: str) -> list[str]:
+        """The languages of `bench` that selection reads for a run's checkpoints: those its weights' and
+        constraints' metrics name (layerswap/select.py: metrics_of; `*` is every MGSM language), all the run's
+        languages of a benchmark it reads without naming a metric of it."""
+        expert = self._runs.spec(run)["expert"]
+        kind, target = expert_type(expert), expert.removeprefix("joint_")
+        sel = self._config["selection"]
+        wanted: set[str] = set()
+        for metric in [*sel["weights"].get(kind, {}), *sel["constraints"].get(kind, {})]:
+            b, key = SELECTION_METRICS[metric]
+            if b == bench:
+                wanted |= set(self._config["mgsm_languages"]) if key == "*" else {target if "{lang}" in key else key}
+        langs = self.task_languages(bench, self.checkpoint_languages(run))
+        return [l for l in langs if l in wanted] if wanted else langs
+
+    def table5_parts(self, run: str) -> dict[str, tuple[dict[str, list[str]], str]]:
+        """The jobs of a run's evaluations after selection, on its selected checkpoints: {index part: ({benchmark:
+        languages}, output folder)}. The benchmarks selection does not read, in the run's languages, in the
+        checkpoints' own files (part `other`; single layout `other_<benchmark>`); and the languages of a selection
+        benchmark that selection does not read (a language expert's English MGSM and Belebele: Tables 2 and 5 show
+        them for the selected ones), in files of that language alone (evals/by_language/<lang>/, found there by
+        layerswap.report.evals.Evals; part `other_<lang>`, single layout `other_<benchmark>_<lang>`). None for runs
+        of an expert type Table 5 does not show (joint runs: Table 2 reads their MGSM, all of it before selection)."""
+        if expert_type(self._runs.spec(run)["expert"]) == "joint":
+            return {}
+        selected = self.selection_benchmarks(run)
+        own: dict[str, list[str]] = {}
+        extra: dict[str, dict[str, list[str]]] = {}
+        for b in self.benchmarks:
+            langs = self.task_languages(b, self.checkpoint_languages(run))
+            if b not in selected:
+                if langs:
+                    own[b] = langs
+                continue
+            for lang in (l for l in langs if l not in self.selection_languages(run, b)):
+                extra.setdefault(lang, {})[b] = [lang]
+        root = self._layout.evals()
+        if self.single_task_jobs:
+            parts = {f"other_{b}": ({b: langs}, root) for b, langs in own.items()}
+            for lang, bs in extra.items():
+                parts |= {f"other_{b}_{lang}": ({b: ls}, self._layout.language_evals(lang)) for b, ls in bs.items()}
+            return parts
+        parts = {"other": (own, root)} if own else {}
+        return parts | {f"other_{lang}": (bs, self._layout.language_evals(lang)) for lang, bs in extra.items()}
+
+    def table5_part_names(self, skipped: bool) -> str:
+        """The parts of every run's Table 5 jobs whose benchmarks all score nothing (`skipped`) or not, as a
+        wildcard constraint (one that matches nothing where there are none)."""
+        parts = {
+            part
+            for run in self._runs.main
+            for part, (bs, _) in self.table5_parts(run).items()
+            if all(self.skipped(b) for b in bs) == skipped
+        }
+        return "|".join(sorted(parts)) or "(?!)"
+
+    def table5_part(self, run: str, part: str) -> tuple[dict[str, list[str]], str]:
+        return self.table5_parts(run)[part]
+
+    def selection_of_run(self, run: str) -> str:
+        """The selection file that names which of a run's checkpoints Table 5 shows."""
+        return self._layout.selection(self._runs.spec(run)["expert"])
 
     def selection_indexes(self, expert: str) -> list[str]:
         """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
@@ -87,21 +152,19 @@ class EvaluationJobs:
         """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
         one of `benchmarks` if given: what reads those evaluations depends on these files."""
         wanted = set(self.tasks if benchmarks is None else benchmarks)
-        selected, other = self.selection_benchmarks(run), self.other_checkpoint_benchmarks(run)
-        if self.single_task_jobs:
-            jobs = {b: [b] for b in selected + other}
-        else:
-            jobs = {None: selected, "other": other}
+        selected = self.selection_benchmarks(run)
+        jobs = {b: [b] for b in selected} if self.single_task_jobs else {None: selected}
+        jobs |= {part: list(bs) for part, (bs, _) in self.table5_parts(run).items()}
         return [self._layout.checkpoint_index(run, part) for part, bs in jobs.items() if wanted & set(bs)]
 
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
         return [f for run in self._runs.of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
 
     def task_languages(self, benchmark: str, languages=None) -> list[str]:
-        """Languages an evaluation job runs `benchmark` in: `languages` if given, else the task's own list, else
-        all."""
+        """Languages an evaluation job runs `benchmark` in: those of `languages` the task lists (its own list, else
+        all), else the task's list."""
         own = self._eval["tasks"][benchmark].get("languages") or self.all_langs
-        langs = languages if languages is not None else own
+        langs = own if languages is None else [l for l in languages if l in own]  # never one the task does not list
         return [l for l in canonical_languages(langs) if BENCHMARKS[benchmark].keys(l)]  # FLORES: no English alone
 
     def task_data_files(self, benchmarks, languages=None) -> list[str]:
@@ -112,13 +175,13 @@ class EvaluationJobs:
         return [self._layout.eval_data(b, l) for b in benchmarks for l in self.task_languages(b, languages)]
 
     def benchmark_params(self, benchmarks, languages=None) -> str:
-        """The benchmarks' settings as JSON, with explicit languages (see task_languages) and limit: all that an
-        evaluation job computes with, and only for its own benchmarks (a change to another benchmark reruns
-        nothing)."""
+        """The benchmarks' settings as JSON, with explicit languages (see task_languages; `languages` may be a
+        {benchmark: languages} mapping) and limit: all that an evaluation job computes with, and only for its own
+        benchmarks (a change to another benchmark reruns nothing)."""
         spec = {}
         for b in benchmarks:
             task = dict(self._eval["tasks"][b])
-            task["languages"] = self.task_languages(b, languages)
+            task["languages"] = self.task_languages(b, languages[b] if isinstance(languages, dict) else languages)
             task.setdefault("limit", self._eval.get("limit"))
             spec[b] = task
         return as_json(spec)
@@ -147,11 +210,20 @@ class EvaluationJobs:
         return " ".join(f"--model {i}={p}" for i, p in self.checkpoint_models(run).items())
 
     def checkpoint_eval_data(self, run: str, benchmarks) -> list[str]:
-        """The data files a checkpoint evaluation job of `run` reads for these benchmarks."""
-        return self.task_data_files(benchmarks, self.checkpoint_languages(run))
+        """The data files a checkpoint evaluation job of `run` reads for these (selection) benchmarks."""
+        return [f for b in benchmarks for f in self.task_data_files([b], self.selection_languages(run, b))]
 
     def checkpoint_eval_rule_params(self, run: str, benchmarks) -> str:
-        return self.benchmark_params(benchmarks, self.checkpoint_languages(run))
+        """Before selection: each benchmark in the languages selection reads."""
+        return self.benchmark_params(benchmarks, {b: self.selection_languages(run, b) for b in benchmarks})
+
+    def table5_data(self, run: str, part: str) -> list[str]:
+        langs = self.table5_part(run, part)[0]
+        return [f for b, ls in langs.items() for f in self.task_data_files([b], ls)]
+
+    def table5_params(self, run: str, part: str) -> str:
+        langs = self.table5_part(run, part)[0]
+        return self.benchmark_params(list(langs), langs)
 
     # -----------------------------------------------------------------------------------------------------------
     # rules/evaluate.smk
@@ -211,11 +283,55 @@ class EvaluationJobs:
         return groups
 
     def table2_models(self, lang: str) -> dict[str, str]:
-        """Table 2's models whose own evaluation files lack MGSM in `lang`: {model id: checkpoint dir or recipe}."""
+        """The candidates of Table 2's extra language `lang`: every model of its columns whose own evaluation files
+        lack MGSM in `lang` ({model id: checkpoint dir or recipe}); the job evaluates those its model list names."""
         return {m: src for models, _, langs in self.t2_groups if lang not in langs for m, src in models.items()}
 
     def table2_inputs(self, lang: str) -> list[str]:
         return sorted({f for _, files, langs in self.t2_groups if lang not in langs for f in files})
+
+    def table2_models_file(self, lang: str) -> str:
+        """The list of the models Table 2 reads in `lang` (rule table2_models), beside the index of their job."""
+        return self.table2_index(lang).removesuffix(".json") + ".models.json"
+
+    def table2_covered(self) -> str:
+        """--covered-json of `layerswap table2-models` (table2_covered_languages)."""
+        return as_json(self.table2_covered_languages())
+
+    def table2_covered_languages(self) -> dict[str, list[str]]:
+        """Per Table 2 column, the MGSM languages its models' own evaluation files hold (the base and the math
+        experts: their own lists; the language and joint experts: English and the table's language; merges: the
+        table's language)."""
+        mgsm = "mgsm" in self.benchmarks
+        own = self.task_languages("mgsm") if mgsm else []
+        kinds = {"base": own, "math_expert": own if mgsm else []}
+        kinds["language_expert"] = kinds["joint_sft"] = self.task_languages("mgsm", ["en", self.t2]) if mgsm else []
+        merged = self.task_languages("mgsm", [self.t2])
+        kinds |= {"swap_default": merged} | {m.best_column: merged for m in METHODS.values()}
+        return kinds
+
+    def table2_choice_inputs(self) -> list[str]:
+        """What `layerswap table2-models` reads: the selections of the experts Table 2 shows and the MGSM evaluations
+        in the table's language of every best-of config it compares (the winners are chosen on them)."""
+        experts = [e for e in ("math", self.t2, f"joint_{self.t2}") if e in self._runs.expert_types()]
+        files = [self._layout.selection(e) for e in experts]
+        configs = dict.fromkeys(c for names in self._merges.best_of_configs(2) for c in names)
+        return files + [f for c in configs for f in self.merge_eval_outputs(c, self.t2, self._merges.pairs, ["mgsm"])]
+
+    def table2_choice_params(self) -> str:
+        """The params of `layerswap table2-models`: only what Table 2's choice of models depends on."""
+        c = self._config
+        return as_json(
+            {
+                "languages": [self.t2],  # Table 2's choice reads no other target language
+                "mgsm_languages": c["mgsm_languages"],
+                "top_k": c["selection"]["top_k"],
+                "best_of": c["merges"]["best_of"],
+                "default_swap": c["merges"]["default_swap"],
+                "world": c["world"],
+                "table2_language": self.t2,
+            }
+        )
 
     def table2_model_args(self, lang: str) -> str:
         return " ".join(f"--model {m}={src}" for m, src in self.table2_models(lang).items())

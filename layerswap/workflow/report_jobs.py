@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from layerswap.config import expert_type
 from layerswap.contracts import merge_model_id
-from layerswap.merge.registry import SWAP
+from layerswap.merge.registry import METHODS, SWAP
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import SOUPS, MergeJobs
@@ -56,12 +56,30 @@ class ReportJobs:
         files = [layout.selection(e) for e in experts]
         files += [i for e in experts for i in evals.checkpoint_indexes(e)]
         files += evals.eval_files("base", evals.benchmarks)
-        for cfg in merges.pair_configs:
-            for lang in merges.langs:
+        for cfg, langs in self.merge_eval_languages().items():
+            for lang in langs:
                 files += evals.merge_eval_outputs(cfg, lang, merges.pairs)
         for lang in merges.langs:
             files += evals.merge_eval_outputs("soupswap", lang, SOUPS)
         return files + [evals.table2_index(lang) for lang in evals.t2_langs]
+
+    def merge_eval_languages(self) -> dict[str, list[str]]:
+        """{merge config: the languages whose evaluations of it an output reads}, configs no output reads left out.
+        Every language: the best-of configs of the methods Table 1 shows (Table 1, its best-config table, the Table 1
+        bars), the default swap (Tables 1, 2, 6), the soups (Table 6's pairwise soup), the layer-swap configs (the
+        swap-grid figure). Table 2's language only: the best-of configs of the methods only Table 2 shows (TIES)."""
+        merges = self._merges
+        m = self._config["merges"]
+        everywhere = {c for names in merges.best_of_configs(1) for c in names}
+        everywhere |= {m["default_swap"], *m["best_of"].get(METHODS["soup"].name, []), *self.swap_configs}
+        table2 = {c for names in merges.best_of_configs(2) for c in names}
+        t2 = self._evals.t2
+        out = {}
+        for cfg in merges.pair_configs:
+            langs = merges.langs if cfg in everywhere else [l for l in merges.langs if l == t2 and cfg in table2]
+            if langs:
+                out[cfg] = langs
+        return out
 
     def table_params(self, table2: bool = True) -> str:
         """The tables' params; table2=False: without the Table 2 language and Table 5's benchmarks (the Table 1

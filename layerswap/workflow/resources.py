@@ -152,6 +152,16 @@ class Requests:
         self.bytes = {"base": BYTES[dtypes["base"]], "export": BYTES[dtypes["export"]], "fp32": 4}
         self.estimates = config.get("estimates") or {}
         self.limits = site.limits() if site is not None else {}
+        self._plan = None
+
+    @property
+    def plan(self):
+        """The evaluation plan (layerswap/workflow/eval_plan.py): the evaluation jobs' work, built once."""
+        if self._plan is None:
+            from layerswap.workflow.eval_plan import EvalPlan  # imports nothing of this module
+
+            self._plan = EvalPlan(self.config, self.spec, (self.params or 0) * self.bytes["export"] / GB)
+        return self._plan
 
     # --- caps ----------------------------------------------------------------------------------------------------
     def _partition(self, gpus: int) -> str | None:
@@ -169,10 +179,15 @@ class Requests:
         return _round_mb(MEMORY_MARGIN * weights + OVERHEAD_GB * max(1, processes))
 
     def runtime(self, rule: str, kind: str, devices: int, gpus: int, run: str | None = None) -> int:
-        """Minutes: the config's per-job estimate for the rule (GPU-hours over the job's GPUs, or CPU-hours over its
-        CPUs) and, for SFT, its tokens at TRAIN_RATE; the larger, x TIME_MARGIN, + STARTUP_MIN."""
+        """Minutes: for an evaluation rule on a GPU, its largest job's work in the evaluation plan (models x language
+        keys x items at the plan's rates); else the config's per-job estimate for the rule (GPU-hours over the job's
+        GPUs, or CPU-hours over its CPUs) and, for SFT, its tokens at TRAIN_RATE, the larger; x TIME_MARGIN, +
+        STARTUP_MIN."""
         est = self.estimates.get(rule) or self.estimates.get(rule.replace("ablation_", "")) or {}
         hours = float(est.get("gpu_hours", 0.0)) / max(1, gpus) if gpus else float(est.get("cpu_hours", 0.0)) / devices
+        planned = self.plan.largest_job_hours(rule) if gpus and rule.startswith("evaluate") else None
+        if planned is not None:
+            hours = planned
         if kind == "sft" and run is not None and self.params:
             r = self.spec.runs.spec(run)
             tokens = int(r["num_samples"]) * int(r["seq_len"])
