@@ -197,15 +197,18 @@ def test_paper_checkpoint_evaluation_params(paper):
     assert paper.evals.per_layout("grouped.json", "single.json") == "single.json"
 
 
-def test_storage_scratch_and_keep_merged_place_the_big_files():
-    spec = _spec("config.yaml", storage={"scratch": "/scratch/me/", "keep_merged": ["swap_default"], "hf_home": None})
-    assert spec.layout.experts() == "/scratch/me/experts"
+def test_storage_scratch_and_keep_merged_place_the_big_files(tmp_path, monkeypatch):
+    from layerswap.workflow.scratch import claim
+
+    monkeypatch.chdir(tmp_path)  # the results folder's namespace marker is written under ./results
+    scratch = str(tmp_path / "scratch")
+    ns, _ = claim(scratch, Path("results"))  # what the main Snakemake process does before building the DAG
+    spec = _spec("config.yaml", storage={"scratch": scratch + "/", "keep_merged": ["swap_default"], "hf_home": None})
+    assert Path(ns).parent == Path(scratch) and spec.layout.experts() == f"{ns}/experts"
     assert spec.layout.selection("math") == "results/selection/math.json"  # the small files stay in results/
-    assert {"/scratch/me/experts/math_1/checkpoints.json", "/scratch/me/experts/math_2/checkpoints.json"} <= set(
-        spec.results()
-    )
+    assert {f"{ns}/experts/math_1/checkpoints.json", f"{ns}/experts/math_2/checkpoints.json"} <= set(spec.results())
     merged = spec.merges.merged_models
-    assert len(merged) == 4 * 9 and merged[0] == "/scratch/me/merged/swap_default/toy_swh/l1m1"
+    assert len(merged) == 4 * 9 and merged[0] == f"{ns}/merged/swap_default/toy_swh/l1m1"
     assert set(spec.merges.merged_models) <= set(spec.results())
 
 
