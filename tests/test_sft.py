@@ -501,9 +501,9 @@ def test_deleted_weights_are_trained_again(tiny_base, mix, full_run, tmp_path):
 def test_each_export_is_hashed_once(tiny_base, mix, tmp_path, monkeypatch):
     """Recording the weights' sha256 at export costs no second pass: checkpoints.json reuses the export's hash (the
     file renamed into place is the same file), so a run hashes each weight file once, as before."""
-    from layerswap import checkpoints, fingerprint
+    from layerswap import fingerprint, hashcache
 
-    monkeypatch.setattr(checkpoints, "_HASHED", {})
+    monkeypatch.setattr(hashcache, "_MEMORY", {})
     hashed: list[str] = []
     real = fingerprint.file_sha256
     monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(Path(p).name), real(p))[1])
