@@ -152,7 +152,7 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
         else:
             plans = plan_benchmarks(Path(args.data_dir), parse_benchmarks(args.benchmarks_json))
         job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
-        if _sha256(job) != _sha256(doc["job"]) or model_doc(model_id, Path(source), merges) != model:
+        if _sha256(job) != doc["job"] or model_doc(model_id, Path(source), merges) != model:
             return [
                 f"store: {p}: entry {entry} cannot be evaluated again here (its job or model differs from what "
                 f"{source} and this machine give now); evaluate it without the store: rm -r {entry} && rm {p} "

@@ -126,10 +126,11 @@ def fed_record(store_root: Path, dest: str | Path) -> Path:
 
 
 def entry_key(doc: dict) -> str | None:
-    """The key a `key.json` hashes to (None if it is not one): sha256 of its job's hash and its model document."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("job"), dict) or not isinstance(doc.get("model"), dict):
+    """The key a `key.json` hashes to (None if it is not one): sha256 of its job's hash (what key.json records as
+    `job`) and its model document."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("job"), str) or not isinstance(doc.get("model"), dict):
         return None
-    return _sha256({"job": _sha256(doc["job"]), "model": doc["model"]})
+    return _sha256({"job": doc["job"], "model": doc["model"]})
 
 
 def rerun_args(args, command: str) -> dict:
