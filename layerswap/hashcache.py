@@ -3,10 +3,12 @@
 A checkpoint's weights are checked against the sha256 their job recorded before anything reads them
 (`layerswap.checkpoints.verify_weights`). At paper scale an fp32 expert is 32 GB (~50 s at the ~630 MiB/s that
 docs/SAFE_IO.md measures), and hundreds of evaluation jobs read the same experts: hashing in every job would cost GPU
-hours. So, as git's index and Nix's store do, a file's sha256 is kept with the state of the file it was computed from:
-(device, inode, size, mtime_ns, ctime_ns). Any write to the file changes mtime and ctime (and resetting mtime with
-`touch -d` or `os.utime` changes ctime, which no user can set), a replaced file has another inode: a changed file
-never keeps its old verdict; it is hashed again.
+hours. So, as git's index does, a file's sha256 is kept with the state of the file it was computed from: (device,
+inode, size, mtime_ns). Any write to the file moves its mtime, a replaced file has another inode: a changed file never
+keeps its old verdict; it is hashed again. Not ctime: the export's own `chmod` (modes follow the umask) and a rename
+would change it after the export hashed its files, and the first job to read each expert would hash it again. The
+limit: an edit whose mtime is set back to the nanosecond (`touch -d`, `os.utime`) is a deliberate act the jobs' check
+does not see; the audit does (below).
 
 - Where: the folder named by the environment variable `LAYERSWAP_HASH_CACHE` (the workflow sets it to
   `results/store/hashes`, beside the evaluation store, for every job: rules/common.smk). Unset (a command run by hand,
@@ -15,7 +17,11 @@ never keeps its old verdict; it is hashed again.
   concurrent jobs never see half an entry; an entry whose recorded state differs from the file's is ignored.
 - Racy states (git's "racily clean" problem): a file modified within `RACY_SECONDS` of the end of its hashing could
   be modified again within the same timestamp tick without changing its state on a file system with coarse
-  timestamps; such a state is not cached. Nor is a file whose state changed while it was hashed.
+  timestamps; such a state is not cached (a big file takes longer than that to hash: at paper scale every state is
+  cached). Nor is a file whose state changed while it was hashed.
+- A cluster: the cache folder is on the shared results file system. Where a network file system gives each node its
+  own st_dev for the same mount, the states differ between nodes and each node hashes a file once (correct, slower):
+  `hashing:` in every evaluation log says how many files a job hashed and how many the cache answered.
 - Trust: the cache speeds up the jobs' own checks; it is not evidence. `layerswap audit` never reads it (it re-hashes
   every file it compares), so a hand-made cache entry cannot hide a changed file from the audit (docs/AUDITS.md).
 """
@@ -38,12 +44,12 @@ FORMAT = 1
 
 #: What this process hashed and found: files hashed, bytes hashed, seconds hashing, files answered from the cache.
 STATS = {"hashed": 0, "bytes": 0, "seconds": 0.0, "cached": 0}
-_MEMORY: dict[tuple[int, int, int, int, int], str] = {}  # this process's answers, by state
+_MEMORY: dict[tuple[int, int, int, int], str] = {}  # this process's answers, by state
 
 
-def state(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    """The state a cached sha256 is valid for: (device, inode, size, mtime_ns, ctime_ns)."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def state(st: os.stat_result) -> tuple[int, int, int, int]:
+    """The state a cached sha256 is valid for: (device, inode, size, mtime_ns)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def folder(layout) -> str:
@@ -113,8 +119,7 @@ def sha256(path: str | Path) -> str:
     if after != key:  # written while hashed: the digest belongs to no state
         return digest
     _MEMORY[key] = digest
-    newest = max(key[3], key[4]) / 1e9
-    if root is not None and end - newest > RACY_SECONDS:
+    if root is not None and end - key[3] / 1e9 > RACY_SECONDS:
         _remember(root, key, digest, path)
     return digest
 
