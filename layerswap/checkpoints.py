@@ -35,6 +35,8 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 BASE_FINGERPRINT_FILE = "layerswap_base.json"
+#: What `layerswap prepare-base` writes beside the base it links (source, revision, the weights' sha256).
+SOURCE_RECORD = "layerswap_source.json"
 #: The run record `layerswap sft` writes beside its checkpoints: each checkpoint's weight files with their sha256.
 RUN_RECORD = Layout().relative(Layout().checkpoints_record("<run>"), Layout().run_dir("<run>"))
 MAX_HEADER_BYTES = 100 * 2**20
@@ -174,15 +176,15 @@ def recorded_weights(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
 def export_records(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
     """(record, {weight file name: sha256}) that the job which wrote a model directory left in it: `weights_sha256`
     of `layerswap_meta.json` (every export of `layerswap.train.training.export_model`: the toy base, each expert
-    checkpoint). None where the directory holds no such record. A record without a usable sha256 is one UserError."""
+    checkpoint) or of `layerswap_source.json` (a base linked by `layerswap prepare-base`). None where the directory
+    holds no such record. A record without a usable sha256 is one UserError."""
     from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD
 
-    meta = ckpt_dir / EXPORT_META
-    if not meta.is_file():
+    found = [ckpt_dir / name for name in (EXPORT_META, SOURCE_RECORD) if (ckpt_dir / name).is_file()]
+    files = _json(found[0]).get(WEIGHTS_RECORD) if found else None
+    if files is None:  # no record, or written before records held the weights' sha256: nothing to check against
         return None
-    files = _json(meta).get(WEIGHTS_RECORD)
-    if files is None:  # written before exports recorded their weights: nothing to check against
-        return None
+    meta = found[0]
     if not isinstance(files, dict) or not files or not all(isinstance(v, str) for v in files.values()):
         raise UserError(f"{meta}: '{WEIGHTS_RECORD}' is not a {{file: sha256}} object; rebuild the model")
     return meta, files

@@ -164,3 +164,26 @@ def test_a_recipe_input_outside_the_runs_folders_is_refused_or_recorded(tiny_bas
         )
     )
     load_recipe(str(recipe))
+
+
+def test_a_linked_hub_base_is_checked_against_what_prepare_base_recorded(tiny_base, tmp_path):
+    """The paper's base is linked from the pre-staged cache (`layerswap prepare-base`), which records the weights'
+    sha256 as linked: a blob changed in the cache afterwards is refused where the base is read."""
+    import shutil
+
+    from layerswap.checkpoints import Checkpoint
+    from layerswap.data.hub import prepare_base
+
+    src = tmp_path / "cache" / "llama"
+    shutil.copytree(tiny_base, src)
+    (src / "layerswap_meta.json").unlink()  # a hub snapshot holds no record of ours
+    base = tmp_path / "results" / "base"
+    prepare_base(str(src), base)
+    recorded = json.loads((base / "layerswap_source.json").read_text())["weights_sha256"]
+    assert recorded == {"model.safetensors": hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()}
+    Checkpoint(str(base)).close()
+    with open(src / "model.safetensors", "r+b") as f:
+        f.seek(-64, os.SEEK_END)
+        f.write(b"\0" * 64)
+    with pytest.raises(UserError, match=r"model.safetensors: sha256 differs from .*layerswap_source.json"):
+        Checkpoint(str(base))
