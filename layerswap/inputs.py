@@ -9,10 +9,10 @@ set by rules/common.smk for every job), a recipe input outside them is refused i
 input and the switch.
 
 The switch: `LAYERSWAP_ALLOW_OUTSIDE_INPUTS=1` in the environment of the run accepts such an input; the job's log
-names it, and `layerswap manifest` records it (`outside_inputs`: path, the recipes that read it, the sha256 of each of
-its files), so an audit of the results names the weights they were computed from. Paths are compared after `..` and
-`.` are resolved (os.path.abspath), not through symlinks: a link the user placed inside the results folder (e.g.
-`results/base` linking a pre-staged hub snapshot) is inside it.
+names it. `layerswap manifest` records every such input (`outside_inputs`, layerswap.audit.store_check: its path,
+the recipes that read it, the sha256 of each of its files), so an audit of the results names the weights they were
+computed from. Paths are compared after `..` and `.` are resolved (os.path.abspath), not through symlinks: a link the
+user placed inside the results folder (e.g. `results/base` linking a pre-staged hub snapshot) is inside it.
 """
 
 from __future__ import annotations
@@ -65,33 +65,4 @@ def check_recipe_inputs(recipe_file: str | Path, paths: list[str]) -> list[str]:
         log.warning(
             "inputs: %s reads %s, outside the run's folders (%s=1); the manifest records it", recipe_file, p, ALLOW_ENV
         )
-    return found
-
-
-def outside_inputs(root: Path) -> dict[str, dict]:
-    """{input path: {"recipes": [...], "files": {name: sha256}}} of every recipe (a JSON file in a `merges` folder)
-    under the results folder `root` whose inputs lie outside the run's roots (the manifest's `outside_inputs`; empty
-    where no roots are set)."""
-    import json
-
-    from layerswap.hashcache import sha256
-    from layerswap.merge.recipes import input_paths, validate_recipe
-
-    where = roots()
-    found: dict[str, dict] = {}
-    if where is None or not Path(root).is_dir():
-        return found
-    for recipe_file in sorted(f for f in Path(root).rglob("*.json") if "merges" in f.relative_to(root).parts):
-        try:
-            paths = input_paths(validate_recipe(json.loads(recipe_file.read_text(encoding="utf-8")), str(recipe_file)))
-        except (UserError, OSError, ValueError):
-            continue  # not a recipe the run reads (its own check names it)
-        for p in paths:
-            if outside(p, where):
-                entry = found.setdefault(p, {"recipes": [], "files": {}})
-                entry["recipes"].append(str(recipe_file))
-    for p, entry in found.items():
-        d = Path(p)
-        files = sorted(f for f in d.iterdir() if f.is_file()) if d.is_dir() else []
-        entry["files"] = {f.name: sha256(f) for f in files}
     return found

@@ -30,9 +30,8 @@ rule evaluate_checkpoints:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell(
-            "evaluate", "{params.models}", tail=f" --run {{wildcards.run}} --index {{output}} --store {layout.store()}"
-        )
+        evaluate_shell("evaluate", "{params.models}",
+                       tail=f" --run {{wildcards.run}} --index {{output}} --store {layout.store()}")
 
 
 if not spec.evals.single_task_jobs:

@@ -200,9 +200,8 @@ def verified_inputs(root: Path, files: dict[str, dict]) -> dict:
     file a job copied from the evaluation store (its record in `<root>/store/fed/`, still matching the file's bytes),
     which `layerswap audit` checks against the entry (layerswap.audit.store_check); and `outside_inputs`, the
     checkpoints a recipe reads outside the run's folders under LAYERSWAP_ALLOW_OUTSIDE_INPUTS=1, with the sha256 of
-    their files (layerswap.inputs)."""
-    from layerswap.audit.store_check import fed_records
-    from layerswap.inputs import outside_inputs
+    their files (layerswap.inputs, layerswap.audit.store_check)."""
+    from layerswap.audit.store_check import fed_records, outside_inputs
 
     out: dict = {}
     fed = fed_records(root, files)

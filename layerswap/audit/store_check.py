@@ -1,4 +1,5 @@
-"""The evaluation store under audit (layerswap.evaluation.store).
+"""What fed a run's results besides its jobs: the evaluation store (layerswap.evaluation.store), and checkpoints
+outside the run's folders (layerswap.inputs).
 
 A result a job copied from the store was not computed by that job: its bytes are vouched for by the store entry, which
 is a folder anyone can edit. So what fed each result is recorded (`<root>/store/fed/`, one record per result file:
@@ -18,14 +19,11 @@ entry key and sha256, written by the job as it copies), `layerswap manifest` lis
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import logging
-import os
-import tempfile
 from pathlib import Path
 
+from layerswap.errors import UserError
 from layerswap.workflow.layout import Layout
 
 
@@ -36,7 +34,7 @@ def _store_root(root: Path) -> Path:
 def fed_records(root: Path, files: dict[str, dict]) -> dict[str, dict]:
     """{result file: {"entry": key, "sha256": ...}} for each file of `files` (the manifest's) whose bytes are those
     a job copied from the store (its fed record, layerswap.evaluation.store.fed_record)."""
-    from layerswap.evaluation.store import fed_record
+    from layerswap.contracts import store_fed_record as fed_record
 
     store = _store_root(root)
     out: dict[str, dict] = {}
@@ -64,7 +62,7 @@ def _entry_dir(store: Path, key: str) -> Path | None:
 def check_store(manifest: dict, reevaluate: bool = False) -> tuple[list[str], list[str]]:
     """(problems, notes): one line per store-fed result whose entry is gone, edited, or (with `reevaluate`) differs
     from a fresh evaluation; notes name every store-fed result."""
-    from layerswap.evaluation.store import entry_key
+    from layerswap.contracts import store_entry_key as entry_key
 
     root = Path(manifest["root"])
     store = _store_root(root)
@@ -105,71 +103,37 @@ def check_store(manifest: dict, reevaluate: bool = False) -> tuple[list[str], li
         )
         if reevaluate and name.endswith(".json") and not name.endswith(".samples.jsonl"):
             fresh_checks.setdefault(key, (entry, doc, []))[2].append(p)
-    for key, (entry, doc, paths) in sorted(fresh_checks.items()):
-        problems += reevaluate_entry(entry, doc, paths)
+    if fresh_checks:
+        from layerswap.audit.reevaluate import reevaluate_entry
+
+        for key, (entry, doc, paths) in sorted(fresh_checks.items()):
+            problems += reevaluate_entry(entry, doc, paths)
     return problems, notes
 
 
-def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
-    """Evaluate the model of a store entry again, without the store, from the arguments it records, and compare each
-    result file in `paths` with the fresh one. The fresh evaluation's own key must be the entry's (same job, same
-    model), else the entry cannot be checked and is named."""
-    from layerswap.evaluation import evaluate, evaluate_merges
-    from layerswap.evaluation.store import _sha256, job_key, model_doc
+def outside_inputs(root: Path) -> dict[str, dict]:
+    """{input path: {"recipes": [...], "files": {name: sha256}}} of every recipe (a JSON file in a `merges` folder)
+    under the results folder `root` whose inputs lie outside the run's roots (the manifest's `outside_inputs`; empty
+    where no roots are set)."""
+    from layerswap.hashcache import sha256
+    from layerswap.inputs import outside, roots
+    from layerswap.merge.recipes import input_paths, validate_recipe
 
-    args_doc = doc.get("args") or {}
-    model = doc.get("model") or {}
-    model_id, source = model.get("model_id"), args_doc.get("source")
-    command = args_doc.get("command")
-    if not model_id or not source or command not in ("evaluate", "evaluate-merges"):
-        return [
-            f"store: {p}: entry {entry} records no arguments to evaluate it again (made by an older version); "
-            f"evaluate it without the store: rm -r {entry} && rm {p} && snakemake {p}"
-            for p in paths
-        ]
-    module = evaluate_merges if command == "evaluate-merges" else evaluate
-    parser = argparse.ArgumentParser()
-    module.add_arguments(parser)
-    with tempfile.TemporaryDirectory(prefix="layerswap-audit-") as tmp:
-        argv = ["--model", f"{model_id}={source}", "--out-dir", tmp, "--benchmarks-json", args_doc["benchmarks_json"]]
-        for k in ("data_dir", "batch_size", "seed", "threads", "device", "dtype", "task_set", "backend", "hf_home"):
-            if args_doc.get(k) is not None:
-                argv += [f"--{k.replace('_', '-')}", str(args_doc[k])]
-        args = parser.parse_args(argv)
-        from layerswap.merge import engine
-
-        merges = engine if command == "evaluate-merges" else None
-        import torch
-
-        from layerswap.evaluation.hosts import resolve_dtype
-        from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks
-
-        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        if args.task_set == "paper":
-            from layerswap.evaluation.paper_tasks import plan_paper
-
-            plans = plan_paper(parse_benchmarks(args.benchmarks_json))
-        else:
-            plans = plan_benchmarks(Path(args.data_dir), parse_benchmarks(args.benchmarks_json))
-        job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
-        if _sha256(job) != doc["job"] or model_doc(model_id, Path(source), merges) != model:
-            return [
-                f"store: {p}: entry {entry} cannot be evaluated again here (its job or model differs from what "
-                f"{source} and this machine give now); evaluate it without the store: rm -r {entry} && rm {p} "
-                f"&& snakemake {p}"
-                for p in paths
-            ]
-        logging.getLogger("layerswap.evaluate").info(
-            "audit: evaluating %s again (store entry %s)", model_id, entry.name
-        )
-        module.run(args)
-        out = []
+    where = roots()
+    found: dict[str, dict] = {}
+    if where is None or not Path(root).is_dir():
+        return found
+    for recipe_file in sorted(f for f in Path(root).rglob("*.json") if "merges" in f.relative_to(root).parts):
+        try:
+            paths = input_paths(validate_recipe(json.loads(recipe_file.read_text(encoding="utf-8")), str(recipe_file)))
+        except (UserError, OSError, ValueError):
+            continue  # not a recipe the run reads (its own check names it)
         for p in paths:
-            fresh = Path(tmp) / model_id / Path(p).name
-            same = fresh.is_file() and os.path.isfile(p) and fresh.read_bytes() == Path(p).read_bytes()
-            if not same:
-                out.append(
-                    f"store: {p}: differs from a fresh evaluation of {model_id} (store entry {entry} is wrong: "
-                    f"rm -r {entry} && rm {p} && snakemake {p})"
-                )
-    return out
+            if outside(p, where):
+                entry = found.setdefault(p, {"recipes": [], "files": {}})
+                entry["recipes"].append(str(recipe_file))
+    for p, entry in found.items():
+        d = Path(p)
+        files = sorted(f for f in d.iterdir() if f.is_file()) if d.is_dir() else []
+        entry["files"] = {f.name: sha256(f) for f in files}
+    return found

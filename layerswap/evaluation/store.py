@@ -111,26 +111,18 @@ def model_doc(model_id: str, source: Path, merges) -> dict:
     }
 
 
-#: Beside the entries (`<store>/../fed/`): one record per result file a job copied from the store (`fed_record`).
-FED = "fed"
-
-
-def fed_dir(store_root: Path) -> Path:
-    return Path(store_root).parent / FED
-
-
 def fed_record(store_root: Path, dest: str | Path) -> Path:
-    """The record of the store entry that fed result file `dest` (named by the sha256 of its normalised path)."""
-    name = hashlib.sha256(os.path.normpath(str(dest)).encode()).hexdigest()
-    return fed_dir(store_root) / name[:2] / f"{name}.json"
+    """The record of the store entry that fed result file `dest` (layerswap.contracts.store_fed_record)."""
+    from layerswap.contracts import store_fed_record
+
+    return store_fed_record(store_root, dest)
 
 
 def entry_key(doc: dict) -> str | None:
-    """The key a `key.json` hashes to (None if it is not one): sha256 of its job's hash (what key.json records as
-    `job`) and its model document."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("job"), str) or not isinstance(doc.get("model"), dict):
-        return None
-    return _sha256({"job": doc["job"], "model": doc["model"]})
+    """The key a `key.json` hashes to (layerswap.contracts.store_entry_key)."""
+    from layerswap.contracts import store_entry_key
+
+    return store_entry_key(doc)
 
 
 def rerun_args(args, command: str) -> dict:
