@@ -506,9 +506,11 @@ def test_each_export_is_hashed_once(tiny_base, mix, tmp_path, monkeypatch):
     monkeypatch.setattr(hashcache, "_MEMORY", {})
     hashed: list[str] = []
     real = fingerprint.file_sha256
-    monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(Path(p).name), real(p))[1])
+    monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(str(p)), real(p))[1])
     train_expert(tiny_base, mix, tmp_path / "run", PARAMS, TEMPLATE)
-    assert hashed.count("model.safetensors") == 2  # s0000008 and s0000016, each once
+    exports = [p for p in hashed if p.startswith(str(tmp_path / "run")) and p.endswith("model.safetensors")]
+    assert len(exports) == 2  # s0000008 and s0000016, each once
+    assert hashed.count(str(Path(tiny_base) / "model.safetensors")) == 1  # the base, checked against its record once
     meta = json.loads((tmp_path / "run" / "s0000016" / "layerswap_meta.json").read_text())
     record = json.loads((tmp_path / "run" / "checkpoints.json").read_text())["checkpoints"][1]
     assert meta["weights_sha256"] == {"model.safetensors": record["sha256"]}
