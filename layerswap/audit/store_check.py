@@ -117,7 +117,6 @@ def outside_inputs(root: Path) -> dict[str, dict]:
     where no roots are set)."""
     from layerswap.hashcache import sha256
     from layerswap.inputs import outside, roots
-    from layerswap.merge.recipes import input_paths, validate_recipe
 
     where = roots()
     found: dict[str, dict] = {}
@@ -125,7 +124,7 @@ def outside_inputs(root: Path) -> dict[str, dict]:
         return found
     for recipe_file in sorted(f for f in Path(root).rglob("*.json") if "merges" in f.relative_to(root).parts):
         try:
-            paths = input_paths(validate_recipe(json.loads(recipe_file.read_text(encoding="utf-8")), str(recipe_file)))
+            paths = _recipe_inputs(json.loads(recipe_file.read_text(encoding="utf-8")))
         except (UserError, OSError, ValueError):
             continue  # not a recipe the run reads (its own check names it)
         for p in paths:
@@ -137,3 +136,20 @@ def outside_inputs(root: Path) -> dict[str, dict]:
         files = sorted(f for f in d.iterdir() if f.is_file()) if d.is_dir() else []
         entry["files"] = {f.name: sha256(f) for f in files}
     return found
+
+
+def _recipe_inputs(recipe) -> list[str]:
+    """The checkpoint paths a recipe names (its base and inputs, nested recipes' included), read from the JSON as
+    `layerswap.merge.recipes.input_paths` reads a validated one; here without the merge package, which the manifest
+    command must not import (its code fingerprint would rerun the manifest on every merge engine edit)."""
+    if not isinstance(recipe, dict):
+        return []
+    inputs = recipe.get("inputs") if isinstance(recipe.get("inputs"), dict) else {}
+    refs = [recipe.get("base"), *(inputs.get("models") or []), *(inputs.get(k) for k in ("task", "lang"))]
+    paths: list[str] = []
+    for ref in refs:
+        if isinstance(ref, dict):
+            paths += _recipe_inputs(ref)
+        elif isinstance(ref, str):
+            paths.append(ref)
+    return list(dict.fromkeys(paths))
