@@ -95,6 +95,7 @@ def evaluate_merges(grid, out: Path, store: Path, models: dict, caplog) -> tuple
 
 def test_a_store_entry_edited_with_its_key_is_named_by_the_audit(grid, tmp_path, caplog):
     from layerswap.audit.manifest import build_manifest
+    from layerswap.audit.reevaluate import reevaluate_entry
     from layerswap.audit.store_check import check_store
     from layerswap.workflow.layout import Layout
 
@@ -123,10 +124,11 @@ def test_a_store_entry_edited_with_its_key_is_named_by_the_audit(grid, tmp_path,
     manifest = build_manifest(root, root / "manifest.json", tmp_path / "no-metadata", tmp_path, None)
     fed = manifest["store"]
     assert len(fed) == 2 * 2 * 2 and fed[edited]["entry"] == entry.name  # 2 models x 2 benchmarks x (json, samples)
-    problems, notes = check_store(manifest)
+    problems, notes, _ = check_store(manifest)
     assert problems == [] and len(notes) == 8 and all("not evaluated by its job" in n for n in notes)
     assert any(n.startswith(f"store: {edited}: copied from entry") for n in notes)
-    problems, _ = check_store(manifest, reevaluate=True)
+    _, _, again = check_store(manifest, reevaluate=True)
+    problems = [line for entry, doc, paths in again for line in reevaluate_entry(entry, doc, paths)]
     assert problems == [
         f"store: {edited}: differs from a fresh evaluation of merge/swap/toy_swh/t0xl0 (store entry {entry} is "
         f"wrong: rm -r {entry} && rm {edited} && snakemake {edited})"
@@ -135,5 +137,5 @@ def test_a_store_entry_edited_with_its_key_is_named_by_the_audit(grid, tmp_path,
     other = str(evals / "merge/swap/toy_swh/t1xl1/belebele.json")
     (other_entry,) = [k.parent for k in store.rglob("key.json") if "t1xl1" in k.read_text()]
     (other_entry / "belebele.json").write_text("{}\n")
-    problems, _ = check_store(manifest)
+    problems, _, _ = check_store(manifest)
     assert len(problems) == 1 and problems[0].startswith(f"store: {other}: the entry's file"), problems

@@ -176,7 +176,12 @@ def run(args: argparse.Namespace) -> None:
         print(f"foreign: {p} (not from this config; changed since the manifest named it: left, remove it by hand)")
     from layerswap.audit.store_check import check_store
 
-    store_problems, store_notes = check_store(manifest, args.reevaluate_store)
+    store_problems, store_notes, again = check_store(manifest, args.reevaluate_store)
+    if again:
+        from layerswap.audit.reevaluate import reevaluate_entry
+
+        for entry, doc, paths in again:
+            store_problems += reevaluate_entry(entry, doc, paths)
     for line in store_notes + store_problems:
         print(line)
     if args.repair:

@@ -59,9 +59,10 @@ def _entry_dir(store: Path, key: str) -> Path | None:
     return store / key[:2] / key
 
 
-def check_store(manifest: dict, reevaluate: bool = False) -> tuple[list[str], list[str]]:
-    """(problems, notes): one line per store-fed result whose entry is gone, edited, or (with `reevaluate`) differs
-    from a fresh evaluation; notes name every store-fed result."""
+def check_store(manifest: dict, reevaluate: bool = False) -> tuple[list[str], list[str], list[tuple]]:
+    """(problems, notes, entries to evaluate again): one line per store-fed result whose entry is gone or edited;
+    notes name every store-fed result; with `reevaluate`, (entry, key doc, result files) of each checked entry, for
+    layerswap.audit.reevaluate (kept apart: the manifest command imports this module, not the evaluation code)."""
     from layerswap.contracts import store_entry_key as entry_key
 
     root = Path(manifest["root"])
@@ -103,12 +104,7 @@ def check_store(manifest: dict, reevaluate: bool = False) -> tuple[list[str], li
         )
         if reevaluate and name.endswith(".json") and not name.endswith(".samples.jsonl"):
             fresh_checks.setdefault(key, (entry, doc, []))[2].append(p)
-    if fresh_checks:
-        from layerswap.audit.reevaluate import reevaluate_entry
-
-        for key, (entry, doc, paths) in sorted(fresh_checks.items()):
-            problems += reevaluate_entry(entry, doc, paths)
-    return problems, notes
+    return problems, notes, [fresh_checks[k] for k in sorted(fresh_checks)]
 
 
 def outside_inputs(root: Path) -> dict[str, dict]:
