@@ -35,6 +35,8 @@ PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 BASE_FINGERPRINT_FILE = "layerswap_base.json"
+#: What `layerswap prepare-base` writes beside the base it links (source, revision, the weights' sha256).
+SOURCE_RECORD = "layerswap_source.json"
 #: The run record `layerswap sft` writes beside its checkpoints: each checkpoint's weight files with their sha256.
 RUN_RECORD = Layout().relative(Layout().checkpoints_record("<run>"), Layout().run_dir("<run>"))
 MAX_HEADER_BYTES = 100 * 2**20
@@ -114,19 +116,14 @@ def _json(path: Path) -> dict:
     return data
 
 
-_HASHED: dict[tuple[int, int, int, int], str] = {}  # (device, inode, size, mtime_ns) -> sha256, this process
-
-
 def sha256_once(path: Path) -> str:
-    """sha256 of a file, hashed once per process (a job opens the same expert for many merges). Keyed by the file
-    itself, not its path: an export hashed in its hidden folder is not hashed again once renamed into place."""
-    from layerswap.fingerprint import file_sha256
+    """sha256 of a file, hashed once per file state (`layerswap.hashcache`: keyed by device, inode, size, mtime and
+    ctime, in this process and, within the workflow, across its jobs): a job opens the same expert for many merges,
+    and many jobs read the same experts. Keyed by the file itself, not its path: an export hashed in its hidden folder
+    is not hashed again once renamed into place; a changed file is always hashed again."""
+    from layerswap.hashcache import sha256
 
-    st = os.stat(path)
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if key not in _HASHED:
-        _HASHED[key] = file_sha256(path)
-    return _HASHED[key]
+    return sha256(path)
 
 
 _RECORDS: dict[tuple[str, int, int], list] = {}  # (record path, size, mtime_ns) -> its checked entries, this process
@@ -161,19 +158,36 @@ def run_record(record: Path) -> list:
 
 
 def recorded_weights(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
-    """(record, {weight file name: sha256}) for a checkpoint that its run's `checkpoints.json` lists (by directory
-    name), or None: a checkpoint no record names (the base, a merged model, a hand-made directory) is not checked.
-    The record is checked against its folder first (run_record)."""
+    """(record, {weight file name: sha256}) of a checkpoint: the entry of its run's `checkpoints.json` that lists it
+    (by directory name; the record is checked against its folder first, run_record), else the directory's own record
+    of the job that wrote it (`export_records`: the base's `layerswap_meta.json`, written by `layerswap toy-base`), or
+    None: a directory no job recorded (a merged model, a hand-made directory) is not checked."""
     record = ckpt_dir.parent / RUN_RECORD
-    if not record.is_file():
+    if record.is_file():
+        for entry in run_record(record):
+            if isinstance(entry, dict) and entry.get("name") == ckpt_dir.name:
+                files = entry.get("files") or {SINGLE_FILE: entry.get("sha256")}
+                if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+                    raise UserError(f"{record}: checkpoint {ckpt_dir.name} has no sha256 of its weights")
+                return record, files
+    return export_records(ckpt_dir)
+
+
+def export_records(ckpt_dir: Path) -> tuple[Path, dict[str, str]] | None:
+    """(record, {weight file name: sha256}) that the job which wrote a model directory left in it: `weights_sha256`
+    of `layerswap_meta.json` (every export of `layerswap.train.training.export_model`: the toy base, each expert
+    checkpoint) or of `layerswap_source.json` (a base linked by `layerswap prepare-base`). None where the directory
+    holds no such record. A record without a usable sha256 is one UserError."""
+    from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD
+
+    found = [ckpt_dir / name for name in (EXPORT_META, SOURCE_RECORD) if (ckpt_dir / name).is_file()]
+    files = _json(found[0]).get(WEIGHTS_RECORD) if found else None
+    if files is None:  # no record, or written before records held the weights' sha256: nothing to check against
         return None
-    for entry in run_record(record):
-        if isinstance(entry, dict) and entry.get("name") == ckpt_dir.name:
-            files = entry.get("files") or {SINGLE_FILE: entry.get("sha256")}
-            if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
-                raise UserError(f"{record}: checkpoint {ckpt_dir.name} has no sha256 of its weights")
-            return record, files
-    return None
+    meta = found[0]
+    if not isinstance(files, dict) or not files or not all(isinstance(v, str) for v in files.values()):
+        raise UserError(f"{meta}: '{WEIGHTS_RECORD}' is not a {{file: sha256}} object; rebuild the model")
+    return meta, files
 
 
 def verify_weights(ckpt_dir: str | Path) -> None:
@@ -236,7 +250,10 @@ def verify_export(ckpt: Path, recorded: dict[str, str], record: Path) -> None:
 
 def rebuild_hint(ckpt_dir: Path, record: Path) -> str:
     """The commands that rebuild a run's checkpoint: without the directory the run is no longer complete, so the
-    forced `sft` job trains it again (same seed, same weights) and rewrites the record; what read it reruns after."""
+    forced `sft` job trains it again (same seed, same weights) and rewrites the record; what read it reruns after.
+    A model directory whose own record was read (the base) is rebuilt by forcing the job of its `config.json`."""
+    if Path(record).parent == Path(ckpt_dir):
+        record = Path(ckpt_dir) / "config.json"
     return (
         f"rebuild it with: rm -r {ckpt_dir} && snakemake --forcerun {record} (with the run's own options, "
         "e.g. --configfile)"

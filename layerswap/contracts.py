@@ -262,3 +262,24 @@ def replace_dir(tmp: Path, out: Path) -> None:
         old.rmdir()
         raise
     shutil.rmtree(old)
+
+
+#: The evaluation store's record of what fed each result file (layerswap.evaluation.store writes it as it copies a
+#: result; layerswap.audit.store_check reads it): `<store>/../fed/<sha256 of the file's path>.json`.
+def store_fed_record(store_root: str | Path, dest: str | Path) -> Path:
+    import hashlib
+    import os
+
+    name = hashlib.sha256(os.path.normpath(str(dest)).encode()).hexdigest()
+    return Path(store_root).parent / "fed" / name[:2] / f"{name}.json"
+
+
+def store_entry_key(doc) -> str | None:
+    """The key an evaluation store entry's `key.json` hashes to (None if it is not one): the sha256 of its job's hash
+    (key.json's `job`) and its model document, as layerswap.evaluation.store computes keys."""
+    import hashlib
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("job"), str) or not isinstance(doc.get("model"), dict):
+        return None
+    blob = json.dumps({"job": doc["job"], "model": doc["model"]}, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()

@@ -50,7 +50,8 @@ if spec.ablations.expert_sets:
             "../envs/layerswap.yaml"
         shell:
             evaluate_shell("evaluate", f"--model ablations/{{wildcards.ablation}}/bases/{{wildcards.base}}="
-                           f"{layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')}")
+                           f"{layout.ablation_base('{wildcards.ablation}', '{wildcards.base}')}",
+                           tail=f" --store {layout.store()}")
 
 
 if spec.ablations.expert_merges:

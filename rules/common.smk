@@ -3,6 +3,7 @@
 # spec.ablations: runs, pairs, languages, file lists and params) and `layout`, every results path. Here only what
 # needs Snakemake's own objects (wildcards, resources, report(), workflow). Nothing reads files written by jobs: the
 # whole DAG is known at dry-run time.
+import os
 import shlex
 from pathlib import Path
 import sys
@@ -10,6 +11,8 @@ import sys
 from layerswap.config import check, expert_type, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
+from layerswap.hashcache import ENV as HASH_CACHE_ENV, folder as hash_cache_folder
+from layerswap.inputs import ROOTS_ENV as INPUT_ROOTS_ENV, roots_value as input_roots
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.workflow.resources import Requests
@@ -60,6 +63,11 @@ try:
 except UserError as err:
     sys.exit(f"scratch: {err}")
 layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
+# Verify once (layerswap/hashcache.py): the sha256s the jobs verified, by file state, shared by every job of the run
+# (LAYERSWAP_HASH_CACHE set to an empty string turns it off).
+os.environ.setdefault(HASH_CACHE_ENV, os.path.abspath(hash_cache_folder(layout)))
+# A recipe reads checkpoints under the results folder or the configured storage only (layerswap/inputs.py).
+os.environ[INPUT_ROOTS_ENV] = input_roots(layout.root, layout.big)
 try:  # with a site file: what each job asks of SLURM (`resources:`)
     requests = Requests(config, spec, SITE)
 except UserError as err:

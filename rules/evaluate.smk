@@ -1,8 +1,9 @@
 # Evaluation through lm-eval: the base, and merges built in memory (one job per merge config and language).
 # evaluation.tasks_per_job: grouped (one job runs all tasks of its models) or single (one job per task, wildcard
 # {benchmark}); output paths are the same either way, so tables read the same files.
-# Merge evaluations keep their results by content in EVAL_STORE (layerswap.evaluation.store, no rule's output): a job
-# that reruns evaluates only the models whose result for the same evaluation is not there (docs/RERUNS.md).
+# Every evaluation job (base, checkpoints, merges) keeps its results by content in EVAL_STORE
+# (layerswap.evaluation.store, no rule's output), model by model: a job that reruns (or was cut by its time limit)
+# evaluates only the models whose result for the same evaluation is not there (docs/RERUNS.md).
 
 EVAL_STORE = layout.store()
 
@@ -28,7 +29,7 @@ rule evaluate_base:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate", f"--model base={layout.base()}")
+        evaluate_shell("evaluate", f"--model base={layout.base()}", tail=f" --store {EVAL_STORE}")
 
 
 if spec.evals.single_task_jobs:

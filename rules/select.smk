@@ -32,7 +32,8 @@ rule evaluate_checkpoints:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell("evaluate", "{params.models}", tail=" --run {wildcards.run} --index {output}")
+        evaluate_shell("evaluate", "{params.models}",
+                       tail=f" --run {{wildcards.run}} --index {{output}} --store {layout.store()}")
 
 
 # After selection, on the checkpoints it selected only (the job's candidates are the run's checkpoints, the selection

@@ -38,6 +38,9 @@ def _tensor_offsets(weights: Path) -> tuple[int, dict]:
 def make_bad(kind: str, base: Path, dest: Path) -> tuple[Path, str]:
     """A copy of `base` with one fault; returns (dir, the text the error line must contain)."""
     shutil.copytree(base, dest)
+    # a directory no job recorded (its export record removed): these are the checks of what is read, not of the
+    # record (a recorded model that changed is refused before, tests/test_verify_once.py)
+    (dest / "layerswap_meta.json").unlink()
     weights = dest / "model.safetensors"
     if kind == "truncated":
         data = weights.read_bytes()

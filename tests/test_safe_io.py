@@ -207,11 +207,11 @@ def test_checkpoint_record_is_checked_against_its_folder(work, capsys):
 
 
 def test_each_weight_file_is_hashed_once_per_job(work, monkeypatch):
-    from layerswap import checkpoints, fingerprint
+    from layerswap import fingerprint, hashcache
     from layerswap.checkpoints import Checkpoint
     from layerswap.merge import build_state_dict
 
-    monkeypatch.setattr(checkpoints, "_HASHED", {})  # a job is a fresh process (the fixture's writer hashed them)
+    monkeypatch.setattr(hashcache, "_MEMORY", {})  # a job is a fresh process (the fixture's writer hashed them)
     hashed: list[str] = []
     real = fingerprint.file_sha256
     monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(str(p)), real(p))[1])

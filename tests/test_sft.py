@@ -501,14 +501,16 @@ def test_deleted_weights_are_trained_again(tiny_base, mix, full_run, tmp_path):
 def test_each_export_is_hashed_once(tiny_base, mix, tmp_path, monkeypatch):
     """Recording the weights' sha256 at export costs no second pass: checkpoints.json reuses the export's hash (the
     file renamed into place is the same file), so a run hashes each weight file once, as before."""
-    from layerswap import checkpoints, fingerprint
+    from layerswap import fingerprint, hashcache
 
-    monkeypatch.setattr(checkpoints, "_HASHED", {})
+    monkeypatch.setattr(hashcache, "_MEMORY", {})
     hashed: list[str] = []
     real = fingerprint.file_sha256
-    monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(Path(p).name), real(p))[1])
+    monkeypatch.setattr(fingerprint, "file_sha256", lambda p: (hashed.append(str(p)), real(p))[1])
     train_expert(tiny_base, mix, tmp_path / "run", PARAMS, TEMPLATE)
-    assert hashed.count("model.safetensors") == 2  # s0000008 and s0000016, each once
+    exports = [p for p in hashed if p.startswith(str(tmp_path / "run")) and p.endswith("model.safetensors")]
+    assert len(exports) == 2  # s0000008 and s0000016, each once
+    assert hashed.count(str(Path(tiny_base) / "model.safetensors")) == 1  # the base, checked against its record once
     meta = json.loads((tmp_path / "run" / "s0000016" / "layerswap_meta.json").read_text())
     record = json.loads((tmp_path / "run" / "checkpoints.json").read_text())["checkpoints"][1]
     assert meta["weights_sha256"] == {"model.safetensors": record["sha256"]}

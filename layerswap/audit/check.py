@@ -139,6 +139,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="delete the files the manifest names as not from its config (`foreign:` lines)",
     )
     parser.add_argument(
+        "--reevaluate-store",
+        action="store_true",
+        help="evaluate again, without the store, every model whose results a job copied from the evaluation store, "
+        "and name each result that differs (layerswap.audit.store_check)",
+    )
+    parser.add_argument(
         "snakemake_args",
         nargs="*",
         metavar="-- SNAKEMAKE_ARGS",
@@ -175,6 +181,16 @@ def run(args: argparse.Namespace) -> None:
         )
     for p in left:
         print(f"foreign: {p} (not from this config; changed since the manifest named it: left, remove it by hand)")
+    from layerswap.audit.store_check import check_store
+
+    store_problems, store_notes, again = check_store(manifest, args.reevaluate_store)
+    if again:
+        from layerswap.audit.reevaluate import reevaluate_entry
+
+        for entry, doc, paths in again:
+            store_problems += reevaluate_entry(entry, doc, paths)
+    for line in store_notes + store_problems:
+        print(line)
     if args.repair:
         from layerswap.audit.repair import repair
 
@@ -182,6 +198,10 @@ def run(args: argparse.Namespace) -> None:
             return
     if found:
         raise UserError(f"{len(found)} drift(s) against {args.manifest}")
+    if store_problems:
+        raise UserError(
+            f"{len(store_problems)} result(s) the evaluation store fed cannot be vouched for (store: above)"
+        )
     logs = len({**manifest["files"], **(manifest.get("run_logs") or {})}) - len(recorded(manifest, args.logs))
     print(
         f"audit: {len(recorded(manifest, args.logs))} files match {args.manifest}"

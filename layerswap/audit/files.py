@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from layerswap.fingerprint import file_sha256
+from layerswap.hashcache import sha256 as cached_sha256
 from layerswap.workflow.layout import LOGS, STORE, Layout
 from layerswap.workflow.scratch import MARKER
 
@@ -92,6 +92,6 @@ def hash_files(files: list[Path], known: dict[str, Recorded] | None = None) -> d
         if rec is not None and st.st_mtime <= rec.mtime:
             digest, reused = rec.sha256, True
         else:
-            digest, reused = file_sha256(p), False
+            digest, reused = cached_sha256(p), False  # the cache of verified hashes (layerswap.hashcache)
         out[str(p)] = {"size": st.st_size, "sha256": digest, **({"hash_from_record": True} if reused else {})}
     return out

@@ -199,6 +199,7 @@ def build_manifest(
         "foreign": {
             p: {k: e[k] for k in ("size", "sha256")} for p, e in hash_files([Path(p) for p in foreign]).items()
         },
+        **verified_inputs(root, files),
     }
     text = redact(json.dumps(manifest, indent=1, sort_keys=True), secrets)
     return json.loads(text)
@@ -242,6 +243,25 @@ def refuse_laundering(manifest: dict, previous_path: Path) -> None:
             "wrote it did not rerun: not recorded (a manifest vouches only for what its jobs wrote); rebuild it: "
             f"`layerswap audit --manifest {previous_path} --repair --run -- <this run's options>`"
         )
+
+
+# ------------------------------------------------------------------------------- store and outside inputs
+def verified_inputs(root: Path, files: dict[str, dict]) -> dict:
+    """Two sections, present only where they have entries: `store`, {result file: {entry, sha256}} for each listed
+    file a job copied from the evaluation store (its record in `<root>/store/fed/`, still matching the file's bytes),
+    which `layerswap audit` checks against the entry (layerswap.audit.store_check); and `outside_inputs`, the
+    checkpoints a recipe reads outside the run's folders under LAYERSWAP_ALLOW_OUTSIDE_INPUTS=1, with the sha256 of
+    their files (layerswap.inputs, layerswap.audit.store_check)."""
+    from layerswap.audit.store_check import fed_records, outside_inputs
+
+    out: dict = {}
+    fed = fed_records(root, files)
+    if fed:
+        out["store"] = fed
+    outside = outside_inputs(root)
+    if outside:
+        out["outside_inputs"] = outside
+    return out
 
 
 # --------------------------------------------------------------------------------------------------------- CLI

@@ -413,8 +413,15 @@ def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_f
     ordered = sorted(files, key=lambda p: p.name == "config.json")
     for path in ordered:
         (out / path.name).symlink_to(path.resolve())
+    from layerswap.checkpoints import weight_files
+    from layerswap.hashcache import sha256
+
+    # the weights' sha256 as linked (`weights_sha256`): every job that reads the base checks it against this record
+    # (layerswap.checkpoints.export_records), hashed once per file state (layerswap.hashcache)
+    weights = {p.name: sha256(p) for p in weight_files(out)}
     (out / "layerswap_source.json").write_text(
-        json.dumps({"source": source, "revision": revision, "directory": str(directory)}) + "\n"
+        json.dumps({"source": source, "revision": revision, "directory": str(directory), "weights_sha256": weights})
+        + "\n"
     )
     return [p.name for p in ordered]
 

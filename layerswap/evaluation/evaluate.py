@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from layerswap import hashcache
 from layerswap.errors import UserError
 from layerswap.evaluation import model_lists
 from layerswap.evaluation.hosts import (
@@ -136,6 +137,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--run", help="SFT run name recorded in the index (checkpoint evaluations)")
     model_lists.add_arguments(parser)
     parser.add_argument(
+        "--store",
+        type=Path,
+        default=None,
+        help="results kept by content (layerswap.evaluation.store): a model whose result for this exact evaluation "
+        "is there is copied, not evaluated; each model's results are added as soon as they are written, so a job "
+        "cut short resumes after the last finished model",
+    )
+    parser.add_argument(
         "--hf-home",
         default=None,
         help="the pre-staged Hugging Face cache the paper task set's datasets are read from "
@@ -176,12 +185,15 @@ def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Pat
 
 
 # ---------------------------------------------------------------------------------------------------------- run
-def run(args: argparse.Namespace, merges=None, store=None) -> dict:
+def run(args: argparse.Namespace, merges=None) -> dict:
     """Evaluate every model on every benchmark; returns phase timings in seconds (for scripts/bench_evaluate.py).
-    `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models;
-    `store`: the layerswap.evaluation.store module, given by `layerswap evaluate-merges --store` (models whose results
-    it keeps are copied from it, not evaluated)."""
+    `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models.
+    With `--store`, models whose results the store keeps are copied from it, not evaluated
+    (layerswap.evaluation.store)."""
     t0 = time.perf_counter()
+    store = None
+    if getattr(args, "store", None) is not None:
+        from layerswap.evaluation import store
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     log.setLevel(logging.INFO)
@@ -233,6 +245,7 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
         models, store, keys = store.reuse(args, models, plans, merges)
         if not models:
             log.info("evaluate: store: reused %d, evaluated 0", store.reused)
+            log.info("evaluate: %s", hashcache.summary())
             if args.index:
                 write_index(args.index, args.run, all_models, plans, Path(args.out_dir))
             timings["total"] = time.perf_counter() - t0
@@ -293,7 +306,8 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
         job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
 
         def keep(model_id: str) -> None:  # the store keeps what was just evaluated
-            store.put(*keys[model_id], job.out_dir, model_id, plans)
+            key, doc, source = keys[model_id]
+            store.put(key, doc, job.out_dir, model_id, plans, source)
             store.evaluated += 1
 
         try:
@@ -302,6 +316,7 @@ def run(args: argparse.Namespace, merges=None, store=None) -> dict:
             host.close()
     if store is not None:
         log.info("evaluate: store: reused %d, evaluated %d", store.reused, store.evaluated)
+    log.info("evaluate: %s", hashcache.summary())
     if args.index:
         write_index(args.index, args.run, all_models, plans, Path(args.out_dir))
     timings["total"] = time.perf_counter() - t0

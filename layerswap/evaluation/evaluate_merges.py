@@ -9,24 +9,14 @@ the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from layerswap.evaluation import evaluate
 from layerswap.merge import engine
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    evaluate.add_arguments(parser)
-    parser.add_argument(
-        "--store",
-        type=Path,
-        default=None,
-        help="results kept by content (layerswap.evaluation.store): a model whose result for this "
-        "exact evaluation is there is copied, not evaluated; new results are added",
-    )
+    evaluate.add_arguments(parser)  # --store included
 
 
 def run(args: argparse.Namespace) -> dict:
-    from layerswap.evaluation import store
-
-    return evaluate.run(args, merges=engine, store=store if args.store is not None else None)
+    return evaluate.run(args, merges=engine)

@@ -1,5 +1,7 @@
-"""Evaluation results kept by content: `layerswap evaluate-merges --store DIR` evaluates only the models whose result
-for this exact evaluation is not in the store, and copies the others' files from it (issue 34).
+"""Evaluation results kept by content: `layerswap evaluate-merges --store DIR` (and `layerswap evaluate --store DIR`,
+checkpoint and base evaluations) evaluates only the models whose result for this exact evaluation is not in the store,
+and copies the others' files from it (issue 34). Each model's files enter the store as soon as they are written, so a
+job cut by its time limit or preempted loses at most the model it was evaluating (issue 41).
 
 Snakemake reruns a merge evaluation job whenever a recipe file of it is rewritten, even with the same bytes (e.g.
 `selection.top_k: 3 -> 2` rewrites every 2x2 pair's recipe unchanged), and deletes the job's outputs before it runs.
@@ -62,8 +64,9 @@ def _plan_doc(plan: BenchmarkPlan) -> dict:
     return doc
 
 
-def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
-    """What every model's result of this job depends on besides the model (see the module docstring)."""
+def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: str = COMMAND) -> dict:
+    """What every model's result of this job depends on besides the model (see the module docstring); `command`:
+    the command whose code computed it (`evaluate-merges`, or `evaluate` for checkpoint and base evaluations)."""
     from layerswap.fingerprint import command_hash
     from layerswap.machine import hardware, package_versions
 
@@ -79,7 +82,7 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
     hw = hardware()
     return {
         "version": VERSION,
-        "code": command_hash(COMMAND),
+        "code": command_hash(command),
         "plans": [_plan_doc(p) for p in plans],
         "seed": args.seed,
         "batch_size": args.batch_size,
@@ -108,9 +111,30 @@ def model_doc(model_id: str, source: Path, merges) -> dict:
     }
 
 
+def fed_record(store_root: Path, dest: str | Path) -> Path:
+    """The record of the store entry that fed result file `dest` (layerswap.contracts.store_fed_record)."""
+    from layerswap.contracts import store_fed_record
+
+    return store_fed_record(store_root, dest)
+
+
+def entry_key(doc: dict) -> str | None:
+    """The key a `key.json` hashes to (layerswap.contracts.store_entry_key)."""
+    from layerswap.contracts import store_entry_key
+
+    return store_entry_key(doc)
+
+
+def rerun_args(args, command: str) -> dict:
+    """What re-evaluates a model of this job without the store (`layerswap audit --reevaluate-store`): the job's
+    arguments. Kept in key.json beside the key's documents, not hashed into the key."""
+    keys = ("data_dir", "benchmarks_json", "batch_size", "seed", "threads", "device", "dtype", "task_set", "backend")
+    return {"command": command, **{k: getattr(args, k, None) for k in keys}, "hf_home": getattr(args, "hf_home", None)}
+
+
 class Store:
-    def __init__(self, root: Path, job: dict) -> None:
-        self.root, self.job = Path(root), job
+    def __init__(self, root: Path, job: dict, args: dict | None = None) -> None:
+        self.root, self.job, self.args = Path(root), job, args
         self.job_hash = _sha256(job)
         self.reused = self.evaluated = 0
 
@@ -147,11 +171,29 @@ class Store:
             return False
         for n, blob in blobs.items():
             write_bytes_atomic(out_dir / model_id / n, blob)
+            self._record_fed(out_dir / model_id / n, key, recorded[n])
         self.reused += 1
         return True
 
-    def put(self, key: str, doc: dict, out_dir: Path, model_id: str, plans: list[BenchmarkPlan]) -> None:
-        """Keep the files just written for `model_id` as the entry of `key` (complete or absent)."""
+    def _record_fed(self, dest: Path, key: str, digest: str) -> None:
+        """Record that result file `dest` is entry `key`'s file (sha256 `digest`): `layerswap manifest` lists it under
+        `store`, and `layerswap audit` checks the entry against it (docs/AUDITS.md)."""
+        from layerswap.contracts import write_json_atomic
+
+        record = {"path": os.path.normpath(str(dest)), "entry": key, "sha256": digest, "store": str(self.root)}
+        write_json_atomic(fed_record(self.root, dest), record)
+
+    def put(
+        self,
+        key: str,
+        doc: dict,
+        out_dir: Path,
+        model_id: str,
+        plans: list[BenchmarkPlan],
+        doc_source: Path | None = None,
+    ) -> None:
+        """Keep the files just written for `model_id` as the entry of `key` (complete or absent); `doc_source`: the
+        model's checkpoint dir or recipe, kept in key.json for a re-evaluation by the audit."""
         entry = self._entry(key)
         if entry.is_dir():
             return
@@ -172,7 +214,13 @@ class Store:
                     (tmp / src.name).write_bytes(blob)
                     sums[src.name] = hashlib.sha256(blob).hexdigest()
             (tmp / "key.json").write_text(
-                json.dumps({"job": self.job, **doc, "files": sums}, indent=1, sort_keys=True, default=str) + "\n"
+                json.dumps(
+                    {"job": self.job, **doc, "files": sums, "args": {**(self.args or {}), "source": str(doc_source)}},
+                    indent=1,
+                    sort_keys=True,
+                    default=str,
+                )
+                + "\n"
             )
             os.replace(tmp, entry)
         except OSError:
@@ -191,11 +239,17 @@ def reuse(args, models: list[tuple[str, Path]], plans: list[BenchmarkPlan], merg
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    store = Store(args.store, job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device))
+    command = COMMAND if merges is not None else "evaluate"
+    job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
+    store = Store(args.store, job, rerun_args(args, command))
     todo, keys = [], {}
     for model_id, source in models:
         key, doc = store.key(model_id, source, merges)
         if not store.fetch(key, Path(args.out_dir), model_id, plans):
             todo.append((model_id, source))
-            keys[model_id] = (key, doc)
+            keys[model_id] = (key, doc, source)
+            for p in plans:  # evaluated now: no earlier copy from the store fed these files
+                result = result_file(Path(args.out_dir), model_id, p.name)
+                for f in (result, samples_file(result)):
+                    fed_record(store.root, f).unlink(missing_ok=True)
     return todo, store, keys

@@ -11,6 +11,7 @@ from typing import Any
 
 from layerswap.contracts import pair_id, read_selection, read_text, write_json_atomic
 from layerswap.errors import UserError, yaml_problem
+from layerswap.inputs import check_recipe_inputs
 from layerswap.jsonl import json_object
 from layerswap.merge.params import filled_params
 from layerswap.merge.registry import SWAP
@@ -114,7 +115,8 @@ def load_recipe(path: str) -> dict:
         raise UserError(f"{path}: not valid JSON ({err})") from err
     except Exception as err:  # noqa: BLE001 - yaml errors
         raise UserError(f"recipe {path} {yaml_problem(err)}") from err
-    validate_recipe(recipe, str(path))
+    full = validate_recipe(recipe, str(path))
+    check_recipe_inputs(path, input_paths(full))  # within the workflow: inputs under the run's folders only
     return recipe
 
 

@@ -113,11 +113,15 @@ def lora_settings(p: dict) -> dict:
 
 
 def base_fingerprint(base: Path) -> str:
-    """sha256 of the base weights (first shard or single file), recorded in every expert checkpoint."""
+    """sha256 of the base weights (first shard or single file), recorded in every expert checkpoint. The base is
+    checked first against the record of the job that wrote it (`checkpoints.verify_weights`)."""
+    from layerswap.checkpoints import sha256_once, verify_weights
+
     files = sorted(Path(base).glob("*.safetensors"))
     if not files:
         raise UserError(f"{base}: no *.safetensors file (only safetensors checkpoints are loaded)")
-    return file_sha256(files[0])
+    verify_weights(base)
+    return sha256_once(files[0])
 
 
 def base_dtype(base: Path):

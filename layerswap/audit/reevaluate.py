@@ -1,0 +1,75 @@
+"""`layerswap audit --reevaluate-store`: a model whose results the evaluation store fed is evaluated again, without the
+store, from the arguments its entry records (layerswap.audit.store_check names the results it compares)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+
+def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
+    """Evaluate the model of a store entry again, without the store, from the arguments it records, and compare each
+    result file in `paths` with the fresh one. The fresh evaluation's own key must be the entry's (same job, same
+    model), else the entry cannot be checked and is named."""
+    from layerswap.evaluation import evaluate, evaluate_merges
+    from layerswap.evaluation.store import _sha256, job_key, model_doc
+
+    args_doc = doc.get("args") or {}
+    model = doc.get("model") or {}
+    model_id, source = model.get("model_id"), args_doc.get("source")
+    command = args_doc.get("command")
+    if not model_id or not source or command not in ("evaluate", "evaluate-merges"):
+        return [
+            f"store: {p}: entry {entry} records no arguments to evaluate it again (made by an older version); "
+            f"evaluate it without the store: rm -r {entry} && rm {p} && snakemake {p}"
+            for p in paths
+        ]
+    module = evaluate_merges if command == "evaluate-merges" else evaluate
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    with tempfile.TemporaryDirectory(prefix="layerswap-audit-") as tmp:
+        argv = ["--model", f"{model_id}={source}", "--out-dir", tmp, "--benchmarks-json", args_doc["benchmarks_json"]]
+        for k in ("data_dir", "batch_size", "seed", "threads", "device", "dtype", "task_set", "backend", "hf_home"):
+            if args_doc.get(k) is not None:
+                argv += [f"--{k.replace('_', '-')}", str(args_doc[k])]
+        args = parser.parse_args(argv)
+        from layerswap.merge import engine
+
+        merges = engine if command == "evaluate-merges" else None
+        import torch
+
+        from layerswap.evaluation.hosts import resolve_dtype
+        from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks
+
+        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+        if args.task_set == "paper":
+            from layerswap.evaluation.paper_tasks import plan_paper
+
+            plans = plan_paper(parse_benchmarks(args.benchmarks_json))
+        else:
+            plans = plan_benchmarks(Path(args.data_dir), parse_benchmarks(args.benchmarks_json))
+        job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
+        if _sha256(job) != doc["job"] or model_doc(model_id, Path(source), merges) != model:
+            return [
+                f"store: {p}: entry {entry} cannot be evaluated again here (its job or model differs from what "
+                f"{source} and this machine give now); evaluate it without the store: rm -r {entry} && rm {p} "
+                f"&& snakemake {p}"
+                for p in paths
+            ]
+        logging.getLogger("layerswap.evaluate").info(
+            "audit: evaluating %s again (store entry %s)", model_id, entry.name
+        )
+        module.run(args)
+        out = []
+        for p in paths:
+            fresh = Path(tmp) / model_id / Path(p).name
+            same = fresh.is_file() and os.path.isfile(p) and fresh.read_bytes() == Path(p).read_bytes()
+            if not same:
+                out.append(
+                    f"store: {p}: differs from a fresh evaluation of {model_id} (store entry {entry} is wrong: "
+                    f"rm -r {entry} && rm {p} && snakemake {p})"
+                )
+    return out
