@@ -70,7 +70,8 @@ rule evaluate_checkpoints_other:
             "evaluate",
             "{params.models}",
             "{params.out_dir}",
-            tail=" --run {wildcards.run} --index {output} --only-selected {input.selection} --top-k {params.top_k}",
+            tail=" --run {wildcards.run} --index {output} --only-selected {input.selection} --top-k {params.top_k}"
+            f" --store {layout.store()}",
         )
 
 
