@@ -66,13 +66,9 @@ rule evaluate_checkpoints_other:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        evaluate_shell(
-            "evaluate",
-            "{params.models}",
-            "{params.out_dir}",
-            tail=" --run {wildcards.run} --index {output} --only-selected {input.selection} --top-k {params.top_k}"
-            f" --store {layout.store()}",
-        )
+        evaluate_shell("evaluate", "{params.models}", "{params.out_dir}",
+                       tail=" --run {wildcards.run} --index {output} --only-selected {input.selection}"
+                       f" --top-k {{params.top_k}} --store {layout.store()}")
 
 
 use rule evaluate_checkpoints_other as checkpoint_skipped with:
