@@ -91,5 +91,6 @@ class Spec:
         files += [f for run in runs.main for f in evals.checkpoint_eval_indexes(run)]
         files += [f for e in runs.expert_types() for f in evals.selection_indexes(e)]  # single layout: checkpoint_index
         files += merges.recipes(merges.pair_configs) + merges.soup_recipes()
+        files += [evals.table2_models_file(lang) for lang in evals.t2_langs]  # what evaluate_table2 evaluates
         files += self.report.table_inputs() + self.report.outputs() + merges.merged_models
         return list(dict.fromkeys(files))
