@@ -374,8 +374,9 @@ class EvaluationJobs:
     def run_selection_files(self, run: str) -> list[str]:
         """A run's checkpoint record and the indexes of the checkpoint evaluations `select` reads (single layout:
         one per benchmark, and the index.json made of them)."""
+        before = [self._layout.checkpoint_index(run, b) for b in self.selection_benchmarks(run)]  # not Table 5's parts
         return [
             self._layout.checkpoints_record(run),
             self._layout.checkpoint_index(run),
-            *self.checkpoint_eval_indexes(run, self.selection_benchmarks(run)),
+            *(before if self.single_task_jobs else []),
         ]
