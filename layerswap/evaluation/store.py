@@ -251,5 +251,8 @@ def reuse(args, models: list[tuple[str, Path]], plans: list[BenchmarkPlan], merg
             for p in plans:  # evaluated now: no earlier copy from the store fed these files
                 result = result_file(Path(args.out_dir), model_id, p.name)
                 for f in (result, samples_file(result)):
-                    fed_record(store.root, f).unlink(missing_ok=True)
+                    try:
+                        fed_record(store.root, f).unlink(missing_ok=True)
+                    except NotADirectoryError:  # the store's path blocked by a file: no record there (put warns)
+                        pass
     return todo, store, keys
