@@ -336,6 +336,11 @@ def edited(
 
 
 # -------------------------------------------------------------------------------------------- before a run
+def _listed(paths: list[str]) -> str:
+    """The first SHOWN of `paths` for a stop line, and how many more."""
+    return ", ".join(paths[:SHOWN]) + (f" and {len(paths) - SHOWN} more" if len(paths) > SHOWN else "")
+
+
 def check(
     spec,
     meta_dir: Path = Path(".snakemake/metadata"),
@@ -367,7 +372,7 @@ def check(
             f"`rm {shlex.join(list(forged))} && snakemake <this run's options>`"
         )
     if unknown:
-        shown = ", ".join(unknown[:SHOWN]) + (f" and {len(unknown) - SHOWN} more" if len(unknown) > SHOWN else "")
+        shown = _listed(unknown)
         rebuild, record = repair_commands(argv, unknown)
         raise UserError(
             f"{len(unknown)} result(s) have no record of the job that made them ({shown}): neither "
@@ -377,7 +382,7 @@ def check(
     changed = edited(vouching, manifest, meta_dir, root, incomplete_dir) if vouching else []
     changed = [] if forced is None else [c for c in changed if c not in forced]
     if changed:
-        shown = ", ".join(changed[:SHOWN]) + (f" and {len(changed) - SHOWN} more" if len(changed) > SHOWN else "")
+        shown = _listed(changed)
         rebuild, _ = repair_commands(argv, changed)
         raise UserError(
             f"{len(changed)} result(s) changed after the job that wrote them ({shown}): their sha256 differs from "
@@ -394,7 +399,7 @@ def check(
     if root.is_dir():
         _, foreign = ownership(root, set(outputs), {manifest})
         if foreign:
-            shown = ", ".join(foreign[:SHOWN]) + (f" and {len(foreign) - SHOWN} more" if len(foreign) > SHOWN else "")
+            shown = _listed(foreign)
             lines.append(
                 f"provenance: {len(foreign)} file(s) under {root}/ are not from this config ({shown}); "
                 "kept, never read; `layerswap audit --remove-foreign` after the run removes them"
