@@ -338,13 +338,21 @@ def run_records() -> tuple[str, ...]:
     return (f"{LOGS}/", Layout().relative(Layout().manifest()), "log.jsonl")
 
 
+def run_record_folders() -> tuple[str, ...]:
+    """Folders of a results tree that record how the run went, not what it computed: the logs; the hash cache (keyed
+    by inode and mtime); which results a retried job copied from the store (a requeued job reuses its first try's)."""
+    from layerswap.workflow.layout import LOGS, STORE
+
+    return (f"{LOGS}/", f"{STORE}/hashes/", f"{STORE}/fed/")
+
+
 def differing(a: Path, b: Path) -> list[str]:
     """Files of two results trees that are missing on one side or differ in bytes, run records aside."""
-    records = run_records()
+    records, folders = run_records(), run_record_folders()
     files = {p.relative_to(root).as_posix() for root in (a, b) for p in root.rglob("*") if p.is_file()}
     out = []
     for rel in sorted(files):
-        if rel.startswith(records[0]) or rel.endswith(records[1:]):
+        if rel.startswith(folders) or rel.endswith(records[1:]):
             continue
         pa, pb = a / rel, b / rel
         if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
