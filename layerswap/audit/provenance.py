@@ -302,10 +302,18 @@ def _job_end(job: dict, meta_dir: Path, incomplete_dir: Path) -> float | None:
 
 
 def edited(
-    manifest: dict, manifest_path: Path, meta_dir: Path, root: Path, incomplete_dir: Path | None = None
+    manifest: dict,
+    manifest_path: Path,
+    meta_dir: Path,
+    root: Path,
+    incomplete_dir: Path | None = None,
+    declared: set[str] | None = None,
 ) -> list[str]:
     """The files the manifest lists (under `root`) that changed after their job wrote them and the manifest hashed
-    them: newer than both, with another sha256 (see the module's docstring)."""
+    them: newer than both, with another sha256 (see the module's docstring). With `declared` (the outputs of this
+    config's jobs), only files of a manifest job that is still one of this config's: a file whose recorded job this
+    config no longer has (e.g. the grouped evaluation job of a run switched to one job per task, whose new job
+    rewrote the file) is not that job's to vouch for."""
     from layerswap.audit.confine import Roots
 
     try:
@@ -319,6 +327,8 @@ def edited(
         job = jobs.get((entry or {}).get("job") or "") if isinstance(entry, dict) else None
         if not isinstance(job, dict) or not os.path.normpath(p).startswith(prefix):
             continue  # only the results' own files (a hostile manifest's other paths are never looked at)
+        if declared is not None and not declared.intersection(job.get("outputs") or []):
+            continue
         try:
             st = os.stat(p)
         except OSError:
@@ -379,7 +389,7 @@ def check(
             f".snakemake/metadata nor {manifest} (with these bytes) says which params made them; rebuild "
             f"them: `{rebuild}`, or record them as this config's results: `{record}`"
         )
-    changed = edited(vouching, manifest, meta_dir, root, incomplete_dir) if vouching else []
+    changed = edited(vouching, manifest, meta_dir, root, incomplete_dir, set(outputs)) if vouching else []
     changed = [] if forced is None else [c for c in changed if c not in forced]
     if changed:
         shown = _listed(changed)
