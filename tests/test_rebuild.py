@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, snakemake
+from slurm_cluster import run_record_folders
 
 from layerswap.audit.files import is_run_log
 from layerswap.contracts import merge_model_id
-from layerswap.workflow.layout import LOGS, Layout, R
+from layerswap.workflow.layout import Layout, R
 from layerswap.workflow.plan import parse_dry_run
 
 pytestmark = pytest.mark.workflow
@@ -83,11 +84,14 @@ def plan(work: Path) -> set[str]:
 
 
 def result_files(results: Path) -> dict[str, bytes]:
-    """Every result's bytes: what the manifest compares (not the logs, the run logs or the manifest)."""
+    """Every result's bytes: what the manifest compares (not the logs, the run logs, the manifest, nor the hash cache
+    and the store's fed records: run records, tests/slurm_cluster.py run_record_folders)."""
     out = {}
     for p in sorted(results.rglob("*")):
         rel = str(p.relative_to(results))
-        if p.is_file() and not rel.startswith(f"{LOGS}/") and rel != L.relative(L.manifest()) and not is_run_log(p):
+        if rel.startswith(run_record_folders()):
+            continue
+        if p.is_file() and rel != L.relative(L.manifest()) and not is_run_log(p):
             out[rel] = p.read_bytes()
     return out
 

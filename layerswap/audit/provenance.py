@@ -39,6 +39,7 @@ import json
 import os
 import shlex
 import shutil
+import tempfile
 from pathlib import Path
 
 from layerswap.audit.files import RECORDS, recorded_hashes, walk
@@ -368,7 +369,8 @@ def check(
     if vouching:  # the manifest as the run starts, for the manifest job's check
         keep = previous_manifest(meta_dir)
         keep.parent.mkdir(parents=True, exist_ok=True)
-        tmp = keep.with_suffix(".tmp")
+        fd, tmp = tempfile.mkstemp(dir=keep.parent, prefix=".manifest-", suffix=".tmp")  # one per process: two
+        os.close(fd)  # Snakemake processes (a dry run beside a run) never share a temporary name
         shutil.copyfile(manifest, tmp)
         os.replace(tmp, keep)
     restored, unknown, forged = restore(outputs, meta_dir, incomplete_dir, manifest)
