@@ -381,7 +381,7 @@ def check(
         raise UserError(
             f"{out}{more}: the record {manifest} holds of the job that made it does not describe it ({why}): a "
             "forged or damaged record, not put back; rebuild it by its job: "
-            f"`rm {shlex.join(list(forged))} && snakemake <this run's options>`"
+            f"`rm {shlex.join(list(forged))} && {repair_commands(argv, list(forged))[0]}`"
         )
     if unknown:
         shown = _listed(unknown)
