@@ -357,17 +357,13 @@ def _origin(config: dict, run_name: str, field: str) -> str:
 
 def _check_runs(config: dict, languages: list[str]) -> None:
     allowed = ["math", *languages, *[f"joint_{lang}" for lang in languages]]
-    from layerswap.train.sft import PEFT_METHODS, UNSUPPORTED_PEFT  # light: sft defers torch imports
+    from layerswap.train.params import PEFT_METHODS, peft_refusal
 
     for name, run in effective_runs(config).items():
         method = run.get("peft_method", "full")
-        if method not in PEFT_METHODS:
-            why = UNSUPPORTED_PEFT.get(str(method).lower())
-            raise key_error(
-                _origin(config, name, "peft_method"),
-                f"{short(method)} is not supported" + (f" ({why})" if why else ""),
-                PEFT_METHODS,
-            )
+        refusal = peft_refusal(method)
+        if refusal:
+            raise key_error(_origin(config, name, "peft_method"), refusal, PEFT_METHODS)
         if method != "lora" and "lora" in config["sft"]["runs"][name]:
             raise key_error(f"sft.runs.{name}.lora", "is set but the run's peft_method is full", "peft_method: lora")
         if run["expert"] not in allowed:

@@ -160,3 +160,11 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     if errors:
         raise _error_to_user(max(errors, key=relevance))
     return config
+
+
+def schema_defaults(definition: str, schema_path: str | Path = SCHEMA_PATH) -> dict:
+    """The `default` of each property of the schema's `$defs/<definition>`: the one owner of defaults that a job
+    also applies when run by hand (without the config check that fills them)."""
+    path = Path(schema_path)
+    properties = _schema(str(path), path.stat().st_mtime)["$defs"][definition]["properties"]
+    return {key: spec["default"] for key, spec in properties.items() if "default" in spec}

@@ -69,8 +69,19 @@ SELECTION_METRICS: dict[str, tuple[str, str]] = {
 #: {weight file: sha256} as written.
 EXPORT_META = "layerswap_meta.json"
 WEIGHTS_RECORD = "weights_sha256"
-#: An expert checkpoint's directory name in its run's folder: `s<samples, 7 digits>` (layerswap/train/sft.py).
+#: An expert checkpoint's directory name in its run's folder: `s<samples, 7 digits>`, the one owner of that name (the
+#: SFT job writes it, the workflow plans it, checkpoint reads recognise it).
 CHECKPOINT_DIR_RE = re.compile(r"^s\d{7}$")
+
+
+def checkpoint_name(samples: int) -> str:
+    """The directory name of the checkpoint exported after `samples` training samples."""
+    return f"s{samples:07d}"
+
+
+def checkpoint_samples(num_samples: int, every: int) -> list[int]:
+    """Samples seen at each checkpoint of a run: every, 2*every, ..., up to num_samples."""
+    return list(range(every, num_samples + 1, every))
 
 
 def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path")) -> list[dict]:

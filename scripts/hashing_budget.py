@@ -9,9 +9,11 @@ checkpoints each exports: num_samples / checkpoint_every, and in which dtype: ex
 base's parameter count (`--params`, default Llama 3.1 8B's 8.03e9) and the sha256 rate (`--rate-mib-s`, default the
 ~630 MiB/s docs/SAFE_IO.md measures with scripts/measure_hashing.py). What each job hashes:
 
-- sft: each checkpoint it exports, once (the record of its weights), while its GPUs wait (the job's wall time is its
-  GPU hours over its GPUs: the most of `--gpus-per-node` that split the batch); the cache keeps that state, so no later
-  job hashes it again;
+- sft: each checkpoint it exports, once (the record of its weights). Before, while its GPUs waited; after, on a
+  background thread while training goes on (layerswap/train/export.py), so the job waits only for the last export's
+  hash and for any hash that outlasts the training between two saves (the job's wall time, its GPU hours over its
+  GPUs: the most of `--gpus-per-node` that split the batch, divided by its exports); the cache keeps that state, so no
+  later job hashes it again;
 - evaluate_checkpoints (one run per job): before, every checkpoint of the run; after, none;
 - evaluate_merges (one merge config and language): before, the top-k experts of both types it reads (TIES: + the
   base, not counted); after, none;
@@ -75,8 +77,20 @@ def budget(config: dict, params: float, rate: float, gpus_per_node: int = 8) -> 
         return h / per_gpu if h else None
 
     exports = per_run * per_ckpt
+    sft_hours = hours("sft", gpus)
+    # Each export is hashed on a background thread while training goes on (layerswap/train/export.py); the job waits
+    # only where a hash outlasts the training between two saves, and for the last export's hash (training is over).
+    between = sft_hours * 3600 / per_run * rate if sft_hours else 0.0  # bytes hashed in the time between two saves
+    sft_after = per_ckpt + (per_run - 1) * max(0.0, per_ckpt - between) if sft_hours else exports
     return [
-        row("sft", exports, exports, hours("sft", gpus), f"{per_run} exports x {per_ckpt / 1e9:.1f} GB, {gpus} GPUs"),
+        row(
+            "sft",
+            exports,
+            sft_after,
+            sft_hours,
+            f"{per_run} exports x {per_ckpt / 1e9:.1f} GB, {gpus} GPUs; after: the last export's hash, the others "
+            "hashed while training goes on",
+        ),
         row("evaluate_checkpoints", per_run * per_ckpt, 0, hours("evaluate_checkpoints"), f"{per_run} checkpoints"),
         row("evaluate_merges", 2 * top_k * per_ckpt, 0, hours("evaluate_merges"), f"2 x top-{top_k} experts"),
         row("evaluate_table2", total, 0, hours("evaluate_table2"), f"{sum(ckpts.values())} checkpoints"),
@@ -109,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "GPU jobs above 5% of their time hashing: "
         + (", ".join(over) if over else "none")
-        + " (after: once per file state)"
+        + " (after: once per file state, SFT exports hashed in the background)"
     )
     return 0
 

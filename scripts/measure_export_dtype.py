@@ -340,7 +340,8 @@ def train_pair(
     args: argparse.Namespace, lr: float, base: Path, data: dict[str, Path], work: Path, seconds: dict
 ) -> dict[str, dict[str, Path]]:
     """The math and language experts at `lr`: {expert: {"fp32": export, "bf16": its cast}}."""
-    from layerswap.train.sft import checkpoint_name, train_expert
+    from layerswap.contracts import checkpoint_name
+    from layerswap.train.sft import train_expert
 
     exports = {}
     for i, expert in enumerate(("math", "lang")):

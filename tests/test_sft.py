@@ -9,10 +9,10 @@ import pytest
 from safetensors.torch import load_file
 
 from layerswap.config import SCHEMA_PATH, check, effective_runs, validate_config
-from layerswap.config_schema import load_yaml
+from layerswap.config_schema import load_yaml, schema_defaults
 from layerswap.data.mixes import build_mix
 from layerswap.errors import UserError
-from layerswap.train.sft import LORA_DEFAULTS, train_expert, training_arguments
+from layerswap.train.sft import train_expert, training_arguments
 
 PARAMS = {
     "lr": 1e-3,
@@ -327,9 +327,9 @@ def test_config_lora_defaults_and_effective_runs(toy_config):
     validate_config(toy_config, SCHEMA_PATH)
     check(toy_config)
     runs = effective_runs(toy_config)
-    assert runs["math_2"]["lora"] == {**LORA_DEFAULTS, "r": 8}
+    assert runs["math_2"]["lora"] == {**schema_defaults("lora"), "r": 8}
     assert "lora" not in runs["math_1"]  # unused LoRA settings of a full fine-tune are not its params
-    assert toy_config["sft"]["defaults"]["lora"] == LORA_DEFAULTS
+    assert toy_config["sft"]["defaults"]["lora"] == schema_defaults("lora")
     assert toy_config["sft"]["launcher"] == "python"
 
 

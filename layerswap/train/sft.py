@@ -38,12 +38,13 @@ same module runs under `accelerate launch --config_file cluster/accelerate_fsdp.
 layerswap.train.sft ...`: the Trainer picks FSDP (full shard, bf16) up from the environment accelerate sets. Checkpoint
 export then works as follows, with accelerate's own facilities: every process calls
 `trainer.accelerator.get_state_dict(trainer.model)` (a collective under FSDP: the full state dict is gathered,
-offloaded to CPU, on rank 0 only); only the main process writes the checkpoint directory and `checkpoints.json`;
-all processes then meet at `accelerator.wait_for_everyone()`. The Trainer's resumable state is saved by the Trainer
-itself (sharded under FSDP with `fsdp_state_dict_type: SHARDED_STATE_DICT`).
+offloaded to CPU, on rank 0 only); only the main process writes the checkpoint directory (layerswap/train/export.py:
+its weights are hashed on a background thread while training goes on) and `checkpoints.json`; all processes then meet
+at `accelerator.wait_for_everyone()`. The Trainer's resumable state is saved by the Trainer itself (sharded under FSDP
+with `fsdp_state_dict_type: SHARDED_STATE_DICT`).
 
-Imports of torch/transformers/peft are deferred to the functions that need them: the Snakefile imports this module
-for `checkpoint_name` at parse time.
+The run's params that the config check reads too live in layerswap/train/params.py, the checkpoint folder name in
+layerswap/contracts.py. Imports of torch/transformers/peft are deferred to the functions that need them.
 """
 
 from __future__ import annotations
@@ -55,61 +56,23 @@ import os
 import shutil
 from pathlib import Path
 
-from layerswap.contracts import CHECKPOINT_DIR_RE, EXPORT_META, WEIGHTS_RECORD, write_json_atomic
+from layerswap.contracts import (
+    CHECKPOINT_DIR_RE,
+    EXPORT_META,
+    WEIGHTS_RECORD,
+    checkpoint_name,
+    checkpoint_samples,
+    write_json_atomic,
+)
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.train.export import export_dtype, export_key, make_export_callback
+from layerswap.train.params import SCHEDULERS, export_dtype_name, lora_settings, peft_method
 from layerswap.workflow.layout import R
 from layerswap.workflow.scratch import check_owner
 
-SCHEDULERS = {"linear": "linear", "wsd": "warmup_stable_decay"}
-#: Fine-tuning methods whose experts can be merged (see module docstring).
-PEFT_METHODS = ("full", "lora")
-#: Methods users may ask for that are refused, with the reason (used by the config check too).
-UNSUPPORTED_PEFT = {
-    "prefix": "prefix tuning adds virtual tokens, no per-layer weights to swap",
-    "prefix_tuning": "prefix tuning adds virtual tokens, no per-layer weights to swap",
-    "prompt": "prompt tuning adds virtual tokens, no per-layer weights to swap",
-    "prompt_tuning": "prompt tuning adds virtual tokens, no per-layer weights to swap",
-    "adapterfusion": "AdapterFusion needs a fusion layer over several adapters, which no weight merge expresses",
-    "adapter_fusion": "AdapterFusion needs a fusion layer over several adapters, which no weight merge expresses",
-}
-#: LoRA settings when a run asks for LoRA without them (the schema fills the same values).
-LORA_DEFAULTS = {
-    "r": 16,
-    "alpha": 32,
-    "dropout": 0.05,
-    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-}
-#: sft param 'export_dtype' -> the torch dtype name checkpoints are exported in ('base': the base's own, base_dtype).
-EXPORT_DTYPES = {"base": None, "bf16": "bfloat16", "fp32": "float32"}
 #: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
 SAVE_TOTAL_LIMIT = 2
-
-
-def checkpoint_name(samples: int) -> str:
-    return f"s{samples:07d}"
-
-
-def checkpoint_samples(num_samples: int, every: int) -> list[int]:
-    """Samples seen at each checkpoint: every, 2*every, ..., up to num_samples."""
-    return list(range(every, num_samples + 1, every))
-
-
-def peft_method(p: dict) -> str:
-    """The run's fine-tuning method, refused with one line unless it is one of `PEFT_METHODS`."""
-    method = p.get("peft_method", "full")
-    if method not in PEFT_METHODS:
-        why = UNSUPPORTED_PEFT.get(str(method).lower())
-        raise UserError(
-            f"sft param 'peft_method': '{method}' is not supported"
-            + (f" ({why})" if why else "")
-            + f"; allowed: {', '.join(PEFT_METHODS)}"
-        )
-    return method
-
-
-def lora_settings(p: dict) -> dict:
-    return {**LORA_DEFAULTS, **(p.get("lora") or {})}
 
 
 def base_fingerprint(base: Path) -> str:
@@ -122,142 +85,6 @@ def base_fingerprint(base: Path) -> str:
         raise UserError(f"{base}: no *.safetensors file (only safetensors checkpoints are loaded)")
     verify_weights(base)
     return sha256_once(files[0])
-
-
-def base_dtype(base: Path):
-    """The dtype the base is stored in (config.json `dtype`/`torch_dtype`); checkpoints are exported in it."""
-    import torch
-
-    config = json.loads((Path(base) / "config.json").read_text())
-    name = config.get("dtype") or config.get("torch_dtype") or "float32"
-    dtype = getattr(torch, str(name).replace("torch.", ""), None)
-    return dtype if isinstance(dtype, torch.dtype) else torch.float32
-
-
-def export_dtype_name(params: dict) -> str:
-    """The run's sft param 'export_dtype' (default 'base'), refused with one line unless it is in EXPORT_DTYPES."""
-    name = params.get("export_dtype", "base")
-    if name not in EXPORT_DTYPES:
-        raise UserError(f"sft param 'export_dtype': unknown {name!r}; allowed: {', '.join(EXPORT_DTYPES)}")
-    return name
-
-
-def export_dtype(params: dict, base: Path):
-    """The torch dtype the run's checkpoints are exported in."""
-    import torch
-
-    name = EXPORT_DTYPES[export_dtype_name(params)]
-    return base_dtype(base) if name is None else getattr(torch, name)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# checkpoint export
-
-
-def merged_lora_model(peft_model, state_dict: dict):
-    """A plain (unwrapped) model holding base + LoRA merged, built on CPU from a gathered peft state dict.
-
-    Uses peft's own `merge_and_unload` on a skeleton made on the meta device and filled with copies of the
-    tensors (`assign=True`), so the training model and its adapters are left untouched and no extra full model is
-    ever materialised besides the copy.
-    """
-    import copy
-
-    import torch
-    from peft import get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    base_model = peft_model.get_base_model()
-    with torch.device("meta"):
-        skeleton = AutoModelForCausalLM.from_config(base_model.config)
-    skeleton = get_peft_model(skeleton, copy.deepcopy(peft_model.peft_config["default"]))
-    tensors = {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
-    result = skeleton.load_state_dict(tensors, strict=False, assign=True)
-    meta = [n for n, t in skeleton.state_dict().items() if t.is_meta]
-    if meta:
-        raise RuntimeError(
-            f"LoRA export: {len(meta)} tensors missing from the gathered state dict, e.g. {meta[0]} "
-            f"(unexpected: {list(result.unexpected_keys)[:3]})"
-        )
-    return skeleton.merge_and_unload()
-
-
-def export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype) -> None:
-    """Export the Trainer's current weights as `out_dir` (called on every process; only the main one writes)."""
-    import torch
-
-    from layerswap.train.training import export_model
-
-    # The export must not touch the training RNG (building the LoRA skeleton draws from it): the Trainer saved its
-    # RNG state before this hook, and a resumed run must see the same stream as an uninterrupted one.
-    devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
-    with torch.random.fork_rng(devices=devices):
-        _export_checkpoint(trainer, tokenizer, out_dir, meta, dtype, export_model)
-
-
-def _export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype, export_model) -> None:
-    accelerator = trainer.accelerator
-    state_dict = accelerator.get_state_dict(trainer.model)  # collective under FSDP: every rank must call it
-    if accelerator.is_main_process:
-        model = accelerator.unwrap_model(trainer.model)
-        if meta["params"].get("peft_method", "full") == "lora":
-            merged = merged_lora_model(model, state_dict).to(dtype)
-
-            def save_adapter(tmp: Path) -> None:
-                model.save_pretrained(tmp / "adapter", state_dict=state_dict, safe_serialization=True)
-
-            export_model(merged, tokenizer, out_dir, meta, extra=save_adapter)
-        else:
-            cast = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state_dict.items()}
-            export_model(model, tokenizer, out_dir, meta, state_dict=cast)
-    accelerator.wait_for_everyone()
-
-
-def make_export_callback(out_dir: Path, tokenizer, params: dict, meta: dict, dtype):
-    """A TrainerCallback that exports `<out>/s<samples>/` on every Trainer save.
-
-    On train begin (a resumed run), a checkpoint whose Trainer state was saved but whose export never finished (a
-    crash between the two) is exported from the restored weights, so no checkpoint of the schedule goes missing.
-    """
-    from transformers import TrainerCallback
-
-    schedule = set(checkpoint_samples(params["num_samples"], params["checkpoint_every"]))
-
-    class ExportCheckpoints(TrainerCallback):
-        trainer = None  # set after the Trainer exists (callbacks get the model, not the Trainer)
-
-        def _export(self, state) -> None:
-            samples = state.global_step * params["batch_size"]
-            export_checkpoint(
-                self.trainer,
-                tokenizer,
-                Path(out_dir) / checkpoint_name(samples),
-                {**meta, "samples": samples, "step": state.global_step},
-                dtype,
-            )
-
-        def on_train_begin(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
-            samples = state.global_step * params["batch_size"]
-            if samples in schedule and _export_key(Path(out_dir) / checkpoint_name(samples)) != meta["run_key"]:
-                self._export(state)
-
-        def on_save(self, args, state, control, **kwargs):  # noqa: D102 (Trainer hook)
-            self._export(state)
-
-    return ExportCheckpoints()
-
-
-def _export_key(ckpt: Path) -> str | None:
-    """The run key of an intact export: its meta names the weight files it wrote (with their sha256) and every one of
-    them is there. An export whose weights were deleted, or that recorded none, is no export (it is trained again)."""
-    try:
-        meta = json.loads((ckpt / EXPORT_META).read_text())
-    except (OSError, ValueError):
-        return None
-    files = meta.get(WEIGHTS_RECORD) if isinstance(meta, dict) else None
-    if not isinstance(files, dict) or not files or not all((ckpt / str(name)).is_file() for name in files):
-        return None
-    return meta.get("run_key")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -328,7 +155,7 @@ def _clean_stale(out_dir: Path, key: str) -> None:
     for tmp in out_dir.glob(".tmp-*"):
         shutil.rmtree(tmp, ignore_errors=True)
     for ckpt in out_dir.iterdir():
-        if ckpt.is_dir() and CHECKPOINT_DIR_RE.match(ckpt.name) and _export_key(ckpt) != key:
+        if ckpt.is_dir() and CHECKPOINT_DIR_RE.match(ckpt.name) and export_key(ckpt) != key:
             shutil.rmtree(ckpt)
 
 
@@ -444,7 +271,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
 def exports_complete(out_dir: Path, params: dict, key: str) -> bool:
     """Every checkpoint of the schedule is exported by this configuration (run key)."""
     return all(
-        _export_key(Path(out_dir) / checkpoint_name(s)) == key
+        export_key(Path(out_dir) / checkpoint_name(s)) == key
         for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
     )
 
@@ -464,7 +291,7 @@ def _can_resume(out_dir: Path, params: dict, key: str, resume: str, max_steps: i
     if step >= max_steps:
         return False
     valid = [
-        _export_key(out_dir / checkpoint_name(s)) == key
+        export_key(out_dir / checkpoint_name(s)) == key
         for s in checkpoint_samples(params["num_samples"], params["checkpoint_every"])
         if s // params["batch_size"] <= step
     ]
@@ -490,7 +317,7 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
                 "(checkpoint_every/batch_size mismatch?)"
             )
         if key is not None:
-            if _export_key(ckpt) != key:
+            if export_key(ckpt) != key:
                 raise UserError(f"{ckpt}: written by another configuration of this run (run_key differs)")
             recorded = json.loads((ckpt / EXPORT_META).read_text())[WEIGHTS_RECORD]
             verify_export(ckpt, recorded, ckpt / EXPORT_META)

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
-from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, merge_model_id
+from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.merge.registry import METHODS
-from layerswap.train.sft import checkpoint_name
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
