@@ -8,6 +8,7 @@ import shlex
 from pathlib import Path
 import sys
 
+from layerswap.audit.provenance import RUN_OPTIONS_ENV
 from layerswap.config import check, expert_type, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
@@ -68,6 +69,8 @@ layout = spec.layout  # every results path the rules name (layerswap/workflow/la
 os.environ.setdefault(HASH_CACHE_ENV, os.path.abspath(hash_cache_folder(layout)))
 # A recipe reads checkpoints under the results folder or the configured storage only (layerswap/inputs.py).
 os.environ[INPUT_ROOTS_ENV] = input_roots(layout.root, layout.big)
+# This run's options, for the repair command a job's own stop line prints (layerswap/audit/provenance.py).
+os.environ[RUN_OPTIONS_ENV] = shlex.join(sys.argv[1:])
 try:  # with a site file: what each job asks of SLURM (`resources:`)
     requests = Requests(config, spec, SITE)
 except UserError as err:

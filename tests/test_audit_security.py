@@ -211,7 +211,7 @@ def test_the_repair_of_an_edited_result_removes_it_first(folder):
     assert p.shell(["--cores", "1"]).startswith("rm results/tables/t.csv && ")
 
 
-def test_the_manifest_job_refuses_to_launder(folder, tmp_path):
+def test_the_manifest_job_refuses_to_launder(folder, tmp_path, monkeypatch):
     path = _write(folder)
     previous = json.loads(path.read_text())
     table = "results/tables/t.csv"
@@ -223,6 +223,12 @@ def test_the_manifest_job_refuses_to_launder(folder, tmp_path):
     with pytest.raises(UserError) as err:
         manifest_mod.refuse_laundering(new, keep)
     assert table in str(err.value) and "--repair --run" in str(err.value) and "\n" not in str(err.value)
+    # inside a run, the line names that run's own Snakemake options (set by rules/common.smk, inherited by the job),
+    # less a dry run's flags, so the command works as printed
+    monkeypatch.setenv("LAYERSWAP_RUN_OPTIONS", "--configfile 'my config.yaml' --cores 4 -n")
+    with pytest.raises(UserError) as err:
+        manifest_mod.refuse_laundering(new, keep)
+    assert str(err.value).endswith("--repair --run -- --configfile 'my config.yaml' --cores 4`")
     # the job reran (a new endtime): its new bytes are recorded
     new["jobs"]["tables:results/tables/t.csv"]["snakemake"]["endtime"][table] += 5
     assert manifest_mod.laundered(new, previous) == []

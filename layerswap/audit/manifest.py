@@ -34,6 +34,7 @@ from pathlib import Path
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
 from layerswap.audit.provenance import (
     declared,
+    job_run_options,
     ownership,
     previous_manifest,
     read_record,
@@ -241,7 +242,7 @@ def refuse_laundering(manifest: dict, previous_path: Path) -> None:
         raise UserError(
             f"{found[0]}{more}: sha256 {str(old)[:12]}… in the previous manifest, {new[:12]}… now, but the job that "
             "wrote it did not rerun: not recorded (a manifest vouches only for what its jobs wrote); rebuild it: "
-            f"`layerswap audit --manifest {previous_path} --repair --run -- <this run's options>`"
+            f"`layerswap audit --manifest {previous_path} --repair --run -- {job_run_options()}`"
         )
 
 

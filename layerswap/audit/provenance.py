@@ -447,16 +447,33 @@ def _split_forcerun(argv: list[str]) -> tuple[list[str], list[str]]:
     return opts, files
 
 
+#: The Snakemake options of the run a job belongs to (rules/common.smk sets it at parse time; the jobs inherit the
+#: environment, under SLURM too): so a job's own stop line (the manifest's) prints a repair command that works as
+#: printed. Not a param: the same results made by other options are the same results.
+RUN_OPTIONS_ENV = "LAYERSWAP_RUN_OPTIONS"
+#: What a stop line prints where the run's options are unknown (a command run by hand, outside Snakemake).
+UNKNOWN_OPTIONS = "<this run's options>"
+
+
+def run_options(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(this run's Snakemake options less a dry run's and less `--forcerun`, the files it forced)."""
+    given, forced = _split_forcerun(argv)
+    dry = {"--touch", "-t", "-n", "--dry-run", "--dryrun"}
+    return ["-p" if a in ("-np", "-pn") else a for a in given if a not in dry], forced
+
+
+def job_run_options() -> str:
+    """The options of the run that started this job (`RUN_OPTIONS_ENV`), ready to print; `UNKNOWN_OPTIONS` outside a
+    run."""
+    value = os.environ.get(RUN_OPTIONS_ENV)
+    return UNKNOWN_OPTIONS if value is None else shlex.join(run_options(shlex.split(value))[0])
+
+
 def repair_commands(argv: list[str] | None, files: list[str]) -> tuple[str, str]:
     """(the command that rebuilds `files`, the one that records them as this config's): this run's own Snakemake
     options (`argv`, without `snakemake` itself; None: a placeholder) with `--forcerun` naming `files` (and any
     files this run already forced; less a dry run's `-n`), so each works as printed."""
-    if argv is None:
-        opts, old = ["<this run's options>"], []
-    else:
-        given, old = _split_forcerun(argv)
-        dry = {"--touch", "-t", "-n", "--dry-run", "--dryrun"}
-        opts = ["-p" if a in ("-np", "-pn") else a for a in given if a not in dry]  # a dry run's, less the dry run
+    opts, old = ([UNKNOWN_OPTIONS], []) if argv is None else run_options(argv)
     targets = shlex.join(dict.fromkeys([*old, *files]))
     head = "snakemake " + (opts[0] if argv is None else shlex.join(opts))
     return f"{head.rstrip()} --forcerun {targets}", f"{head.rstrip()} --touch --forcerun {targets}"
