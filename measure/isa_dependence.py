@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Which toy-world outputs depend on the CPU's instruction set? The measurement behind docs/AUDITS.md.
 
-    python scripts/measure_isa_dependence.py [--config config/config.yaml] [--steps 20]
+    python -m measure.isa_dependence [--config config/config.yaml] [--steps 20]
 
 One machine stands in for two: the second "CPU" is this one with torch's own kernels held at their lowest SIMD
 level (ATEN_CPU_CAPABILITY=default) and MKL's at SSE4.2 (MKL_ENABLE_INSTRUCTIONS=SSE4_2), which is what an older

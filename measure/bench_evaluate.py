@@ -1,6 +1,6 @@
 """Wall time of `layerswap evaluate` in one process: a toy-sized model on MGSM for several in-memory weight sets.
 
-    .venv/bin/python scripts/bench_evaluate.py [--models 9] [--langs 5] [--items 100] [--shots 3] \
+    .venv/bin/python -m measure.bench_evaluate [--models 9] [--langs 5] [--items 100] [--shots 3] \
         [--threads 1] [--batch-size 64] [--hidden 64] [--layers 8] [--vocab 900] [--work DIR]
 
 Builds (in a temp dir unless --work): a random LlamaForCausalLM (hidden 64, 8 layers, intermediate 3*hidden,
@@ -169,7 +169,6 @@ def standin_merges():
 
 
 def child(a: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT))
     from layerswap.evaluation import evaluate as ev
 
     if a.standin_merge:
@@ -231,7 +230,8 @@ def main() -> None:
         recipes = build_world(work, a)
         cmd = [
             sys.executable,
-            __file__,
+            "-m",
+            "measure.bench_evaluate",
             "--child",
             "--work",
             str(work),
