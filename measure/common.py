@@ -1,10 +1,13 @@
 """What the measurement scripts share: random Llama-shaped checkpoints (shapes, config.json, seeded noise), written
 by the package's own sharded writer (`layerswap.checkpoints.write_sharded`, as `layerswap merge` writes a merge); a
-small word-level tokenizer; progress lines; and the wall time and peak memory of a subprocess."""
+small word-level tokenizer; the command lines of a Snakemake run and of `layerswap evaluate`; progress lines; and the
+wall time and peak memory of a subprocess. Cheap to import: torch and the package are imported where a checkpoint is
+written (a script timing its own imports imports this module first)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -12,10 +15,10 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-
-from layerswap.checkpoints import BASE_FINGERPRINT_FILE, write_sharded
+if TYPE_CHECKING:
+    import torch
 
 # Shapes as `transformers.LlamaConfig` keywords (written to config.json as they are).
 LLAMA_1B = dict(  # Llama-3.2-1B, untied head: 1.50B parameters (tied: 1.24B)
@@ -46,6 +49,7 @@ TINY_SHARDED = dict(  # the 8B code path (several shards) at a size for tests
 )
 #: Elements per chunk a random tensor is drawn and written in (bounded memory at any size).
 CHUNK = 1 << 22
+REPO = Path(__file__).resolve().parents[1]
 
 
 def say(msg: str) -> None:
@@ -80,10 +84,10 @@ def shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
 
 
 def parameters(cfg: dict) -> int:
-    return sum(torch.Size(s).numel() for s in shapes(cfg).values())
+    return sum(math.prod(s) for s in shapes(cfg).values())
 
 
-def hf_config(cfg: dict, dtype: torch.dtype = torch.bfloat16) -> dict:
+def hf_config(cfg: dict, dtype: str = "bfloat16") -> dict:
     """config.json of a LlamaForCausalLM of `cfg` (the keys `cfg` gives win)."""
     return {
         "architectures": ["LlamaForCausalLM"],
@@ -94,7 +98,7 @@ def hf_config(cfg: dict, dtype: torch.dtype = torch.bfloat16) -> dict:
         "rope_theta": 500000.0,
         "hidden_act": "silu",
         "tie_word_embeddings": False,
-        "torch_dtype": str(dtype).removeprefix("torch."),
+        "torch_dtype": dtype,
         "bos_token_id": 1,
         "eos_token_id": 2,
     } | cfg
@@ -102,6 +106,8 @@ def hf_config(cfg: dict, dtype: torch.dtype = torch.bfloat16) -> dict:
 
 def noise(seed: int, name: str, start: int, n: int) -> torch.Tensor:
     """N(0, 1) draws for elements start..start+n of tensor `name`: the same at any chunking."""
+    import torch
+
     g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + start)
     return torch.randn(n, generator=g)
 
@@ -111,7 +117,7 @@ def random_model(
     cfg: dict,
     seed: int,
     base_seed: int | None = None,
-    dtype: torch.dtype = torch.bfloat16,
+    dtype: str = "bfloat16",
     max_shard_bytes: int = 2**30,
     tokenizer: Path | None = None,
     record_base: bool = True,
@@ -121,8 +127,13 @@ def random_model(
     the tokenizer files of the directory `tokenizer` (or a word-level one of its own); written to a temporary sibling
     directory first, tensor by tensor, chunk by chunk (bounded memory at any size). `record_base`: the base record
     `layerswap_base.json` ("synthetic-<the base's seed>"), so models of one base are checked as such."""
+    import torch
+
+    from layerswap.checkpoints import BASE_FINGERPRINT_FILE, write_sharded
+
     if (path / "config.json").is_file():
         return path
+    torch_dtype = getattr(torch, dtype)
     tmp = path.with_name(path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -131,10 +142,10 @@ def random_model(
         norm = name.endswith("norm.weight")
         x = 0.02 * noise(seed if base_seed is None else base_seed, name, start, stop - start) + (1.0 if norm else 0.0)
         if base_seed is not None:
-            x = x.to(dtype).float() + 0.002 * noise(seed, name, start, stop - start)
+            x = x.to(torch_dtype).float() + 0.002 * noise(seed, name, start, stop - start)
         dest.copy_(x)
 
-    write_sharded(tmp, [(n, dtype, s) for n, s in shapes(cfg).items()], fill, max_shard_bytes, CHUNK)
+    write_sharded(tmp, [(n, torch_dtype, s) for n, s in shapes(cfg).items()], fill, max_shard_bytes, CHUNK)
     (tmp / "config.json").write_text(json.dumps(hf_config(cfg, dtype), indent=1))
     if record_base:
         (tmp / BASE_FINGERPRINT_FILE).write_text(json.dumps({"base_sha256": f"synthetic-{base_seed or seed}"}))
@@ -159,6 +170,52 @@ def word_tokenizer(path: Path) -> None:
     PreTrainedTokenizerFast(
         tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
     ).save_pretrained(path)
+
+
+def load_weights(model_dir: Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a checkpoint's safetensors files (one file or shards), by name."""
+    from safetensors.torch import load_file
+
+    out: dict[str, torch.Tensor] = {}
+    for file in sorted(model_dir.glob("*.safetensors")):
+        out |= load_file(str(file))
+    return out
+
+
+def snakemake_command(work: Path, *configfiles: Path) -> list[str]:
+    """The workflow of this repository run in `work` with `configfiles`, by this interpreter's Snakemake (the caller
+    adds `--cores` and the rest)."""
+    snakefile = str(REPO / "Snakefile")
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        snakefile,
+        "--directory",
+        str(work),
+        "--configfile",
+        *map(str, configfiles),
+    ]
+
+
+def swap_recipe(path: Path, task: Path, lang: Path, params: dict, base: Path | None = None) -> Path:
+    """A layer-swap recipe of `task` and `lang` (`params`: bottom, top, ...) written to `path`."""
+    recipe = {"method": "layer_swap", "inputs": {"task": str(task), "lang": str(lang)}, "params": params}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(recipe if base is None else {"base": str(base), **recipe}))
+    return path
+
+
+def evaluate_args(
+    data: Path, out: Path, benchmarks: dict, batch_size: int, threads: int, models: list[str], seed: int = 0
+) -> list[str]:
+    """The options of `layerswap evaluate` (layerswap.evaluation.evaluate.add_arguments) for `models` ("ID=PATH")."""
+    argv = ["--data-dir", str(data), "--out-dir", str(out), "--benchmarks-json", json.dumps(benchmarks)]
+    argv += ["--batch-size", str(batch_size), "--seed", str(seed), "--threads", str(threads)]
+    for model in models:
+        argv += ["--model", model]
+    return argv
 
 
 def run_timed(cmd: list[str], env: dict | None = None) -> tuple[float, int]:

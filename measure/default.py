@@ -20,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from layerswap.workflow.layout import Layout, R
+from measure.common import snakemake_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,19 +57,7 @@ def main() -> int:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="layerswap-measure-"))
     work.mkdir(parents=True, exist_ok=True)
-    snakemake = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        str(REPO / "config" / "config.yaml"),
-        "--cores",
-        str(args.cores),
-    ]
+    snakemake = [*snakemake_command(work, REPO / "config" / "config.yaml"), "--cores", str(args.cores)]
 
     first, proc = timed(snakemake, REPO)
     if proc.returncode:

@@ -117,6 +117,7 @@ def main() -> None:
 
     from layerswap.evaluation import evaluate as ev
     from measure.bench_evaluate import build_world
+    from measure.common import evaluate_args
 
     calls: list[dict] = []
     original = lm_eval.evaluator.evaluate
@@ -181,26 +182,11 @@ def main() -> None:
             batch = batch_sizes[build % len(batch_sizes)]
             parser = argparse.ArgumentParser()
             ev.add_arguments(parser)
-            argv = [
-                "--data-dir",
-                str(data),
-                "--out-dir",
-                str(work / f"evals-{build}"),
-                "--benchmarks-json",
-                json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens, "limit": a.items}}),
-                "--batch-size",
-                str(batch),
-                "--threads",
-                str(a.threads),
-                "--device",
-                a.device,
-                "--dtype",
-                a.dtype,
-                "--model",
-                f"first={base}",
-                "--model",
-                f"second={base}",
-            ]
+            bench = {"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens, "limit": a.items}}
+            argv = evaluate_args(
+                data, work / f"evals-{build}", bench, batch, a.threads, [f"first={base}", f"second={base}"]
+            )
+            argv += ["--device", a.device, "--dtype", a.dtype]
             start = len(calls)
             timings = ev.run(parser.parse_args(argv))
             first, second = calls[start], calls[start + 1]

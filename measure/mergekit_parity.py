@@ -23,11 +23,10 @@ from pathlib import Path
 
 import torch
 import yaml
-from safetensors.torch import load_file
 
 from layerswap.merge import build_state_dict, write_merged
 from measure.bench_merge import mergekit_config, our_recipe
-from measure.common import random_model
+from measure.common import load_weights, random_model
 
 SMALL = dict(
     vocab_size=96,
@@ -47,13 +46,6 @@ def ensure_mergekit(venv: Path) -> Path:
         subprocess.run(pip + ["torch==2.13.0"], check=True)
         subprocess.run(pip + ["-r", str(Path(__file__).resolve().parents[1] / "envs" / "mergekit.txt")], check=True)
     return exe
-
-
-def load_dir(path: Path) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for file in sorted(path.glob("*.safetensors")):
-        out |= load_file(str(file))
-    return out
 
 
 def compare(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> dict:
@@ -99,9 +91,9 @@ def main() -> None:
     for label, method, dtype, p in cases:
         tag = "f32" if dtype == torch.float32 else "bf16"
         models = {k: str(work / "models" / f"{k}_{tag}") for k in ("base", "a", "b")}
-        random_model(Path(models["base"]), SMALL, seed=1, dtype=dtype)
-        random_model(Path(models["a"]), SMALL, seed=2, base_seed=1, dtype=dtype)
-        random_model(Path(models["b"]), SMALL, seed=3, base_seed=1, dtype=dtype)
+        random_model(Path(models["base"]), SMALL, seed=1, dtype=str(dtype).removeprefix("torch."))
+        random_model(Path(models["a"]), SMALL, seed=2, base_seed=1, dtype=str(dtype).removeprefix("torch."))
+        random_model(Path(models["b"]), SMALL, seed=3, base_seed=1, dtype=str(dtype).removeprefix("torch."))
         case = work / label.replace(" ", "_").replace("=", "")
         case.mkdir(parents=True, exist_ok=True)
         out_dtype = "float32" if dtype == torch.float32 else "bfloat16"
@@ -119,10 +111,10 @@ def main() -> None:
         recipe = our_recipe(method, models["base"], models["a"], models["b"], p)
         (case / "recipe.json").write_text(json.dumps(recipe, indent=1))
         write_merged(recipe, str(case / "ours"))
-        ours = load_dir(case / "ours")
+        ours = load_weights(case / "ours")
         mem = build_state_dict(recipe)
         assert all(torch.equal(mem[k].view(torch.uint8), ours[k].view(torch.uint8)) for k in mem), "memory != disk"
-        res = compare(ours, load_dir(case / "mk"))
+        res = compare(ours, load_weights(case / "mk"))
         results.append((label, res))
         print(f"{label:26s} {json.dumps(res)}", flush=True)
     print(f"\nworkdir: {work}")

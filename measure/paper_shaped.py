@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from measure.common import snakemake_command
 from tests.hub_replica import Replica
 from tests.hub_replica.shaped import write_shaped
 
@@ -74,21 +75,7 @@ def main() -> int:
         if rc:
             return rc
         secs, rc, _ = timed(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "-s",
-                str(REPO / "Snakefile"),
-                "--directory",
-                str(root / "work"),
-                "--configfile",
-                str(shaped),
-                "--cores",
-                "2",
-                "--set-resources",
-                "sft:gpu=2",
-            ],
+            [*snakemake_command(root / "work", shaped), "--cores", "2", "--set-resources", "sft:gpu=2"],
             env,
             root / "snakemake.log",
         )

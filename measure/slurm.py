@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from layerswap.workflow.layout import R
+from measure.common import snakemake_command
 from tests.slurm_cluster import ACCOUNT, Cluster, differing
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,18 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def snakemake(workdir: Path, config: Path, env: dict, *args: str) -> tuple[float, int, str]:
     """Wall seconds, jobs run (Snakemake's own count) and the log of one run."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config),
-        *args,
-    ]
+    cmd = [*snakemake_command(workdir, config), *args]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0

@@ -26,6 +26,7 @@ from layerswap.audit.trace import tables_params
 from layerswap.machine import hardware
 from layerswap.report import tables, transfer
 from layerswap.workflow.layout import Layout, R
+from measure.common import snakemake_command
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -47,19 +48,7 @@ def configfiles(levers: list[str]) -> list[Path]:
 
 
 def run_dag(work: Path, files: list[Path], cores: int) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        *map(str, files),
-        "--cores",
-        str(cores),
-    ]
+    cmd = [*snakemake_command(work, *files), "--cores", str(cores)]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=REPO, env=env)  # Snakemake's own progress lines go to the terminal
     if proc.returncode:
