@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def test_cost_marks_measured_and_estimated_figures():
-    where = "measured: measure/benchmark_costs.py, NVIDIA H100 80GB HBM3, 2026-01-02"
+    where = "measured: scripts/benchmark_costs.py, NVIDIA H100 80GB HBM3, 2026-01-02"
     estimates = {
         "sft": {"gpu_hours": 8.0, "source": "estimate"},
         "evaluate_merges": {"gpu_hours": 0.2, "source": where},
@@ -43,7 +43,7 @@ def test_paper_config_estimates_say_estimate_and_schema_checks_source(tmp_path):
     from layerswap.errors import UserError
 
     cfg = load_config(REPO / "config" / "paper.yaml")
-    h100 = "measured: measure/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"
+    h100 = "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"
     sources = {rule: e.get("source") for rule, e in cfg["estimates"].items()}
     assert {r for r, s in sources.items() if s != "estimate"} == {"evaluate_merges"}
     assert sources["evaluate_merges"] == h100

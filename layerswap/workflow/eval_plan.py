@@ -49,16 +49,16 @@ WORK = {
 #: one H100 80GB, HF backend, Llama-3.1-8B shapes, bf16 (docs/MEASUREMENTS.md#cost-figures, issue 34)
 RATES = {
     # 12.7-13.7 s per batch of 64 MGSM items generating 512 tokens: 64 x 512 / 13.7 s
-    "generate_tokens_per_s": (2392.0, "measured: measure/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
+    "generate_tokens_per_s": (2392.0, "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
     # prompt tokens per second of a forward pass without generation: not measured; about a third of the H100's dense
     # bf16 peak at ~16 GFLOP per token of an 8B model
     "prefill_tokens_per_s": (20000.0, "estimate: ~1/3 of the H100's bf16 peak at 16 GFLOP per token"),
     # a merge built on the CPU and loaded: 13.2-16.1 s build + 1.8-2.0 s load_state_dict (upper ends)
-    "merge_switch_s": (18.1, "measured: measure/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
+    "merge_switch_s": (18.1, "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
     # a checkpoint read from disk: its export-dtype bytes at 1 GB/s (fp32 8B: 32 s)
     "checkpoint_read_gb_per_s": (1.0, "estimate: a parallel file system's read rate for one job"),
     # the first generation of every fresh model build: 20-30 s, once per job at the upper end
-    "job_warmup_s": (30.0, "measured: measure/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
+    "job_warmup_s": (30.0, "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
 }
 
 
