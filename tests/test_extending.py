@@ -72,7 +72,9 @@ def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(
 def test_the_files_extending_md_cites_exist():
     """The doc's examples are files of the repository (a path with a <placeholder> is a pattern, not a citation)."""
     cited = set(
-        re.findall(r"`((?:layerswap|tests|config|scripts|docs|rules)/[^`<>\s:]+)(?:::(\w+))?`", EXTENDING.read_text())
+        re.findall(
+            r"`((?:layerswap|tests|config|measure|tools|docs|rules)/[^`<>\s:]+)(?:::(\w+))?`", EXTENDING.read_text()
+        )
     )
     assert len(cited) > 10 and any(test for _, test in cited)
     assert [path for path, _ in sorted(cited) if not (REPO / path).exists()] == []

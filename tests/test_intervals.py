@@ -258,7 +258,7 @@ def test_cli_writes_the_summary(tmp_path):
 
 def _script(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "readme_summary.py"), *args], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-m", "tools.readme_summary", *args], capture_output=True, text=True, cwd=REPO
     )
 
 

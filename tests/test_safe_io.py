@@ -298,12 +298,12 @@ def test_changed_checkpoint_is_named_before_it_is_evaluated(recorded_run, toy_wo
     ],
 )
 def test_os_error_without_a_file_name_names_the_output(work, capsys, monkeypatch, code, says):
-    from layerswap.merge import engine
+    from layerswap import checkpoints
 
     def failing(file, entries, fill, chunk):
         raise OSError(code, os.strerror(code))  # as a failed write() raises: no file name
 
-    monkeypatch.setattr(engine, "write_shard", failing)
+    monkeypatch.setattr(checkpoints, "write_shard", failing)
     assert merge("--out", "m") == 1
     line = one_line(capsys)
     assert line.startswith(f"layerswap merge: error: m/model-00001-of-00001.safetensors: {says}"), line
@@ -312,9 +312,9 @@ def test_os_error_without_a_file_name_names_the_output(work, capsys, monkeypatch
 
 
 def test_debug_shows_the_traceback(work, capsys, monkeypatch):
-    from layerswap.merge import engine
+    from layerswap import checkpoints
 
-    monkeypatch.setattr(engine, "write_shard", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space")))
+    monkeypatch.setattr(checkpoints, "write_shard", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space")))
     assert main(["--debug", "merge", "--recipe", "r.json", "--out", "m"]) == 1
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and err.strip().splitlines()[-1].startswith("layerswap merge:")
@@ -324,9 +324,9 @@ def test_debug_shows_the_traceback(work, capsys, monkeypatch):
 
 
 def test_other_exceptions_keep_their_traceback(work, monkeypatch):
-    from layerswap.merge import engine
+    from layerswap import checkpoints
 
-    monkeypatch.setattr(engine, "write_shard", lambda *a: (_ for _ in ()).throw(RuntimeError("a bug")))
+    monkeypatch.setattr(checkpoints, "write_shard", lambda *a: (_ for _ in ()).throw(RuntimeError("a bug")))
     with pytest.raises(RuntimeError, match="a bug"):
         merge("--out", "m")
 

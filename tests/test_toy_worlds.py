@@ -1,7 +1,5 @@
 """The toy-transfer study's configs (config/toy_transfer.yaml + config/worlds/*.yaml) and its record page."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -9,17 +7,10 @@ import yaml
 from snakemake.utils import update_config
 
 from layerswap.config import check, validate_config
+from measure import toy_worlds
 
 REPO = Path(__file__).resolve().parents[1]
 LEVERS = sorted(p.stem for p in (REPO / "config" / "worlds").glob("*.yaml"))
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("toy_worlds", REPO / "scripts" / "toy_worlds.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["toy_worlds"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def stacked(*levers: str) -> dict:
@@ -59,13 +50,13 @@ def test_levers_change_what_they_say():
 
 
 def test_unknown_lever_is_one_line(capsys):
-    script = load_script()
+    script = toy_worlds
     with pytest.raises(SystemExit, match=r"config/worlds/nope.yaml: no such lever; known: format, less_english, "):
         script.configfiles(["nope"])
 
 
 def test_record_page_rows(tmp_path, monkeypatch):
-    script = load_script()
+    script = toy_worlds
     page = tmp_path / "toy_worlds.md"
     page.write_text(f"# t\n\nintro\n\n{script.BEGIN}\nold\n{script.END}\n\nafter\n")
     monkeypatch.setattr(script, "PAGE", page)
@@ -91,7 +82,7 @@ def test_record_page_rows(tmp_path, monkeypatch):
     record = {
         "world": "relex",
         "levers": ["relex"],
-        "command": "python scripts/toy_worlds.py --workdir DIR --levers relex",
+        "command": "python -m measure.toy_worlds --workdir DIR --levers relex",
         "wall_s": 600.0,
         "scores": scores,
     }

@@ -186,7 +186,7 @@ def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Pat
 
 # ---------------------------------------------------------------------------------------------------------- run
 def run(args: argparse.Namespace, merges=None) -> dict:
-    """Evaluate every model on every benchmark; returns phase timings in seconds (for scripts/bench_evaluate.py).
+    """Evaluate every model on every benchmark; returns phase timings in seconds (for measure/bench_evaluate.py).
     `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models.
     With `--store`, models whose results the store keeps are copied from it, not evaluated
     (layerswap.evaluation.store)."""

@@ -18,12 +18,11 @@ import torch
 
 from layerswap.checkpoints import (
     BASE_FINGERPRINT_FILE,
-    INDEX_FILE,
     TIED_HEAD,
     Checkpoint,
     chunk_ranges,
     ties_head,
-    write_shard,
+    write_sharded,
 )
 from layerswap.contracts import naming, replace_dir
 from layerswap.errors import UserError
@@ -423,20 +422,6 @@ def model_dir_of(recipe: dict) -> str:
     return ref
 
 
-def _shards(root: Merge, max_shard_bytes: int) -> list[list[tuple[str, torch.dtype, tuple[int, ...]]]]:
-    shards: list[list[tuple[str, torch.dtype, tuple[int, ...]]]] = [[]]
-    size = 0
-    for name in root.names:
-        dtype, shape = root.dtypes[name], root.shapes[name]
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        if shards[-1] and size + nbytes > max_shard_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append((name, dtype, shape))
-        size += nbytes
-    return shards
-
-
 def _copy_side_files(src: Path, dst: Path) -> None:
     for path in sorted(src.iterdir()):
         if path.is_file() and (path.name in COPIED_FILES or path.name.startswith("tokenizer")):
@@ -463,18 +448,8 @@ def write_merged(
     try:
         with one_thread(), naming(shown, hidden):  # OS errors name the output, not the hidden temporary dir
             full, root, fingerprint = _open(recipe, cache)
-            shards = _shards(root, max_shard_bytes)
-            weight_map: dict[str, str] = {}
-            total = 0
-            for i, entries in enumerate(shards):
-                file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-                with naming(shown / file, hidden):
-                    write_shard(str(tmp / file), entries, root.fill, CHUNK)
-                for name, dtype, shape in entries:
-                    weight_map[name] = file
-                    total += math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-            index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-            (tmp / INDEX_FILE).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+            entries = [(name, root.dtypes[name], root.shapes[name]) for name in root.names]
+            write_sharded(tmp, entries, root.fill, max_shard_bytes, CHUNK, shown, hidden)
             _copy_side_files(Path(model_dir_of(full)), tmp)
             provenance = {"recipe": recipe, "recipe_hash": recipe_hash(recipe)}
             (tmp / "layerswap_recipe.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")

@@ -73,7 +73,7 @@ class Background:
     """One task at a time on a worker thread, so a checkpoint's weights are hashed while training goes on.
 
     At paper scale an fp32 export is 32 GB, ~50 s of sha256 at the ~630 MiB/s docs/SAFE_IO.md measures: done in the
-    training loop, 16 exports cost an SFT job 10.8% of its time (scripts/hashing_budget.py). sha256 and file reads
+    training loop, 16 exports cost an SFT job 10.8% of its time (measure/hashing_budget.py). sha256 and file reads
     release the GIL, so a thread is enough (a process would copy nothing less). `submit` first waits for the task
     before it, and `wait` re-raises a task's error in the caller: a failed export stops training at the next save."""
 

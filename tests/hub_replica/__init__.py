@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from hub_replica.repos import BREAKS, Repo, all_repos, external_files
+from .repos import BREAKS, Repo, all_repos, external_files
 
 TOKEN = "hf_replica_token_0123456789"
 SERVE = Path(__file__).resolve().parent / "serve.py"

@@ -2,7 +2,7 @@
 
 Same sources, normalisers, rules, `paper` task set (lm-eval's built-in tasks), `tasks_per_job: single` and the
 `accelerate launch` SFT launcher; what changes is listed in SIZES, and `tests/test_hub_replica.py` asserts that no
-other key differs. Used by the paper-shaped run against the Hub replica (tests and scripts/measure_paper_shaped.py).
+other key differs. Used by the paper-shaped run against the Hub replica (tests and measure/paper_shaped.py).
 """
 
 from __future__ import annotations

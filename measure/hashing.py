@@ -7,8 +7,8 @@ ID=SOURCE` arguments: checkpoint dirs, or recipes and their inputs), times sha25
 the sum per job against the wall time the job ran (the record's endtime - starttime). Run it from the working
 directory of the run (the job commands name `results/...` relative to it):
 
-    python scripts/measure_hashing.py            # one row per rule, and the total
-    python scripts/measure_hashing.py --json
+    python -m measure.hashing            # one row per rule, and the total
+    python -m measure.hashing --json
 
 The files are hashed twice and the second time is reported (page cache warm, as when a job hashes a file the
 previous job just read); `--cold` reports the first instead.
@@ -19,16 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from layerswap.checkpoints import recorded_weights  # noqa: E402
-from layerswap.fingerprint import file_sha256  # noqa: E402
-from layerswap.merge.recipes import input_paths, load_recipe, validate_recipe  # noqa: E402
+from layerswap.checkpoints import recorded_weights
+from layerswap.fingerprint import file_sha256
+from layerswap.merge.recipes import input_paths, load_recipe, validate_recipe
 
 
 def job_records(meta_dir: Path) -> list[dict]:

@@ -1,6 +1,6 @@
 """The micro config through a real SLURM vs locally: jobs, wall time, and whether the results are the same bytes.
 
-    python scripts/measure_slurm.py --workdir /tmp/measure_slurm [--config config/micro.yaml] [--jobs 3] \
+    python -m measure.slurm --workdir DIR [--config config/micro.yaml] [--jobs 3] \
         [--init-seconds 5]
 
 Starts the one-node loopback SLURM of the tests (tests/slurm_cluster.py: root, Debian's slurm-wlm, slurmdbd, munge,
@@ -24,28 +24,16 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-sys.path.insert(0, str(REPO))
-from slurm_cluster import ACCOUNT, Cluster, differing  # noqa: E402
+from layerswap.workflow.layout import R
+from measure.common import snakemake_command
+from tests.slurm_cluster import ACCOUNT, Cluster, differing
 
-from layerswap.workflow.layout import R  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def snakemake(workdir: Path, config: Path, env: dict, *args: str) -> tuple[float, int, str]:
     """Wall seconds, jobs run (Snakemake's own count) and the log of one run."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        str(config),
-        *args,
-    ]
+    cmd = [*snakemake_command(workdir, config), *args]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.monotonic() - t0

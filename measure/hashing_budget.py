@@ -1,13 +1,13 @@
 """What verifying checkpoints costs each GPU job at paper scale, hashed once per process (before issue 41) and once per
 file state (layerswap.hashcache): arithmetic from the config, not a measurement.
 
-    python scripts/hashing_budget.py                        # config/paper.yaml
-    python scripts/hashing_budget.py --configfile my.yaml --rate-mib-s 630
+    python -m measure.hashing_budget                        # config/paper.yaml
+    python -m measure.hashing_budget --configfile my.yaml --rate-mib-s 630
 
 Inputs, each named: the per-job GPU hours of the config's `estimates` (the job's time), the SFT runs (how many
 checkpoints each exports: num_samples / checkpoint_every, and in which dtype: export_dtype), `selection.top_k`, the
 base's parameter count (`--params`, default Llama 3.1 8B's 8.03e9) and the sha256 rate (`--rate-mib-s`, default the
-~630 MiB/s docs/SAFE_IO.md measures with scripts/measure_hashing.py). What each job hashes:
+~630 MiB/s docs/SAFE_IO.md measures with measure/hashing.py). What each job hashes:
 
 - sft: each checkpoint it exports, once (the record of its weights). Before, while its GPUs waited; after, on a
   background thread while training goes on (layerswap/train/export.py), so the job waits only for the last export's
@@ -33,9 +33,7 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from layerswap.config import effective_runs, validate_config  # noqa: E402
+from layerswap.config import effective_runs, validate_config
 
 BYTES = {"fp32": 4, "float32": 4, "bf16": 2, "bfloat16": 2, "fp16": 2, "float16": 2}
 LIMIT = 0.05  # issue 41: no GPU job spends more than 5% of its time hashing

@@ -8,7 +8,7 @@
             is free (not started where that much is free: the machine is shared)
   env1      the former test workaround: `default` with VLLM_CPU_KVCACHE_SPACE=1 (1 GiB)
 
-    .venv/bin/python scripts/measure_vllm_engine_memory.py [--reps 2] [--batch 16]
+    .venv/bin/python -m measure.vllm_engine_memory [--reps 2] [--batch 16]
 
 The model: tests/test_evaluate.py's random Llama (word-level tokenizer) at hidden 128, 4 heads (head_dim 32), 2
 layers, context 256, float32 (~1 MB of weights). Per run: the engine's start (wall seconds of the wrapper's
@@ -21,14 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+from tests import vllm_cpu_env
 
-import vllm_cpu_env  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import json, os, resource, sys, time
@@ -71,7 +69,7 @@ def main() -> None:
     a = p.parse_args()
     if why := vllm_cpu_env.unavailable():
         raise SystemExit(why)
-    from test_evaluate import make_data, make_model
+    from tests.test_evaluate import make_data, make_model
 
     with tempfile.TemporaryDirectory() as tmp:
         model = make_model(Path(tmp) / "model", make_data(Path(tmp) / "data"), hidden=128, layers=2)

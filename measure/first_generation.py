@@ -1,15 +1,14 @@
-#!/usr/bin/env python3
 """Where the first generation of a freshly built HF model goes: `layerswap evaluate`'s HF path (ModelHost + HFLM +
 lm-eval `generate_until`), the first model of a fresh host against the second (a weight swap into the same model).
 
-    python scripts/measure_first_generation.py [--builds 2] [--batch-sizes 16] [--items 16] [--shots 4] \
+    python -m measure.first_generation [--builds 2] [--batch-sizes 16] [--items 16] [--shots 4] \
         [--max-new-tokens 32] [--shape world|llama8b] [--hidden 128] [--layers 4] [--threads 1] [--device auto] \
         [--work DIR] [--out first_gen.json]
 
 On one H100 (issue 34) the first model of every fresh model build took ~20-30 s longer to evaluate than the next
 ones. This script builds a random Llama with a word-level tokenizer and MGSM-format items
-(scripts/bench_evaluate.py's world, `--hidden`/`--layers` setting its size; or `--shape llama8b`: Llama-3.1-8B
-shapes in random bf16, scripts/benchmark_costs.py's base, for a GPU), then runs `layerswap.evaluation.evaluate.run`
+(measure/bench_evaluate.py's world, `--hidden`/`--layers` setting its size; or `--shape llama8b`: Llama-3.1-8B
+shapes in random bf16, measure/benchmark_costs.py's base, for a GPU), then runs `layerswap.evaluation.evaluate.run`
 `--builds` times in this process (each a fresh ModelHost, i.e. a fresh model build; the i-th at the i-th of
 `--batch-sizes`, cycled), each over two models (the same checkpoint twice: the second is a weight swap). Every
 `lm_eval.evaluator.evaluate` call is profiled on its own (cProfile) and reported as:
@@ -36,10 +35,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
 
 #: phase name -> (file suffix, function name) whose cumulative time is the phase
 PHASES = {
@@ -119,9 +114,10 @@ def main() -> None:
 
     import lm_eval.evaluator
     import torch
-    from bench_evaluate import build_world
 
     from layerswap.evaluation import evaluate as ev
+    from measure.bench_evaluate import build_world
+    from measure.common import evaluate_args
 
     calls: list[dict] = []
     original = lm_eval.evaluator.evaluate
@@ -161,7 +157,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="first-gen-") as tmp:
         work = a.work or Path(tmp)
         if a.shape != "world":
-            import benchmark_costs
+            from measure import benchmark_costs
 
             data = benchmark_costs.standin_data(work, a.items)
             make = {"llama8b": benchmark_costs.llama8b_base, "tiny_sharded": benchmark_costs.tiny_sharded_base}
@@ -186,26 +182,11 @@ def main() -> None:
             batch = batch_sizes[build % len(batch_sizes)]
             parser = argparse.ArgumentParser()
             ev.add_arguments(parser)
-            argv = [
-                "--data-dir",
-                str(data),
-                "--out-dir",
-                str(work / f"evals-{build}"),
-                "--benchmarks-json",
-                json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens, "limit": a.items}}),
-                "--batch-size",
-                str(batch),
-                "--threads",
-                str(a.threads),
-                "--device",
-                a.device,
-                "--dtype",
-                a.dtype,
-                "--model",
-                f"first={base}",
-                "--model",
-                f"second={base}",
-            ]
+            bench = {"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens, "limit": a.items}}
+            argv = evaluate_args(
+                data, work / f"evals-{build}", bench, batch, a.threads, [f"first={base}", f"second={base}"]
+            )
+            argv += ["--device", a.device, "--dtype", a.dtype]
             start = len(calls)
             timings = ev.run(parser.parse_args(argv))
             first, second = calls[start], calls[start + 1]
@@ -229,7 +210,7 @@ def main() -> None:
 
     hw = hardware()
     result = {
-        "script": "scripts/measure_first_generation.py",
+        "script": "measure/first_generation.py",
         "argv": sys.argv[1:],
         "machine": {
             "cpu": hw["cpu_model"],

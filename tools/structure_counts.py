@@ -1,8 +1,8 @@
 """Counts a maintainer reads the package's structure by (issue 37): where a results path is spelled, how many members
 the rules' `Spec` has, and the import cycles and upward imports between the package's modules.
 
-    python scripts/structure_counts.py            # a table
-    python scripts/structure_counts.py --json     # the same, as JSON (e.g. to compare two commits)
+    python -m tools.structure_counts            # a table
+    python -m tools.structure_counts --json     # the same, as JSON (e.g. to compare two commits)
 
 Results paths: string literals (f-strings included) in rules/*.smk, the Snakefile and layerswap/**/*.py that spell a
 path under the results folder (`{R}/...`, `results/...`) or the experts' or merged models' folder
@@ -36,7 +36,6 @@ from collections import defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 
 PATH_RE = re.compile(r"""(?:^|["'/])(\{[^{}]*\}|results)/""")
 ROOTS = re.compile(r"^(\{R\}|results|\{[\w.]*experts\}|\{[\w.]*merged\}|\{big\})/")

@@ -1,9 +1,9 @@
 """Every job each config's dry run plans, with its files and shell command, as one sorted text file per config and
 target: two commits (or two checkouts) compared with `diff -r` show whether a refactor changed what the workflow runs.
 
-    python scripts/dry_run_jobs.py --out /tmp/jobs_before
+    python -m tools.dry_run_jobs --out BEFORE
     (edit, or check out another commit)
-    python scripts/dry_run_jobs.py --out /tmp/jobs_after && diff -r /tmp/jobs_before /tmp/jobs_after
+    python -m tools.dry_run_jobs --out AFTER && diff -r BEFORE AFTER
 
 Each config (config/*.yaml, and config/toy_transfer.yaml with each overlay of config/worlds/) is dry-run with
 `--forceall` (so every job of the DAG is listed, whatever exists) in an empty folder, for the default target and for

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Are evaluation results the same at every batch size? The measurement behind `evaluation.batch_size` being a param.
 
-    python scripts/measure_batch_invariance.py --results results [--batch-sizes 1 8 64] [--model ID=DIR ...]
+    python -m measure.batch_invariance --results results [--batch-sizes 1 8 64] [--model ID=DIR ...]
 
 Evaluates the given models (default: the base and the first checkpoint of the first SFT run under --results) on every
 toy benchmark with `layerswap evaluate`, once per batch size, each in a fresh temporary directory, then compares the
@@ -21,8 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from layerswap.workflow.layout import Layout, R  # noqa: E402
+from layerswap.workflow.layout import Layout, R
 
 BENCHMARKS = {
     "mgsm": {"shots": 0},

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Run one world of the toy-transfer study and score issue 21's questions (a), (b), (c) on it.
 
-    python scripts/toy_worlds.py --levers relex parallel --workdir /tmp/w_relex_parallel [--cores 2] [--record]
+    python -m measure.toy_worlds --levers relex parallel --workdir DIR [--cores 2] [--record]
 
 A world is config/toy_transfer.yaml with the overlays config/worlds/<lever>.yaml stacked in the order given (no
 lever: the default world's knobs). The script runs the whole DAG there (`snakemake --configfile ...`), then reads
@@ -23,17 +22,17 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from layerswap.audit.trace import tables_params
+from layerswap.machine import hardware
+from layerswap.report import tables, transfer
+from layerswap.workflow.layout import Layout, R
+from measure.common import snakemake_command
 
-from layerswap.audit.trace import tables_params  # noqa: E402
-from layerswap.machine import hardware  # noqa: E402
-from layerswap.report import tables, transfer  # noqa: E402
-from layerswap.workflow.layout import Layout, R  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 RECORDS = REPO / "docs" / "toy_worlds.json"
 PAGE = REPO / "docs" / "toy_worlds.md"
-BEGIN, END = "<!-- BEGIN worlds: scripts/toy_worlds.py --record -->", "<!-- END worlds -->"
+BEGIN, END = "<!-- BEGIN worlds: measure/toy_worlds.py --record -->", "<!-- END worlds -->"
 MIN_LANGUAGES = 3  # (b): the swap must win in at least 3 of the 4 target languages (the issue's bar)
 
 
@@ -49,19 +48,7 @@ def configfiles(levers: list[str]) -> list[Path]:
 
 
 def run_dag(work: Path, files: list[Path], cores: int) -> None:
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(work),
-        "--configfile",
-        *map(str, files),
-        "--cores",
-        str(cores),
-    ]
+    cmd = [*snakemake_command(work, *files), "--cores", str(cores)]
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(cmd, cwd=REPO, env=env)  # Snakemake's own progress lines go to the terminal
     if proc.returncode:
@@ -167,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     wall, invocations = dag_wall(args.workdir)
     scores = score(args.workdir / R)
     world = "+".join(args.levers) or "default"
-    command = "python scripts/toy_worlds.py --workdir DIR" + (
+    command = "python -m measure.toy_worlds --workdir DIR" + (
         " --levers " + " ".join(args.levers) if args.levers else ""
     )
     record = {

@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Which toy-world outputs depend on the CPU's instruction set? The measurement behind docs/AUDITS.md.
 
-    python scripts/measure_isa_dependence.py [--config config/config.yaml] [--steps 20]
+    python -m measure.isa_dependence [--config config/config.yaml] [--steps 20]
 
 One machine stands in for two: the second "CPU" is this one with torch's own kernels held at their lowest SIMD
 level (ATEN_CPU_CAPABILITY=default) and MKL's at SSE4.2 (MKL_ENABLE_INSTRUCTIONS=SSE4_2), which is what an older
@@ -30,9 +29,10 @@ from pathlib import Path
 
 import torch
 import yaml
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from layerswap.data.toyworld import generate
+from measure.common import load_weights
 
 LOWER_SIMD = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
 
@@ -63,13 +63,6 @@ def capability(env: dict[str, str]) -> str:
     ).stdout.strip()
 
 
-def weights(model_dir: Path) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for p in sorted(model_dir.glob("*.safetensors")):
-        out |= load_file(str(p))
-    return out
-
-
 def max_diff(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> float:
     return max(float((a[k].double() - b[k].double()).abs().max()) for k in a)
 
@@ -87,7 +80,7 @@ def expert(base: Path, out: Path, seed: int) -> str:
     g = torch.Generator().manual_seed(seed)
     sd = {
         k: v + 0.01 * float(v.float().std() if v.numel() > 1 else 1.0) * torch.randn(v.shape, generator=g)
-        for k, v in weights(base).items()
+        for k, v in load_weights(base).items()
     }
     for p in out.glob("*.safetensors"):
         p.unlink()
@@ -151,11 +144,11 @@ def main() -> None:
             )
             print(f"toy base, {args.steps} steps, {name}: {time.time() - t:.0f} s", flush=True)
         first, *others = runs
-        w0 = weights(bases[first])
+        w0 = load_weights(bases[first])
         for name in others:
             print(
                 f"toy base {first} vs {name}: model.safetensors byte-identical "
-                f"{same_bytes(bases[first], bases[name])}, max |w - w'| {max_diff(w0, weights(bases[name])):.3g}"
+                f"{same_bytes(bases[first], bases[name])}, max |w - w'| {max_diff(w0, load_weights(bases[name])):.3g}"
             )
 
         base = str(bases[first])

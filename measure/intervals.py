@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Half-widths of Table 1's 95% intervals in a finished run, and the MGSM items per language a target needs.
 
-    python scripts/measure_intervals.py --results results [--target 3] [--params-json JSON]
+    python -m measure.intervals --results results [--target 3] [--params-json JSON]
 
 For every Table 1 avg cell: the value, its bootstrap interval (as `layerswap tables` computes it) and half-width,
 and a model of how its two-level bootstrap variance changes with N items per language (percent points, U models):
@@ -27,14 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from layerswap.audit.trace import tables_params
+from layerswap.report import tables
+from layerswap.report.evals import Evals
+from layerswap.report.paper_tables import Builder, Workspace
+from layerswap.workflow.layout import Layout
 
-from layerswap.audit.trace import tables_params  # noqa: E402
-from layerswap.report import tables  # noqa: E402
-from layerswap.report.evals import Evals  # noqa: E402
-from layerswap.report.paper_tables import Builder, Workspace  # noqa: E402
-from layerswap.workflow.layout import Layout  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 Z = 1.959964
 

@@ -1,6 +1,6 @@
 """Wall time of `layerswap evaluate` in one process: a toy-sized model on MGSM for several in-memory weight sets.
 
-    .venv/bin/python scripts/bench_evaluate.py [--models 9] [--langs 5] [--items 100] [--shots 3] \
+    .venv/bin/python -m measure.bench_evaluate [--models 9] [--langs 5] [--items 100] [--shots 3] \
         [--threads 1] [--batch-size 64] [--hidden 64] [--layers 8] [--vocab 900] [--work DIR]
 
 Builds (in a temp dir unless --work): a random LlamaForCausalLM (hidden 64, 8 layers, intermediate 3*hidden,
@@ -41,6 +41,8 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
     import torch
     from tokenizers import Regex, Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from measure.common import swap_recipe  # (here: the child's import timings start without torch)
 
     rng = random.Random(0)
     langs = ["en", "toy_swh", "toy_tel", "toy_ben", "toy_jpn"][: a.langs]
@@ -122,18 +124,8 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
                 experts[kind, j] = d
         pairs = [(i, j) for i in range(n_side) for j in range(n_side)][: a.models]
         for i, j in pairs:
-            p = work / "recipes" / f"l{i}m{j}.json"
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(
-                json.dumps(
-                    {
-                        "method": "layer_swap",
-                        "base": str(base),
-                        "inputs": {"task": str(experts["task", j]), "lang": str(experts["lang", i])},
-                        "params": {"bottom": 2, "top": 1},
-                    }
-                )
-            )
+            task, lang = experts["task", j], experts["lang", i]
+            p = swap_recipe(work / "recipes" / f"l{i}m{j}.json", task, lang, {"bottom": 2, "top": 1}, base)
             recipes.append(f"merge/l{i}m{j}={p}")
     print(
         f"world: {len(langs)} languages x {a.items} items, vocab {tok.get_vocab_size()}, "
@@ -169,8 +161,8 @@ def standin_merges():
 
 
 def child(a: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT))
     from layerswap.evaluation import evaluate as ev
+    from measure.common import evaluate_args
 
     if a.standin_merge:
         merges = standin_merges()
@@ -179,22 +171,8 @@ def child(a: argparse.Namespace) -> None:
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
     work = Path(a.work)
-    argv = [
-        "--data-dir",
-        str(work / "data"),
-        "--out-dir",
-        str(work / "evals"),
-        "--benchmarks-json",
-        json.dumps({"mgsm": {"shots": a.shots}}),
-        "--batch-size",
-        str(a.batch_size),
-        "--seed",
-        "0",
-        "--threads",
-        str(a.threads),
-    ]
-    for m in a.model_args:
-        argv += ["--model", m]
+    bench = {"mgsm": {"shots": a.shots}}
+    argv = evaluate_args(work / "data", work / "evals", bench, a.batch_size, a.threads, a.model_args)
     t_run = time.time()
     timings = ev.run(parser.parse_args(argv), merges=merges)
     timings["script_before_run"] = t_run - T_CHILD_START
@@ -231,7 +209,8 @@ def main() -> None:
         recipes = build_world(work, a)
         cmd = [
             sys.executable,
-            __file__,
+            "-m",
+            "measure.bench_evaluate",
             "--child",
             "--work",
             str(work),

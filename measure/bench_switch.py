@@ -2,7 +2,7 @@
 `load_state_dict`, the path of dd25adc) and after (only the tensors whose sources differ from what the model holds,
 copied into its parameters in place; merges in `engine.switch_order`).
 
-    python scripts/bench_switch.py --workdir /tmp/bench_switch --reps 3
+    python -m measure.bench_switch --workdir DIR --reps 3
 
 Writes 3 task and 3 language experts once (Llama-3.2-1B shapes: 16 layers, hidden 2048, vocab 128256, tied head,
 1.24B parameters, random bf16 weights, 2.47 GB each; kept for the next call) and a 3x3 grid of layer-swap recipes
@@ -15,57 +15,21 @@ medians; peak RSS at the end.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import resource
-import shutil
 import statistics
-import sys
 import time
-import zlib
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from layerswap.evaluation.hosts import ModelHost  # noqa: E402
-from layerswap.merge import engine  # noqa: E402
-from scripts.bench_merge import LLAMA_1B, hf_config, shapes, write_sharded  # noqa: E402
-
-SHARD_BYTES = 2**30
-
-
-def write_tokenizer(path: Path) -> None:
-    """A small word-level tokenizer: the switch does not depend on it, HFLM needs one."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    words = ["<unk>", "<pad>", "<s>", "</s>"] + [f"w{i}" for i in range(60)]
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="<unk>", pad_token="<pad>", bos_token="<s>", eos_token="</s>"
-    ).save_pretrained(path)
+from layerswap.evaluation.hosts import ModelHost
+from layerswap.merge import engine
+from measure.common import LLAMA_1B, random_model, swap_recipe
 
 
 def make_expert(path: Path, seed: int) -> None:
-    """Random N(0, 0.02) weights (norms 1 + N(0, 0.02)), bf16, streamed to shards chunk by chunk (bounded memory)."""
-    if (path / "config.json").is_file():
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    shp = {n: s for n, s in shapes(LLAMA_1B).items() if n != "lm_head.weight"}  # tied head, as Llama-3.2-1B
-
-    def fill(name: str, start: int, stop: int, dest: torch.Tensor) -> None:
-        g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + start)
-        x = torch.randn(stop - start, generator=g).mul_(0.02)
-        dest.copy_(x.add_(1.0) if name.endswith("norm.weight") else x)
-
-    write_sharded(tmp, shp, torch.bfloat16, fill, SHARD_BYTES)
-    (tmp / "config.json").write_text(json.dumps(hf_config(LLAMA_1B) | {"tie_word_embeddings": True}, indent=1))
-    write_tokenizer(tmp)
-    os.replace(tmp, path)
+    """Random N(0, 0.02) weights (norms 1 + N(0, 0.02)), bf16, tied head as Llama-3.2-1B's, in shards of 1 GiB."""
+    random_model(path, LLAMA_1B | {"tie_word_embeddings": True}, seed, record_base=False)
 
 
 def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
@@ -76,13 +40,8 @@ def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
     out = []
     for i in range(3):  # the order `layerswap recipes` writes: language rank, then task rank
         for j in range(3):
-            recipe = {
-                "method": "layer_swap",
-                "inputs": {"task": str(models / f"task{j}"), "lang": str(models / f"lang{i}")},
-                "params": {"bottom": bottom, "top": top},
-            }
-            path = workdir / f"{i + 1}x{j + 1}.json"
-            path.write_text(json.dumps(recipe))
+            task, lang = models / f"task{j}", models / f"lang{i}"
+            path = swap_recipe(workdir / f"{i + 1}x{j + 1}.json", task, lang, {"bottom": bottom, "top": top})
             out.append((f"{i + 1}x{j + 1}", path))
     return out
 

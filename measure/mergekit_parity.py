@@ -1,6 +1,6 @@
 """Parity with mergekit 0.1.5: swap (linear + slices + filtered weights), linear soup and TIES, same parameters.
 
-    python scripts/mergekit_parity.py [--venv /tmp/mergekit-venv] [--workdir DIR]
+    python -m measure.mergekit_parity [--venv VENV] [--workdir DIR]
 
 Installs mergekit into its own venv (torch==2.13.0 first, so pip takes the local CPU wheel), builds small
 Llama-shaped checkpoints, runs both tools and compares every tensor. mergekit runs with dtype float32 (our
@@ -23,15 +23,19 @@ from pathlib import Path
 
 import torch
 import yaml
-from safetensors.torch import load_file
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench_merge import make_model, mergekit_config, our_recipe  # noqa: E402
+from layerswap.merge import build_state_dict, write_merged
+from measure.bench_merge import mergekit_config, our_recipe
+from measure.common import load_weights, random_model
 
-from layerswap.merge import build_state_dict, write_merged  # noqa: E402
-
-SMALL = {"vocab": 96, "hidden": 64, "inter": 160, "layers": 8, "heads": 4, "kv_heads": 2}
+SMALL = dict(
+    vocab_size=96,
+    hidden_size=64,
+    intermediate_size=160,
+    num_hidden_layers=8,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 
 
 def ensure_mergekit(venv: Path) -> Path:
@@ -42,13 +46,6 @@ def ensure_mergekit(venv: Path) -> Path:
         subprocess.run(pip + ["torch==2.13.0"], check=True)
         subprocess.run(pip + ["-r", str(Path(__file__).resolve().parents[1] / "envs" / "mergekit.txt")], check=True)
     return exe
-
-
-def load_dir(path: Path) -> dict[str, torch.Tensor]:
-    out: dict[str, torch.Tensor] = {}
-    for file in sorted(path.glob("*.safetensors")):
-        out |= load_file(str(file))
-    return out
 
 
 def compare(ours: dict[str, torch.Tensor], theirs: dict[str, torch.Tensor]) -> dict:
@@ -94,13 +91,15 @@ def main() -> None:
     for label, method, dtype, p in cases:
         tag = "f32" if dtype == torch.float32 else "bf16"
         models = {k: str(work / "models" / f"{k}_{tag}") for k in ("base", "a", "b")}
-        make_model(Path(models["base"]), SMALL, seed=1, dtype=dtype)
-        make_model(Path(models["a"]), SMALL, seed=2, base_seed=1, dtype=dtype)
-        make_model(Path(models["b"]), SMALL, seed=3, base_seed=1, dtype=dtype)
+        random_model(Path(models["base"]), SMALL, seed=1, dtype=str(dtype).removeprefix("torch."))
+        random_model(Path(models["a"]), SMALL, seed=2, base_seed=1, dtype=str(dtype).removeprefix("torch."))
+        random_model(Path(models["b"]), SMALL, seed=3, base_seed=1, dtype=str(dtype).removeprefix("torch."))
         case = work / label.replace(" ", "_").replace("=", "")
         case.mkdir(parents=True, exist_ok=True)
         out_dtype = "float32" if dtype == torch.float32 else "bfloat16"
-        cfg = mergekit_config(method, models["base"], models["a"], models["b"], SMALL["layers"], p, out_dtype)
+        cfg = mergekit_config(
+            method, models["base"], models["a"], models["b"], SMALL["num_hidden_layers"], p, out_dtype
+        )
         (case / "mergekit.yml").write_text(yaml.safe_dump(cfg))
         subprocess.run(
             [str(exe), str(case / "mergekit.yml"), str(case / "mk"), "--quiet"],
@@ -112,10 +111,10 @@ def main() -> None:
         recipe = our_recipe(method, models["base"], models["a"], models["b"], p)
         (case / "recipe.json").write_text(json.dumps(recipe, indent=1))
         write_merged(recipe, str(case / "ours"))
-        ours = load_dir(case / "ours")
+        ours = load_weights(case / "ours")
         mem = build_state_dict(recipe)
         assert all(torch.equal(mem[k].view(torch.uint8), ours[k].view(torch.uint8)) for k in mem), "memory != disk"
-        res = compare(ours, load_dir(case / "mk"))
+        res = compare(ours, load_weights(case / "mk"))
         results.append((label, res))
         print(f"{label:26s} {json.dumps(res)}", flush=True)
     print(f"\nworkdir: {work}")

@@ -5,14 +5,14 @@ whether the scores agree (issue 34, "Numbers"):
             engine, each merge built in memory and switched into it
   hf        `layerswap evaluate-merges --backend hf` (this interpreter's environment): one process, one model
   naive     what a user would otherwise run: per merge `mergekit-yaml` (mergekit 0.1.5 in its own venv, as
-            scripts/mergekit_parity.py builds it) writing the merged checkpoint, then `lm_eval --model vllm` on it
+            measure/mergekit_parity.py builds it) writing the merged checkpoint, then `lm_eval --model vllm` on it
             (the CPU vLLM environment), the same task YAMLs (`--include_path`), seeds and batch size
 
-    .venv/bin/python scripts/bench_vllm_cpu.py [--reps 3] [--naive-reps 3] [--items 16] [--side 3] [--work DIR]
+    .venv/bin/python -m measure.bench_vllm_cpu [--reps 3] [--naive-reps 3] [--items 16] [--side 3] [--work DIR]
 
-The world is scripts/bench_evaluate.py's (a random Llama, word-level tokenizer, MGSM-format items for en and one
+The world is measure/bench_evaluate.py's (a random Llama, word-level tokenizer, MGSM-format items for en and one
 toy language, three "task" x three "language" experts = base + seeded noise), at hidden 128 / 4 heads (head_dim 32,
-the smallest vLLM's CPU attention takes), float32. The merges are scripts/bench_merge.py's swap (bottom 2, top 1,
+the smallest vLLM's CPU attention takes), float32. The merges are measure/bench_merge.py's swap (bottom 2, top 1,
 non-layer tensors averaged), written for both tools from the same parameters; mergekit writes float32. Scores: each
 merge's exact-match per language, from our result JSON and from lm_eval's results JSON, and each item's extracted
 answer (our samples file, lm_eval's --log_samples), compared with the first vllm run's. Every engine runs eagerly
@@ -32,15 +32,13 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from measure.bench_evaluate import build_world
+from measure.bench_merge import mergekit_config, our_recipe
+from measure.common import evaluate_args
+from measure.mergekit_parity import ensure_mergekit
+from tests import vllm_cpu_env
 
-import vllm_cpu_env  # noqa: E402
-from bench_evaluate import build_world  # noqa: E402
-from bench_merge import mergekit_config, our_recipe  # noqa: E402
-from mergekit_parity import ensure_mergekit  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 LANGS = ["en", "toy_swh"]
 SWAP = {"bottom": 2, "top": 1}
@@ -71,34 +69,14 @@ def world(work: Path, a: argparse.Namespace) -> list[tuple[str, Path, Path]]:
     return merges
 
 
-def bench_json(a) -> str:
-    return json.dumps({"mgsm": {"shots": a.shots, "languages": LANGS}})
+def benchmarks(a) -> dict:
+    return {"mgsm": {"shots": a.shots, "languages": LANGS}}
 
 
 def ours(backend: str, work: Path, merges, a, out: Path) -> tuple[float, dict]:
-    argv = [
-        "evaluate-merges",
-        "--backend",
-        backend,
-        "--device",
-        "cpu",
-        "--dtype",
-        "float32",
-        "--data-dir",
-        str(work / "data"),
-        "--out-dir",
-        str(out),
-        "--benchmarks-json",
-        bench_json(a),
-        "--batch-size",
-        str(a.batch_size),
-        "--seed",
-        "0",
-        "--threads",
-        str(a.threads),
-    ]
-    for rid, recipe, _ in merges:
-        argv += ["--model", f"{rid}={recipe}"]
+    models = [f"{rid}={recipe}" for rid, recipe, _ in merges]
+    argv = ["evaluate-merges", "--backend", backend, "--device", "cpu", "--dtype", "float32"]
+    argv += evaluate_args(work / "data", out, benchmarks(a), a.batch_size, a.threads, models)
     env = {"PYTHONPATH": str(ROOT)}
     t0 = time.perf_counter()
     if backend == "vllm":
@@ -127,7 +105,7 @@ def task_yamls(work: Path, a) -> tuple[Path, list[str]]:
     from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks, write_task_yamls
 
     inc = work / "lm_eval_tasks"
-    names = write_task_yamls(plan_benchmarks(work / "data", parse_benchmarks(bench_json(a))), inc)
+    names = write_task_yamls(plan_benchmarks(work / "data", parse_benchmarks(json.dumps(benchmarks(a)))), inc)
     return inc, names
 
 

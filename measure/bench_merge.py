@@ -1,10 +1,10 @@
 """Time layerswap's swap, soup and TIES against mergekit 0.1.5 on synthetic Llama-shaped bf16 checkpoints.
 
-    python scripts/bench_merge.py --workdir /tmp/bench --mergekit /tmp/mkvenv/bin/mergekit-yaml
+    python -m measure.bench_merge --workdir DIR --mergekit VENV/bin/mergekit-yaml
 
 Generates base + 2 experts (Llama-3.2-1B shapes, untied head: 1.50B parameters each) under --workdir/models,
 runs every merge in its own subprocess (wall time, peak RSS from os.wait4) and prints a table with the ratios.
-Install mergekit with scripts/mergekit_parity.py --venv DIR (it makes the venv this script points at).
+Install mergekit with `python -m measure.mergekit_parity --venv DIR` (it makes the venv this script points at).
 """
 
 from __future__ import annotations
@@ -13,122 +13,11 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
-import zlib
 from pathlib import Path
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from layerswap.checkpoints import write_shard  # noqa: E402
-
-LLAMA_1B = {"vocab": 128256, "hidden": 2048, "inter": 8192, "layers": 16, "heads": 32, "kv_heads": 8}
-
-
-def shapes(cfg: dict) -> dict[str, tuple[int, ...]]:
-    h, hd = cfg["hidden"], cfg["hidden"] // cfg["heads"]
-    out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (cfg["vocab"], h)}
-    for l in range(cfg["layers"]):
-        p = f"model.layers.{l}."
-        out |= {
-            p + "self_attn.q_proj.weight": (h, h),
-            p + "self_attn.k_proj.weight": (cfg["kv_heads"] * hd, h),
-            p + "self_attn.v_proj.weight": (cfg["kv_heads"] * hd, h),
-            p + "self_attn.o_proj.weight": (h, h),
-            p + "mlp.gate_proj.weight": (cfg["inter"], h),
-            p + "mlp.up_proj.weight": (cfg["inter"], h),
-            p + "mlp.down_proj.weight": (h, cfg["inter"]),
-            p + "input_layernorm.weight": (h,),
-            p + "post_attention_layernorm.weight": (h,),
-        }
-    return out | {"model.norm.weight": (h,), "lm_head.weight": (cfg["vocab"], h)}
-
-
-def hf_config(cfg: dict) -> dict:
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": cfg["vocab"],
-        "hidden_size": cfg["hidden"],
-        "intermediate_size": cfg["inter"],
-        "num_hidden_layers": cfg["layers"],
-        "num_attention_heads": cfg["heads"],
-        "num_key_value_heads": cfg["kv_heads"],
-        "head_dim": cfg["hidden"] // cfg["heads"],
-        "max_position_embeddings": 2048,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0,
-        "hidden_act": "silu",
-        "tie_word_embeddings": False,
-        "torch_dtype": "bfloat16",
-        "bos_token_id": 1,
-        "eos_token_id": 2,
-    }
-
-
-def _noise(seed: int, name: str, start: int, n: int) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()) * 7919 + start)
-    return torch.randn(n, generator=g)
-
-
-def write_sharded(tmp: Path, shp: dict[str, tuple[int, ...]], dtype: torch.dtype, fill, max_shard_bytes: int) -> None:
-    """Tensors `shp` of `dtype`, each filled chunk by chunk by `fill(name, start, stop, dest)`, as safetensors shards
-    of at most `max_shard_bytes` in `tmp` with their `model.safetensors.index.json`."""
-    shards: list[list[tuple[str, torch.dtype, tuple[int, ...]]]] = [[]]
-    size = 0
-    item = torch.empty((), dtype=dtype).element_size()
-    for name, shape in shp.items():
-        nbytes = item * torch.Size(shape).numel()
-        if shards[-1] and size + nbytes > max_shard_bytes:
-            shards.append([])
-            size = 0
-        shards[-1].append((name, dtype, shape))
-        size += nbytes
-    weight_map = {}
-    for i, entries in enumerate(shards):
-        file = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
-        write_shard(str(tmp / file), entries, fill, 1 << 22)
-        weight_map |= {name: file for name, _, _ in entries}
-    total = sum(item * torch.Size(s).numel() for s in shp.values())
-    (tmp / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map})
-    )
-
-
-def make_model(
-    path: Path,
-    cfg: dict,
-    seed: int,
-    base_seed: int | None = None,
-    dtype: torch.dtype = torch.bfloat16,
-    max_shard_bytes: int = 2 * 2**30,
-) -> None:
-    """A random checkpoint (N(0, 0.02)); with base_seed: that base plus N(0, 0.002) noise (an 'expert')."""
-    if (path / "config.json").is_file():
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    shp = shapes(cfg)
-
-    def fill(name: str, start: int, stop: int, dest: torch.Tensor) -> None:
-        if name.endswith("norm.weight"):
-            x = 1.0 + 0.02 * _noise(seed, name, start, stop - start)
-        elif base_seed is None:
-            x = 0.02 * _noise(seed, name, start, stop - start)
-        else:
-            x = 0.02 * _noise(base_seed, name, start, stop - start)
-        if base_seed is not None:
-            x = (1.0 + 0.02 * _noise(base_seed, name, start, stop - start)) if name.endswith("norm.weight") else x
-            x = x.to(dtype).float() + 0.002 * _noise(seed, name, start, stop - start)
-        dest.copy_(x)
-
-    write_sharded(tmp, shp, dtype, fill, max_shard_bytes)
-    (tmp / "config.json").write_text(json.dumps(hf_config(cfg), indent=1))
-    (tmp / "layerswap_base.json").write_text(json.dumps({"base_sha256": f"synthetic-{base_seed or seed}"}))
-    os.replace(tmp, path)
+from measure.common import LLAMA_1B, parameters, random_model, run_timed
 
 
 def swap_slices(task: str, lang: str, n_layers: int, bottom: int, top: int, tb: int = 0, tu: int = 0) -> list[dict]:
@@ -207,20 +96,6 @@ def our_recipe(method: str, base: str, a: str, b: str, p: dict) -> dict:
     }
 
 
-def measure(cmd: list[str], env: dict | None = None) -> tuple[float, int]:
-    """Wall seconds and peak RSS bytes of one subprocess."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    err = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"failed ({proc.returncode}): {' '.join(cmd)}\n{err.decode()[-3000:]}")
-    return wall, usage.ru_maxrss * 1024
-
-
 def run_pair(method: str, models: dict[str, str], work: Path, mergekit: str, n_layers: int, p: dict) -> dict:
     import yaml
 
@@ -247,7 +122,7 @@ def run_pair(method: str, models: dict[str, str], work: Path, mergekit: str, n_l
         out = work / f"out_{'ours' if tool == 'ours' else 'mk'}_{method}"
         shutil.rmtree(out, ignore_errors=True)
         env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-        wall, rss = measure(cmd, env)
+        wall, rss = run_timed(cmd, env)
         row[f"{tool}_s"], row[f"{tool}_gib"] = wall, rss / 2**30
         print(f"  {method:5s} {tool:9s} {wall:8.1f} s  {rss / 2**30:6.2f} GiB", flush=True)
         shutil.rmtree(out, ignore_errors=True)
@@ -263,10 +138,12 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=2)
     ap.add_argument("--density", type=float, default=0.2)
     ap.add_argument("--lam", type=float, default=1.0)
-    ap.add_argument("--layers", type=int, default=LLAMA_1B["layers"], help="fewer layers for a quick smoke run")
+    ap.add_argument(
+        "--layers", type=int, default=LLAMA_1B["num_hidden_layers"], help="fewer layers for a quick smoke run"
+    )
     ap.add_argument("--keep-models", action="store_true", help="keep the generated checkpoints")
     args = ap.parse_args()
-    cfg = LLAMA_1B | {"layers": args.layers}
+    cfg = LLAMA_1B | {"num_hidden_layers": args.layers}
     work = Path(args.workdir)
     models = {
         "base": str(work / "models" / "base"),
@@ -274,13 +151,13 @@ def main() -> None:
         "b": str(work / "models" / "expert_b"),
     }
     t0 = time.perf_counter()
-    make_model(Path(models["base"]), cfg, seed=1)
-    make_model(Path(models["a"]), cfg, seed=2, base_seed=1)
-    make_model(Path(models["b"]), cfg, seed=3, base_seed=1)
-    n = sum(torch.Size(s).numel() for s in shapes(cfg).values())
+    random_model(Path(models["base"]), cfg, seed=1)
+    random_model(Path(models["a"]), cfg, seed=2, base_seed=1)
+    random_model(Path(models["b"]), cfg, seed=3, base_seed=1)
+    n = parameters(cfg)
     print(f"checkpoints: 3 x {n / 1e9:.2f}B parameters, bf16 ({time.perf_counter() - t0:.0f} s to generate/find)")
     p = {"bottom": args.bottom, "top": args.top, "density": args.density, "lam": args.lam}
-    rows = [run_pair(m, models, work, args.mergekit, cfg["layers"], p) for m in args.methods.split(",")]
+    rows = [run_pair(m, models, work, args.mergekit, cfg["num_hidden_layers"], p) for m in args.methods.split(",")]
     print(
         "\n| merge | ours wall s | mergekit wall s | speed-up | ours peak RSS GiB | mergekit peak RSS GiB | RSS ratio |"
     )

@@ -2,7 +2,7 @@
 added (results edited after their job: `edited`; the manifest copy the manifest job compares with), in a finished
 run's work directory: what a no-op rerun pays on top of Snakemake's own parse and DAG.
 
-    python scripts/provenance_overhead.py WORKDIR [--configfile config/config.yaml] [--repeat 5]
+    python -m measure.provenance_overhead WORKDIR [--configfile config/config.yaml] [--repeat 5]
 
 Prints the median of `--repeat` timings of each part, in seconds, and the number of files the manifest lists.
 """
