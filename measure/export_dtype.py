@@ -153,6 +153,16 @@ def cast_checkpoint(src: Path, out: Path, dtype: torch.dtype) -> Path:
         out / "model.safetensors",
         metadata={"format": "pt"},
     )
+    # the copy is an export of its own: its meta records the sha256 of the weights it holds (not the fp32 source's),
+    # as the SFT export records what it wrote, so the merge engine's check of its inputs accepts it
+    from layerswap.checkpoints import export_record
+    from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD
+
+    meta_path = out / EXPORT_META
+    if meta_path.is_file():
+        meta = json.loads(meta_path.read_text())
+        meta[WEIGHTS_RECORD] = export_record(out)
+        meta_path.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return out
 
 
