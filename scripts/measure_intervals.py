@@ -33,7 +33,8 @@ sys.path.insert(0, str(REPO))
 from layerswap.audit.trace import tables_params  # noqa: E402
 from layerswap.report import tables  # noqa: E402
 from layerswap.report.evals import Evals  # noqa: E402
-from layerswap.report.paper_tables import Builder, Workspace  # noqa: E402
+from layerswap.report.paper_tables import Builder  # noqa: E402
+from layerswap.report.workspace import Workspace  # noqa: E402
 from layerswap.workflow.layout import Layout  # noqa: E402
 
 Z = 1.959964
