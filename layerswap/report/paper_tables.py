@@ -466,7 +466,7 @@ class Builder:
                     cells[(key, "candidates")] = "; ".join(f"{c}={pct(v):.1f}" for c, v in choice.candidates.items())
         return Table(
             name,
-            self.title(f"Table {name[len('table')]}: best config per pair"),
+            self.title(f"Table {table}: best config per pair"),
             ["language", "method", "pair"],
             rows,
             cols,

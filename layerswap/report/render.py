@@ -247,7 +247,7 @@ class Table:
             write_text_atomic(extra[0], self.paper_frame().to_csv(index=False))
             frame = self.paper_frame(formatted=True)
             # the settings that differ from the paper's, under the numbers they qualify
-            settings = PAPER_TASK_NOTES if self.name == "table5" else PAPER_TASK_NOTES[:1]  # others: MGSM only
+            settings = PAPER_TASK_NOTES if entry.every_setting else PAPER_TASK_NOTES[:1]  # others: MGSM only
             notes = self.notes + self.extra_notes() + [n for n in settings if n not in self.notes]
             write_text_atomic(
                 extra[1],
