@@ -3,16 +3,12 @@ writes, in both worlds; every entry's caption exists and its inputs are kinds th
 
 from __future__ import annotations
 
-import argparse
-import json
-
 import pytest
 import yaml
 from conftest import REPO
-from test_tables import PARAMS, make_world
+from test_tables import PARAMS, make_world, write_tables
 
 from layerswap.config import validate_config
-from layerswap.report import tables
 from layerswap.report.registry import INPUTS, TABLES
 from layerswap.workflow import report_jobs
 from layerswap.workflow.spec import Spec
@@ -44,15 +40,7 @@ def test_the_rule_declares_what_the_command_writes(tmp_path, config_name, world,
     params = {**PARAMS, "world": world, "languages": list(langs), "table2_language": langs[0]}
     params |= {"mgsm_languages": ["en", *langs], "language_names": {}}
     out = tmp_path / "out"
-    tables.run(
-        argparse.Namespace(
-            selection_dir=str(sel),
-            evals_dir=str(ev),
-            params_json=json.dumps(params),
-            out_dir=str(out),
-            paper_results=None,
-        )
-    )
+    write_tables(sel, ev, params, out)
     written = {p.name for p in out.iterdir()}
     assert written == declared
     assert pages <= written
