@@ -11,11 +11,7 @@ and its builder. Importing the registry imports neither pandas nor the builders.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
-
-if TYPE_CHECKING:
-    from layerswap.report.paper_tables import Builder
-    from layerswap.report.render import Table
+from typing import Any, Callable
 
 #: The kinds of file a table reads; `ReportJobs.table_inputs` lists each kind's files (in this order) for the rule.
 INPUTS = (
@@ -42,7 +38,7 @@ class TableEntry:
     name: str  # file stem: results/tables/<name>.<format>
     number: int  # the paper's table it is or belongs to: the report's subcategory "Table <number>"
     caption: str  # its report page's caption, relative to rules/
-    build: Callable[[Builder], Table]
+    build: Callable[[Any], Any]  # a paper_tables.Builder -> its render.Table (neither imported: render reads this)
     inputs: tuple[str, ...]  # kinds of file it reads (INPUTS)
     formats: tuple[str, ...] = ("csv", "md", "tex")  # the CSV holds the numbers, the others as displayed
     paper: bool = True  # one of the paper's tables: a target of the default run, in the paper world its Markdown
