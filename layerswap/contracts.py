@@ -36,9 +36,16 @@ def checkpoint_model_id(run: str, checkpoint: str) -> str:
     return f"ckpt/{run}/{checkpoint}"
 
 
+#: The soup-then-swap merges (Table 6; `layerswap recipes --soup-then-swap`, of the merge config that
+#: merges.soup_then_swap names): their config in model ids, recipe and evaluation paths, and their members, one of
+#: each per language (the language's soup, the soup of every language's experts, each swapped with the math soup).
+SOUP_SWAP = "soupswap"
+SOUPS = ["langsoup", "multisoup"]
+
+
 def merge_model_id(config: str, lang: str, member: str) -> str:
     """A merge's model id, `merge/<config>/<lang>/<member>`: member a pair id `l<i>m<j>`, or for the soup-then-swap
-    recipes (config `soupswap`) `langsoup` / `multisoup`; the folder of its evaluations under results/evals/."""
+    recipes (config `SOUP_SWAP`) one of `SOUPS`; the folder of its evaluations under results/evals/."""
     return f"merge/{config}/{lang}/{member}"
 
 

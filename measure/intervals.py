@@ -29,7 +29,8 @@ import numpy as np
 from layerswap.audit.trace import tables_params
 from layerswap.report import tables
 from layerswap.report.evals import Evals
-from layerswap.report.paper_tables import Builder, Workspace
+from layerswap.report.paper_tables import Builder
+from layerswap.report.workspace import Workspace
 from layerswap.workflow.layout import Layout
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,8 +2,8 @@
 # Snakemake 9's HTML report shows images, HTML and PDF inline; CSV/Markdown/YAML are download links. Each table is
 # therefore in the report twice: rendered (an HTML page made from its Markdown) and as CSV.
 
-# File lists, report entries (spec.report.table_pages, spec.report.figures) and params:
-# layerswap/workflow/report_jobs.py.
+# Which tables exist, their files, builders and report pages: layerswap/report/registry.py. File lists, report
+# entries (spec.report.table_pages, spec.report.figures) and params: layerswap/workflow/report_jobs.py.
 
 
 # The tables' 95% intervals also read the per-item logs (<benchmark>.samples.jsonl) beside each evaluation file:
@@ -14,12 +14,8 @@ rule tables:
     input:
         spec.report.table_inputs(),
     output:
-        [table_report(f"table{n}", "csv") for n in [1, 2, 5, 6]],
-        [f for f in spec.report.tables if not f.endswith(".csv")],
-        best=[table_report(f"table{n}_best_configs", "csv") for n in [1, 2]]
-        + [layout.table(f"table{n}_best_configs", "md") for n in [1, 2]],
-        paper=[table_report(f"table{n}_paper_vs_ours", "csv") for n in [1, 2, 5, 6]]
-        + [layout.table(f"table{n}_paper_vs_ours", "md") for n in [1, 2, 5, 6]] if spec.report.paper_world else [],
+        # results/tables/<stem>.<format> of each table of layerswap/report/registry.py (the CSVs report entries)
+        [table_report(s, e) if e == "csv" else layout.table(s, e) for s, e in spec.report.table_outputs()],
         summary=layout.table("summary", "md"),
     params:
         tables=spec.report.table_params(),

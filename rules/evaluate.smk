@@ -90,22 +90,22 @@ rule evaluate_merges:
 
 use rule evaluate_merges as evaluate_soup_then_swap with:
     input:
-        recipes=expand(layout.recipe("soupswap", "{{lang}}", "{m}"), m=spec.merges.soups),
+        recipes=expand(layout.recipe(spec.merges.soup_swap, "{{lang}}", "{m}"), m=spec.merges.soups),
         data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]),
     output:
         spec.evals.merge_eval_patterns(
-            "soupswap", spec.merges.soups, spec.evals.per_layout(spec.evals.merge_benchmarks, ["{benchmark}"])
+            spec.merges.soup_swap, spec.merges.soups, spec.evals.per_layout(spec.evals.merge_benchmarks, ["{benchmark}"])
         ),
     params:
-        models=lambda w, input: spec.evals.merge_models("soupswap", w.lang, spec.merges.soups, input.recipes),
+        models=lambda w, input: spec.evals.merge_models(spec.merges.soup_swap, w.lang, spec.merges.soups, input.recipes),
         benchmarks=lambda w: spec.evals.benchmark_params(
             spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]
         ),
         **spec.evals.evaluation_params("evaluate-merges"),
     log:
         spec.evals.per_layout(
-            layout.log("evaluate", "merge_soupswap_{lang}"),
-            layout.log("evaluate", "merge_soupswap_{lang}_{benchmark}"),
+            layout.log("evaluate", f"merge_{spec.merges.soup_swap}_{{lang}}"),
+            layout.log("evaluate", f"merge_{spec.merges.soup_swap}_{{lang}}_{{benchmark}}"),
         ),
 
 

@@ -49,15 +49,15 @@ rule soup_then_swap_recipes:
         task=layout.selection("math"),
         all_langs=expand(layout.selection("{l}"), l=spec.merges.langs),
     output:
-        expand(layout.recipe("soupswap", "{{lang}}", "{m}"), m=spec.merges.soups),
+        expand(layout.recipe(spec.merges.soup_swap, "{{lang}}", "{m}"), m=spec.merges.soups),
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
         code=command_hash("recipes"),
     log:
-        layout.log("merge_recipes", "soupswap_{lang}"),
+        layout.log("merge_recipes", f"{spec.merges.soup_swap}_{{lang}}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
         "layerswap recipes --soup-then-swap --params-json {params.merge} --lang-selection {input.lang} "
         f"--task-selection {{input.task}} --all-lang-selections {{input.all_langs}} --base {layout.base()} "
-        f"--out-dir {layout.recipe_dir('soupswap', '{wildcards.lang}')} > {{log}} 2>&1"
+        f"--out-dir {layout.recipe_dir(spec.merges.soup_swap, '{wildcards.lang}')} > {{log}} 2>&1"

@@ -170,6 +170,14 @@ def make_world(tmp: Path, langs=(SWH, TEL)) -> tuple[Path, Path]:
     return sel, ev
 
 
+def write_tables(sel: Path, ev: Path, params: dict, out: Path) -> None:
+    """`layerswap tables` on these folders and params, written to `out`."""
+    args = argparse.Namespace(
+        selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(params), out_dir=str(out), paper_results=None
+    )
+    tables.run(args)
+
+
 def build(tmp_path, **overrides):
     sel, ev = make_world(tmp_path)
     params = tables.Params.from_json(json.dumps({**PARAMS, **overrides}))
@@ -391,10 +399,7 @@ def test_bad_params(bad, message):
 def test_cli_writes_files_toy(tmp_path):
     sel, ev = make_world(tmp_path)
     out = tmp_path / "out"
-    args = argparse.Namespace(
-        selection_dir=str(sel), evals_dir=str(ev), params_json=json.dumps(PARAMS), out_dir=str(out), paper_results=None
-    )
-    tables.run(args)
+    write_tables(sel, ev, PARAMS, out)
     for name in ("table1", "table2", "table5", "table6"):
         for ext in ("csv", "md", "tex"):
             assert (out / f"{name}.{ext}").is_file()
@@ -422,15 +427,7 @@ def test_paper_world_shows_paper_numbers(tmp_path):
         "language_names": {},
     }
     out = tmp_path / "out"
-    tables.run(
-        argparse.Namespace(
-            selection_dir=str(sel),
-            evals_dir=str(ev),
-            params_json=json.dumps(params),
-            out_dir=str(out),
-            paper_results=None,
-        )
-    )
+    write_tables(sel, ev, params, out)
     md = (out / "table1.md").read_text()
     assert "TOY WORLD" not in md
     assert "| Swahili avg " in md and re.search(r"\| 20\.0 \[1\d\.\d, 2\d\.\d\] \(24\.8\) \|", md)  # ours [95%] (paper)

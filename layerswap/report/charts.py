@@ -232,7 +232,8 @@ def run_swap_grid(args: argparse.Namespace) -> None:
 def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params) -> list[dict]:
     """Per language and Table 1 column: one 'avg' record (the bar, = Table 1 avg, with its 95% interval and item
     count as in Table 1) and one 'point' per member."""
-    from layerswap.report.paper_tables import Builder, Workspace
+    from layerswap.report.paper_tables import Builder
+    from layerswap.report.workspace import Workspace
 
     builder = Builder(Workspace(selection_dir, Evals(evals_dir), params), None)
     columns = builder.columns(builder.table_columns(1))
@@ -343,7 +344,7 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     import pandas as pd
 
     from layerswap.report.figures import save_chart
-    from layerswap.report.paper_tables import Params
+    from layerswap.report.table_params import Params
 
     params = Params.from_json(args.params_json, table2=False)
     frame = pd.DataFrame.from_records(

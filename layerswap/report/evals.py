@@ -9,6 +9,7 @@ the file. `mean` and `pct` are the numbers every reader computes with.
 
 from __future__ import annotations
 
+import glob
 import math
 import os
 from pathlib import Path
@@ -22,16 +23,7 @@ MISSING = "n/a"  # no score for the key in the file (Table 5 shows it)
 SKIPPED = "skipped"  # the benchmark was not run (MBPP without opt-in)
 
 
-_LAYOUT = Layout()
-
-
-def _in_evals(path: str) -> str:
-    """A path of the results layout relative to its evaluations folder, the root an `Evals` is given."""
-    return _LAYOUT.relative(path, _LAYOUT.evals())
-
-
-#: The checkpoint evaluation indexes (`index.json`, `index.<part>.json`), relative to the root.
-INDEXES = (_in_evals(_LAYOUT.checkpoint_index("*")), _in_evals(_LAYOUT.checkpoint_index("*", "*")))
+_LAYOUT = Layout()  # its file names in the folder an `Evals` is given (`folder=`)
 
 
 def mean(values: list[float]) -> float:
@@ -60,18 +52,24 @@ class Evals:
         are as the job named them, relative to the working directory), else (None, None)."""
         if self._hashes is None:
             self._hashes = {}
-            for index in sorted(p for pattern in INDEXES for p in self.root.glob(pattern)):
+            for index in self._indexes():
                 recorded = read_json(index, "evaluation index")
                 recorded = recorded.get("sha256") if isinstance(recorded, dict) else None
                 for name, sha in (recorded if isinstance(recorded, dict) else {}).items():
                     self._hashes[os.path.abspath(name)] = (str(sha), index)
         return self._hashes.get(os.path.abspath(path), (None, None))
 
+    def _indexes(self) -> list[Path]:
+        """The checkpoint evaluation indexes under the root (`index.json`, `index.<part>.json`), sorted."""
+        root = glob.escape(str(self.root))
+        patterns = (_LAYOUT.checkpoint_index("*", folder=root), _LAYOUT.checkpoint_index("*", "*", folder=root))
+        return sorted(Path(p) for pattern in patterns for p in glob.glob(pattern, include_hidden=True))
+
     def path(self, model_id: str, bench: str) -> Path:
-        return self.root / _in_evals(_LAYOUT.eval_file(model_id, bench))
+        return Path(_LAYOUT.eval_file(model_id, bench, folder=self.root))
 
     def language_path(self, model_id: str, bench: str, key: str) -> Path:
-        return self.root / _in_evals(_LAYOUT.language_evals(key)) / _in_evals(_LAYOUT.eval_file(model_id, bench))
+        return Path(_LAYOUT.eval_file(model_id, bench, folder=_LAYOUT.language_evals(key, folder=self.root)))
 
     def _load(self, path: Path) -> dict:
         if path not in self._cache:

@@ -1,9 +1,11 @@
 """The paper's Tables 1, 2, 5 and 6 (and the best-config tables) as `Table`s, from selection and evaluation files.
 
-`Builder(Workspace(selection_dir, evals, params), paper)` defines each table (`params`: `Params`, below): its rows,
+`Builder(Workspace(selection_dir, evals, params), paper)` defines each table (`Workspace`: the models of each column
+and their scores, layerswap/report/workspace.py; `params`: `Params`, layerswap/report/table_params.py): its rows,
 columns and cells, each number with its 95% interval and item count (layerswap/report/intervals.py); `layerswap
-tables` (layerswap/report/tables.py) builds them all and writes them (layerswap/report/render.py). The figures that
-restate a table (the Table 1 bars, layerswap/report/charts.py) build it here too.
+tables` (layerswap/report/tables.py) builds those the registry lists (layerswap/report/registry.py) and writes them
+(layerswap/report/render.py). The figures that restate a table (the Table 1 bars, layerswap/report/charts.py) build
+it here too.
 
 "Best config" of a merge method (a key of params.best_of: layer_swap, soup, ties, ...; layerswap/merge/registry.py):
 per pair (i, j), the config of params.best_of[method] whose merged model scores highest on MGSM in the target
@@ -16,160 +18,16 @@ Tables 1, 2, 6 show MGSM in percent with one decimal, as the paper does; Table 5
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from layerswap.benchmarks import BENCHMARKS
-from layerswap.command_params import AtLeast, parse
-from layerswap.contracts import BASE_MODEL_ID, checkpoint_model_id, merge_model_id, pair_ids, read_selection
-from layerswap.errors import UserError
+from layerswap.contracts import BASE_MODEL_ID, SOUP_SWAP, SOUPS, merge_model_id
 from layerswap.merge.params import Method
 from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
-from layerswap.report.evals import MISSING, SKIPPED, Evals, mean, pct, read_json
+from layerswap.report.evals import MISSING, SKIPPED, mean, pct
 from layerswap.report.render import PAPER_TASK_NOTES, TOY_LABEL, Table, fmt_pct
-from layerswap.workflow.layout import Layout
-
-# ----------------------------------------------------------------------------------------------------------------
-# params
-
-Languages = Annotated[list[str], AtLeast(1)]
-
-
-@dataclass
-class Params:
-    """--params-json of `layerswap tables` (and of `layerswap charts table1-bars`, without Table 2's keys)."""
-
-    languages: Languages
-    mgsm_languages: Languages
-    top_k: Annotated[int, AtLeast(1)]
-    default_swap: str
-    world: Literal["toy", "hf", "paper"]  # "paper" is an alias of "hf"; kept as "toy" or "paper"
-    best_of: dict[str, Annotated[list[str], AtLeast(1)]] = field(default_factory=dict)
-    table2_language: str | None = None  # None where only Table 1 is built (the table1-bars figure)
-    language_names: dict[str, str] = field(default_factory=dict)
-    benchmarks: list[str] = field(default_factory=lambda: list(BENCHMARKS))
-    seed: Annotated[int, AtLeast(0)] = 0  # of the bootstrap intervals (layerswap.report.intervals)
-    bootstrap_draws: Annotated[int, AtLeast(100)] = intervals.DEFAULT_DRAWS
-
-    def __post_init__(self):
-        self.world = "toy" if self.world == "toy" else "paper"
-        for method in self.best_of:
-            if method not in METHODS:
-                raise UserError(f"--params-json: 'best_of.{method}': unknown merge method; known: {', '.join(METHODS)}")
-        if self.table2_language is not None and self.table2_language not in self.languages:
-            raise UserError(f"--params-json: 'table2_language' {self.table2_language!r} is not in 'languages'")
-        unknown = [b for b in self.benchmarks if b not in BENCHMARKS]
-        if unknown:
-            raise UserError(f"--params-json: 'benchmarks' has unknown entries {unknown}; known: {list(BENCHMARKS)}")
-
-    @classmethod
-    def from_json(cls, text: str, table2: bool = True) -> "Params":
-        """Checked params; table2=False: 'table2_language' may be left out (Table 1 alone)."""
-        params = parse(cls, text)
-        if table2 and params.table2_language is None:
-            raise UserError("--params-json: missing key 'table2_language'")
-        return params
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# inputs
-
-
-def selection_file(selection_dir: str | Path, expert_type: str) -> Path:
-    """The selection file of `expert_type` in the folder `selection_dir` (the tables' `--selection-dir`)."""
-    layout = Layout()
-    return Path(selection_dir) / layout.relative(layout.selection(expert_type), layout.selection_dir())
-
-
-def load_selection(selection_dir: str | Path, expert_type: str, top_k: int) -> list[str]:
-    """Model ids (ckpt/<run>/<checkpoint>) of the top-k selected experts, by rank."""
-    path = selection_file(selection_dir, expert_type)
-    entries = read_selection(path, ("run", "checkpoint"))
-    if len(entries) < top_k:
-        raise UserError(f"{path}: {len(entries)} selected experts, top_k is {top_k}")
-    return [checkpoint_model_id(e["run"], e["checkpoint"]) for e in entries[:top_k]]
-
-
-def selection_rule(selection_dir: str | Path, expert_type: str) -> str:
-    """How a selection file chose: '<w>·<metric> + ...', then the constraints and their margins (if any)."""
-    path = selection_file(selection_dir, expert_type)
-    data = read_json(path, "selection")
-    weights, constraints = data.get("weights") or {}, data.get("constraints") or {}
-    text = "ranked by " + " + ".join(f"{w:g}·{m}" for m, w in weights.items())
-    if constraints:
-        text += ", rejected if below the base model by more than a margin on " + ", ".join(
-            f"{m} (margin {margin:g})" for m, margin in constraints.items()
-        )
-    return text
-
-
-@dataclass
-class Stats:
-    min: float
-    avg: float
-    max: float
-
-    @classmethod
-    def of(cls, values: list[float]) -> "Stats":
-        return cls(min(values), mean(values), max(values))
-
-
-@dataclass
-class BestChoice:
-    language: str
-    method: str
-    pair: str
-    config: str
-    model_id: str
-    score: float  # MGSM in the target language, fraction
-    candidates: dict[str, float]
-
-
-class Workspace:
-    """Resolves the models of each table column and their MGSM scores."""
-
-    def __init__(self, selection_dir: str | Path, evals: Evals, params: Params):
-        self.selection_dir = Path(selection_dir)
-        self.evals = evals
-        self.p = params
-        self._experts: dict[str, list[str]] = {}
-
-    def experts(self, expert_type: str) -> list[str]:
-        if expert_type not in self._experts:
-            self._experts[expert_type] = load_selection(self.selection_dir, expert_type, self.p.top_k)
-        return self._experts[expert_type]
-
-    def pairs(self) -> list[str]:
-        return pair_ids(self.p.top_k)
-
-    def merge_models(self, config: str, lang: str) -> list[str]:
-        return [merge_model_id(config, lang, pair) for pair in self.pairs()]
-
-    def mgsm(self, model_id: str, lang: str) -> float:
-        return self.evals.score(model_id, "mgsm", lang)
-
-    def mgsm_all(self, model_id: str) -> float:
-        return mean([self.mgsm(model_id, lang) for lang in self.p.mgsm_languages])
-
-    def best(self, method: str, lang: str) -> list[BestChoice]:
-        choices = []
-        for pair in self.pairs():
-            candidates = {
-                config: self.mgsm(merge_model_id(config, lang, pair), lang) for config in self.p.best_of[method]
-            }
-            winner = max(candidates, key=lambda c: candidates[c])  # first of equal maxima
-            choices.append(
-                BestChoice(
-                    lang, method, pair, winner, merge_model_id(winner, lang, pair), candidates[winner], candidates
-                )
-            )
-        return choices
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# the tables
+from layerswap.report.workspace import BestChoice, Stats, Workspace, selection_rule
 
 
 class Builder:
@@ -550,8 +408,7 @@ class Builder:
             models = {
                 "soup_pairwise": self.column_models(soup.best_column, lang) if self.p.best_of.get(soup.name) else [],
                 "swap_pairwise": self.column_models("swap_default", lang),
-                "swap_langsoup": [merge_model_id("soupswap", lang, "langsoup")],
-                "swap_multisoup": [merge_model_id("soupswap", lang, "multisoup")],
+                **{f"swap_{m}": [merge_model_id(SOUP_SWAP, lang, m)] for m in SOUPS},
             }
             rows.append((lang, (self.name(lang),)))
             for col, _ in cols:
@@ -609,7 +466,7 @@ class Builder:
                     cells[(key, "candidates")] = "; ".join(f"{c}={pct(v):.1f}" for c, v in choice.candidates.items())
         return Table(
             name,
-            self.title(f"Table {name[len('table')]}: best config per pair"),
+            self.title(f"Table {table}: best config per pair"),
             ["language", "method", "pair"],
             rows,
             cols,

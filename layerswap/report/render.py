@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from layerswap.contracts import write_text_atomic
+from layerswap.report.registry import PAPER_VS_OURS_FORMATS, TableEntry, paper_vs_ours
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
 #: What the paper config runs where the paper names no set or setting (docs/PAPER_DIFFERENCES.md).
@@ -229,17 +230,24 @@ class Table:
         text = self.fmt(row, 0.0)
         return len(text.split(".", 1)[1]) if "." in text else 0
 
-    def write(self, out_dir: Path, world: str) -> list[Path]:
-        written = [out_dir / f"{self.name}.csv", out_dir / f"{self.name}.md", out_dir / f"{self.name}.tex"]
-        write_text_atomic(written[0], self.frame(numeric=True).to_csv(index=False))
-        write_text_atomic(written[1], self.markdown(paper=world == "paper"))
-        write_text_atomic(written[2], self.latex())
-        if world == "paper":
-            extra = [out_dir / f"{self.name}_paper_vs_ours.csv", out_dir / f"{self.name}_paper_vs_ours.md"]
+    def write(self, out_dir: Path, world: str, entry: TableEntry) -> list[Path]:
+        """The table's files as its registry entry names them (layerswap/report/registry.py): `<name>.<format>`
+        and, for one of the paper's tables in the paper world, `<name>_paper_vs_ours.{csv,md}`."""
+        paper = entry.paper and world == "paper"
+        text = {
+            "csv": lambda: self.frame(numeric=True).to_csv(index=False),
+            "md": lambda: self.markdown(paper=paper),
+            "tex": self.latex,
+        }
+        written = [out_dir / f"{self.name}.{ext}" for ext in entry.formats]
+        for path, ext in zip(written, entry.formats):
+            write_text_atomic(path, text[ext]())
+        if paper:
+            extra = [out_dir / f"{paper_vs_ours(self.name)}.{ext}" for ext in PAPER_VS_OURS_FORMATS]
             write_text_atomic(extra[0], self.paper_frame().to_csv(index=False))
             frame = self.paper_frame(formatted=True)
             # the settings that differ from the paper's, under the numbers they qualify
-            settings = PAPER_TASK_NOTES if self.name == "table5" else PAPER_TASK_NOTES[:1]  # others: MGSM only
+            settings = PAPER_TASK_NOTES if entry.every_setting else PAPER_TASK_NOTES[:1]  # others: MGSM only
             notes = self.notes + self.extra_notes() + [n for n in settings if n not in self.notes]
             write_text_atomic(
                 extra[1],

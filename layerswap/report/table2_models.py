@@ -8,7 +8,7 @@ files hold), the others are evaluated by `evaluate_table2` (rules/evaluate.smk),
 models this command names for it, and on no other.
 
 Inputs (all through arguments): --selection-dir and --evals-dir as `layerswap tables`, --params-json its params
-(layerswap.report.paper_tables.Params), --covered-json {column: [languages its own files hold]}, --languages (the
+(layerswap.report.table_params.Params), --covered-json {column: [languages its own files hold]}, --languages (the
 extra languages) and --out (one JSON file per extra language, in the order given: {"language", "models": [ids]}).
 A changed winner changes the files, so the evaluation jobs rerun; their store keeps every model already evaluated.
 """
@@ -21,7 +21,9 @@ import json
 from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 from layerswap.report.evals import Evals
-from layerswap.report.paper_tables import Builder, Params, Workspace
+from layerswap.report.paper_tables import Builder
+from layerswap.report.table_params import Params
+from layerswap.report.workspace import Workspace
 
 
 def table2_models(selection_dir, evals_dir, params: Params, covered: dict[str, list[str]]) -> dict[str, list[str]]:

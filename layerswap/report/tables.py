@@ -7,16 +7,18 @@ Inputs (all through arguments, never the workflow config):
                          "default_swap", "table2_language", "world": "toy"|"hf" ("paper" is an alias of
                          "hf": real models, the paper's numbers shown beside ours), "language_names" (optional),
                          "benchmarks" (optional, Table 5; default mgsm belebele flores mbpp mmlu)}
-  --out-dir DIR         written: table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md}, summary.md
+  --out-dir DIR         written: each table of layerswap/report/registry.py as <name>.<format> (today
+                        table{1,2,5,6}.{csv,md,tex}, table{1,2}_best_configs.{csv,md}), and summary.md
                         (layerswap.report.summary: what the tables show, claims only where 95% intervals separate);
-                        world "hf"/"paper" also: table{1,2,5,6}_paper_vs_ours.{csv,md}
+                        world "hf"/"paper" also each of the paper's tables as <name>_paper_vs_ours.{csv,md}
 
-Model ids: base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j> (i = language
-expert rank, j = math expert rank); merge/soupswap/<lang>/{langsoup,multisoup}.
+Model ids (layerswap/contracts.py): base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j>
+(i = language expert rank, j = math expert rank); the soup-then-swap merges merge/<SOUP_SWAP>/<lang>/<one of SOUPS>.
 
-The tables are defined in layerswap/report/paper_tables.py (best configs, units; also `Params`, this command's
-params and the Table 1 figure's, `layerswap charts table1-bars`), read their inputs through
-layerswap/report/evals.py and are written by layerswap/report/render.py.
+Which tables exist: layerswap/report/registry.py. Each is defined in layerswap/report/paper_tables.py (best configs,
+units), reads its inputs through layerswap/report/workspace.py (selections, the models of each column) and
+layerswap/report/evals.py (scores), and is written by layerswap/report/render.py. This command's params, and the
+Table 1 figure's (`layerswap charts table1-bars`): `Params`, layerswap/report/table_params.py.
 
 A cell whose evaluation file is missing, unreadable or skipped (where a score is needed) is an error naming the
 file, never a blank. Table 5 is the exception for skipped benchmarks (MBPP without opt-in), shown as "skipped".
@@ -31,8 +33,11 @@ from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 from layerswap.report import summary
 from layerswap.report.evals import Evals
-from layerswap.report.paper_tables import Builder, Params, Workspace
+from layerswap.report.paper_tables import Builder
+from layerswap.report.registry import TABLES
 from layerswap.report.render import Table
+from layerswap.report.table_params import Params
+from layerswap.report.workspace import Workspace
 
 RESOURCES = ("report/paper_results.yaml",)  # read at run time (layerswap.fingerprint hashes it with this module)
 PAPER_RESULTS = Path(__file__).with_name("paper_results.yaml")
@@ -62,15 +67,7 @@ def build_tables(
     (default Evals; `layerswap audit --trace` passes one that records which files each score came from)."""
     paper = load_paper_results(paper_results or PAPER_RESULTS) if params.world == "paper" else None
     builder = Builder(Workspace(selection_dir, evals or Evals(evals_dir), params), paper)
-    tables = {
-        "table1": builder.table1(),
-        "table2": builder.table2(),
-        "table5": builder.table5(),
-        "table6": builder.table6(),
-    }
-    tables["table1_best_configs"] = builder.best_configs(1, params.languages, "table1_best_configs")
-    tables["table2_best_configs"] = builder.best_configs(2, [params.table2_language], "table2_best_configs")
-    return tables
+    return {t.name: t.build(builder) for t in TABLES}
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -81,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--selection-dir", required=True, help="directory of <expert_type>.json selection files")
     parser.add_argument("--evals-dir", required=True, help="directory of <model_id>/<benchmark>.json evaluations")
     parser.add_argument("--params-json", required=True, help="JSON object of table parameters (see module doc)")
-    parser.add_argument("--out-dir", required=True, help="where table{1,2,5,6}.{csv,md,tex} are written")
+    parser.add_argument("--out-dir", required=True, help="where the tables and summary.md are written")
     parser.add_argument(
         "--paper-results",
         default=None,
@@ -94,11 +91,7 @@ def run(args: argparse.Namespace) -> None:
     tables = build_tables(args.selection_dir, args.evals_dir, params, args.paper_results)
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name, table in tables.items():
-        if name.endswith("_best_configs"):
-            write_text_atomic(out_dir / f"{name}.csv", table.frame(numeric=True).to_csv(index=False))
-            write_text_atomic(out_dir / f"{name}.md", table.markdown())
-        else:
-            table.write(out_dir, params.world)
+    for entry in TABLES:
+        tables[entry.name].write(out_dir, params.world, entry)
     text = summary.summary(tables, params.languages, params.language_names)
     write_text_atomic(out_dir / "summary.md", summary.markdown(text, params.world))

@@ -79,8 +79,9 @@ class Layout:
     def selection_dir(self) -> str:
         return f"{self.root}/selection"
 
-    def selection(self, expert: str) -> str:
-        return f"{self.selection_dir()}/{expert}.json"
+    def selection(self, expert: str, folder: str | os.PathLike | None = None) -> str:
+        """An expert type's selection file, in `folder` (a command's `--selection-dir`; default: this layout's)."""
+        return f"{folder or self.selection_dir()}/{expert}.json"
 
     def recipe_dir(self, cfg: str, lang: str) -> str:
         return f"{self.root}/merges/{cfg}/{lang}"
@@ -97,15 +98,16 @@ class Layout:
     def evals(self) -> str:
         return f"{self.root}/evals"
 
-    def eval_file(self, model_id: str, benchmark: str) -> str:
+    def eval_file(self, model_id: str, benchmark: str, folder: str | os.PathLike | None = None) -> str:
         """A model's evaluation of one benchmark; `model_id`: `base`, `ckpt/<run>/<checkpoint>`,
-        `merge/<cfg>/<lang>/<pair>` (layerswap/contracts.py)."""
-        return f"{self.evals()}/{model_id}/{benchmark}.json"
+        `merge/<cfg>/<lang>/<pair>` (layerswap/contracts.py); in `folder` (a command's `--evals-dir`, or a
+        `language_evals` folder; default: this layout's)."""
+        return f"{folder or self.evals()}/{model_id}/{benchmark}.json"
 
-    def checkpoint_index(self, run: str, part: str | None = None) -> str:
+    def checkpoint_index(self, run: str, part: str | None = None, folder: str | os.PathLike | None = None) -> str:
         """The index of a run's checkpoint evaluations (`index.json`), or of one part of them (`index.<part>.json`:
-        a benchmark, or `other`)."""
-        return f"{self.evals()}/ckpt/{run}/index{'.' + part if part else ''}.json"
+        a benchmark, or `other`); in the evaluations folder `folder` (default: this layout's)."""
+        return f"{folder or self.evals()}/ckpt/{run}/index{'.' + part if part else ''}.json"
 
     def table2_index(self, lang: str, t2: str) -> str:
         """The index of Table 2's evaluations of the MGSM of language `lang` (Table 2 language `t2`)."""
@@ -181,7 +183,8 @@ class Layout:
             raise ValueError(f"{path} is not in {folder}")
         return path[len(folder) :]
 
-    def language_evals(self, lang: str) -> str:
+    def language_evals(self, lang: str, folder: str | os.PathLike | None = None) -> str:
         """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):
-        `<folder>/<model id>/mgsm.json`, beside their index `table2_index(lang, ...)`."""
-        return f"{self.evals()}/by_language/{lang}"
+        `<folder>/<model id>/mgsm.json`, beside their index `table2_index(lang, ...)`; in the evaluations folder
+        `folder` (default: this layout's)."""
+        return f"{folder or self.evals()}/by_language/{lang}"

@@ -5,11 +5,9 @@ ablations'), the best-of configs of each table, the recipe files and the merged 
 
 from __future__ import annotations
 
-from layerswap.contracts import pair_ids
+from layerswap.contracts import SOUP_SWAP, SOUPS, pair_ids
 from layerswap.merge.registry import best_of_methods
 from layerswap.workflow.layout import Layout
-
-SOUPS = ["langsoup", "multisoup"]  # the soup-then-swap recipes of each language
 
 
 class MergeJobs:
@@ -20,7 +18,7 @@ class MergeJobs:
         self._best_of = config["merges"]["best_of"]
         self.langs = list(config["languages"])
         self.pairs = pair_ids(config["selection"]["top_k"])
-        self.soups = SOUPS
+        self.soup_swap, self.soups = SOUP_SWAP, SOUPS  # the soup-then-swap recipes' config and members
         self.configs = {**config["merges"]["configs"], **ablation_configs}  # what a recipe job looks its config up in
         self.pair_configs = list(config["merges"]["configs"])
         keep = self.pair_configs if keep_merged is True else list(keep_merged or [])
@@ -32,7 +30,7 @@ class MergeJobs:
 
     def soup_recipes(self) -> list[str]:
         """The soup-then-swap recipes of every language (rule soup_then_swap_recipes)."""
-        return [self._layout.recipe("soupswap", l, m) for l in self.langs for m in SOUPS]
+        return [self._layout.recipe(SOUP_SWAP, l, m) for l in self.langs for m in SOUPS]
 
     def best_of_configs(self, table: int) -> list[list[str]]:
         """The best_of configs of each merge method with a best-config column in Table `table`, in column order."""

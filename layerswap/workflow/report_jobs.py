@@ -7,9 +7,10 @@ from __future__ import annotations
 from layerswap.config import expert_type
 from layerswap.contracts import merge_model_id
 from layerswap.merge.registry import METHODS, SWAP
+from layerswap.report.registry import INPUTS, PAPER_VS_OURS_CAPTION, PAPER_VS_OURS_FORMATS, TABLES, paper_vs_ours
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.layout import Layout
-from layerswap.workflow.merge_jobs import SOUPS, MergeJobs
+from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json
 
@@ -20,20 +21,19 @@ FIGURES = {
     "swap_grid": ("Layer-swap grid", "../report/swap_grid.rst"),
     "table1_bars": ("Table 1 bars", "../report/table1_bars.rst"),
 }
-TABLE_NUMBERS = [1, 2, 5, 6]
 
 
 class ReportJobs:
     def __init__(self, config: dict, layout: Layout, runs: Runs, merges: MergeJobs, evals: EvaluationJobs):
         self._config, self._layout, self._runs, self._merges, self._evals = config, layout, runs, merges, evals
-        self.tables = [layout.table(f"table{n}", ext) for n in TABLE_NUMBERS for ext in ("csv", "md", "tex")]
-        self.best_configs = [layout.table(f"table{n}_best_configs", ext) for n in (1, 2) for ext in ("csv", "md")]
+        # the tables (layerswap/report/registry.py): the paper's, then ours (the best-config tables)
+        self.tables = [layout.table(t.name, ext) for t in TABLES if t.paper for ext in t.formats]
+        self.best_configs = [layout.table(t.name, ext) for t in TABLES if not t.paper for ext in t.formats]
         self.paper_world = config["world"] != "toy"
         # report entries: file stem -> (subcategory, caption)
-        pages = {f"table{n}": (f"Table {n}", f"../report/table{n}.rst") for n in TABLE_NUMBERS}
-        pages |= {f"table{n}_best_configs": (f"Table {n}", "../report/best_configs.rst") for n in (1, 2)}
+        pages = {t.name: (f"Table {t.number}", t.caption) for t in TABLES}
         if self.paper_world:
-            pages |= {f"table{n}_paper_vs_ours": (f"Table {n}", "../report/paper_vs_ours.rst") for n in TABLE_NUMBERS}
+            pages |= {paper_vs_ours(t.name): (f"Table {t.number}", PAPER_VS_OURS_CAPTION) for t in TABLES if t.paper}
         self.table_pages = pages
         self.figures = FIGURES
         self.report_files = self.tables + [layout.table(t, "html") for t in pages]
@@ -47,21 +47,50 @@ class ReportJobs:
         world), report pages, figures, config_used."""
         files = self.tables + self.best_configs + [self._layout.table("summary", "md")]
         if self.paper_world:
-            files += [self._layout.table(f"table{n}_paper_vs_ours", e) for n in TABLE_NUMBERS for e in ("csv", "md")]
+            files += [self._layout.table(s, e) for s in self._paper_vs_ours() for e in PAPER_VS_OURS_FORMATS]
         return files + self.report_files
 
+    def _paper_vs_ours(self) -> list[str]:
+        return [paper_vs_ours(t.name) for t in TABLES if t.paper]
+
+    def table_outputs(self) -> list[tuple[str, str]]:
+        """(stem, format) of each file `layerswap tables` writes but the summary, in the rule's order: the tables that
+        share formats together (the paper's, ours, the paper-vs-ours ones in the paper world), each group's CSVs (the
+        report's entries) first."""
+        by_formats: dict[tuple[str, ...], list[str]] = {}
+        for t in TABLES:
+            by_formats.setdefault(t.formats, []).append(t.name)
+        groups = list(by_formats.items())
+        if self.paper_world:
+            groups.append((PAPER_VS_OURS_FORMATS, self._paper_vs_ours()))
+        files = []
+        for formats, stems in groups:
+            files += [(s, "csv") for s in stems if "csv" in formats]
+            files += [(s, e) for s in stems for e in formats if e != "csv"]
+        return files
+
     def table_inputs(self) -> list[str]:
+        """The files the tables read: those of each kind of input (layerswap/report/registry.py) a table reads."""
+        read = {kind for t in TABLES for kind in t.inputs}
+        return [f for kind in INPUTS if kind in read for f in self._input_files(kind)]
+
+    def _input_files(self, kind: str) -> list[str]:
         layout, evals, merges = self._layout, self._evals, self._merges
         experts = self._runs.expert_types()
-        files = [layout.selection(e) for e in experts]
-        files += [i for e in experts for i in evals.checkpoint_indexes(e)]
-        files += evals.eval_files("base", evals.benchmarks)
-        for cfg, langs in self.merge_eval_languages().items():
-            for lang in langs:
-                files += evals.merge_eval_outputs(cfg, lang, merges.pairs)
-        for lang in merges.langs:
-            files += evals.merge_eval_outputs("soupswap", lang, SOUPS)
-        return files + [evals.table2_index(lang) for lang in evals.t2_langs]
+        if kind == "selections":
+            return [layout.selection(e) for e in experts]
+        if kind == "checkpoint_evals":
+            return [i for e in experts for i in evals.checkpoint_indexes(e)]
+        if kind == "base_evals":
+            return evals.eval_files("base", evals.benchmarks)
+        if kind == "merge_evals":
+            langs = self.merge_eval_languages().items()
+            return [f for cfg, ls in langs for lang in ls for f in evals.merge_eval_outputs(cfg, lang, merges.pairs)]
+        if kind == "soup_swap_evals":
+            return [f for lang in merges.langs for f in evals.merge_eval_outputs(merges.soup_swap, lang, merges.soups)]
+        if kind == "table2_evals":
+            return [evals.table2_index(lang) for lang in evals.t2_langs]
+        raise ValueError(f"unknown kind of table input {kind!r}; known: {', '.join(INPUTS)}")
 
     def merge_eval_languages(self) -> dict[str, list[str]]:
         """{merge config: the languages whose evaluations of it an output reads}, configs no output reads left out.
