@@ -42,16 +42,16 @@ def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
     for name, bench in BENCHMARKS.items():
         for _, template in bench.toy_templates:
             task = et.read_task_yaml(et.TASK_DIR / template)
-            assert task["metric_list"][0]["metric"] == et.BENCHMARKS[name].metric, (name, template)
+            assert task["metric_list"][0]["metric"] == et.TOY_SCORING[name].metric, (name, template)
             assert bool(task.get("unsafe_code")) == bench.unsafe, name
-    assert et.BENCHMARKS["mgsm"].filter_doc == f"last-integer: regex {et.LAST_INTEGER} group_select -1, take_first"
+    assert et.TOY_SCORING["mgsm"].filter_doc == f"last-integer: regex {et.LAST_INTEGER} group_select -1, take_first"
     assert (
         ablation_table.COLUMNS.count("flores_n") == 1 and "flores_avg_lo" not in ablation_table.COLUMNS
     )  # corpus metric
 
 
 def test_our_paper_tasks_take_dataset_split_and_metric_from_their_yaml():
-    flores, mbpp = et.PAPER_BENCHMARKS["flores"], et.PAPER_BENCHMARKS["mbpp"]
+    flores, mbpp = et.PAPER_TASKS["flores"], et.PAPER_TASKS["mbpp"]
     assert (flores.hub.hub_id, flores.hub.subset, flores.hub.splits) == (
         "openlanguagedata/flores_plus",
         "{code}",
@@ -67,7 +67,7 @@ def test_lm_eval_tasks_read_the_datasets_the_registry_names():
     what lm-eval's own YAMLs read."""
     root = lm_eval_task_root()
     for name, key, code in (("mgsm", "swh", "sw"), ("belebele", "swh", "swh_Latn"), ("mmlu", "swh", "sw")):
-        paper = et.PAPER_BENCHMARKS[name]
+        paper = et.PAPER_TASKS[name]
         task = paper.task.format(code=code)
         folder = root / paper.folder.format(code=code)
         if paper.group:  # a group: its first subtask's template

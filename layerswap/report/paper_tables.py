@@ -22,12 +22,12 @@ from typing import Annotated, Any, Literal
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.command_params import AtLeast, parse
-from layerswap.contracts import BASE_MODEL_ID, checkpoint_model_id, merge_model_id, pair_ids, read_selection
+from layerswap.contracts import BASE_MODEL_ID, checkpoint_model_id, merge_model_id, pair_ids, read_json, read_selection
 from layerswap.errors import UserError
 from layerswap.merge.params import Method
 from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
-from layerswap.report.evals import MISSING, SKIPPED, Evals, mean, pct, read_json
+from layerswap.report.evals import MISSING, SKIPPED, Evals, mean, pct
 from layerswap.report.render import PAPER_TASK_NOTES, TOY_LABEL, Table, fmt_pct
 from layerswap.workflow.layout import Layout
 
