@@ -118,8 +118,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size",
         type=int,
-        default=64,
-        help="requests per batch, unless the benchmarks JSON gives a benchmark its own batch_size",
+        required=True,
+        help="requests per batch (the rules pass evaluation.batch_size: config/schema.yaml owns its default), unless "
+        "the benchmarks JSON gives a benchmark its own batch_size",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
