@@ -9,7 +9,7 @@ metric and filter (layerswap/tasks/toy/), the dataset, subset and split of our o
 hub datasets they read (tests/test_evaluate_paper.py checks those against lm-eval's own YAMLs).
 
 Adding a benchmark: an entry below, its task YAML(s) in layerswap/tasks/toy/ (and tasks/paper/ or an lm-eval task),
-its toy data writer in layerswap/data/toyworld.py (`WRITERS`), tests (docs/EXTENDING.md walks it).
+its toy data writer in layerswap/data/toy_writers.py (`WRITERS`), tests (docs/EXTENDING.md walks it).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from conftest import MICRO, REPO
 from layerswap import benchmarks
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import validate_config
-from layerswap.data import toyworld
+from layerswap.data import toy_writers, toyworld
 from layerswap.evaluation import tasks as et
 from layerswap.evaluation.paper_tasks import lm_eval_task_root
 from layerswap.report import ablation_table
@@ -33,7 +33,7 @@ def test_a_toy_size_left_out_of_a_config_takes_the_registry_default():
 
 
 def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
-    assert set(toyworld.WRITERS) == set(BENCHMARKS)
+    assert set(toy_writers.WRITERS) == set(BENCHMARKS)
     raw = {name.split("_", 1)[0] for name in ("pretrain", "orca_math", *toyworld.SOURCES)}
     assert not raw & set(BENCHMARKS), "a benchmark named as a toy source's files would make them evaluation sets"
     assert {d.split("_", 1)[0] for d in toyworld.datasets(["toy_xx"]) if toyworld.is_evaluation_set(d)} == set(
