@@ -241,24 +241,20 @@ class World:
 
     def world_fact(self, rng: random.Random, lang: Language) -> dict:
         animal = rng.choice(ANIMALS)
-        if rng.random() < 0.5:
-            statement = lang.clause(["the", animal], ["lives"], [], ["in", "the", self.home[animal]])
+        if rng.random() < 0.5:  # where it lives
+            answer, others, subject = self.home[animal], PLACES, "toy_geography"
+            statement = lang.clause(["the", animal], ["lives"], [], ["in", "the", answer])
             question = lang.question(["where"], ["the", animal], ["live"])
-            return {
-                "statement": statement,
-                "question": question,
-                "answer": lang.text(self.home[animal]),
-                "pool": [lang.text(p) for p in PLACES if p != self.home[animal]],
-                "subject": "toy_geography",
-            }
-        statement = lang.clause(["the", animal], ["eats"], [self.food[animal]])
-        question = lang.question(["what", "food"], ["the", animal], ["eat"])
+        else:  # what it eats
+            answer, others, subject = self.food[animal], FOODS, "toy_biology"
+            statement = lang.clause(["the", animal], ["eats"], [answer])
+            question = lang.question(["what", "food"], ["the", animal], ["eat"])
         return {
             "statement": statement,
             "question": question,
-            "answer": lang.text(self.food[animal]),
-            "pool": [lang.text(f) for f in FOODS if f != self.food[animal]],
-            "subject": "toy_biology",
+            "answer": lang.text(answer),
+            "pool": [lang.text(w) for w in others if w != answer],
+            "subject": subject,
         }
 
     def story(self, rng: random.Random, lang: Language, n: int = 4) -> str:
