@@ -38,7 +38,7 @@ from pathlib import Path
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config_schema import SCHEMA_PATH, key_error, read_config_file, short, validate_config
 from layerswap.contracts import SELECTION_METRICS
-from layerswap.data.mixes import language_mix  # noqa: F401 (re-exported: the Snakefile's helpers)
+from layerswap.data.mixes import language_mix
 from layerswap.errors import UserError
 from layerswap.languages import HF_LANGUAGES
 from layerswap.merge.params import ParamError

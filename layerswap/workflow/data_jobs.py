@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layerswap.config import language_mix
+from layerswap.data.mixes import language_mix
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.layout import Layout
