@@ -9,7 +9,7 @@ metric and filter (layerswap/tasks/toy/), the dataset, subset and split of our o
 hub datasets they read (tests/test_evaluate_paper.py checks those against lm-eval's own YAMLs).
 
 Adding a benchmark: an entry below, its task YAML(s) in layerswap/tasks/toy/ (and tasks/paper/ or an lm-eval task),
-its toy data writer in layerswap/data/toyworld.py (`WRITERS`), tests (docs/EXTENDING.md walks it).
+its toy data writer in layerswap/data/toy_writers.py (`WRITERS`), tests (docs/EXTENDING.md walks it).
 """
 
 from __future__ import annotations
@@ -37,12 +37,13 @@ class HubSplits:
 
 
 @dataclass(frozen=True)
-class PaperBenchmark:
-    """A paper benchmark as lm-eval tasks, scored by `metric,filter`: per task key (a language, or a FLORES direction
-    "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to lm_eval/tasks;
-    None: ours, layerswap/tasks/paper/`yaml`), present when the file `marker` exists there (None: always), else
-    unavailable with the reason `missing`. Templates: {key}, {code} (the language's `code` in layerswap.languages),
-    {task}. `metric`/`filter` None: read from our task YAML."""
+class LmEvalTask:
+    """A benchmark in the paper task set, as lm-eval tasks scored by `metric,filter`: per task key (a language, or a
+    FLORES direction "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to
+    lm_eval/tasks; None: ours, layerswap/tasks/paper/`yaml`), present when the file `marker` exists there (None:
+    always), else unavailable with the reason `missing`. Templates: {key}, {code} (the language's `code` in
+    layerswap.languages), {task}. `metric`/`filter` None: read from our task YAML (layerswap/evaluation/tasks.py:
+    PAPER_TASKS)."""
 
     metric: str | None
     filter: str | None  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
@@ -70,7 +71,7 @@ class Benchmark:
     unit: str  # "fraction" (accuracy, exact match, pass@1: Table 5 with 3 decimals, ablations in %) or "bleu" (0-100)
     toy_size: int  # items per language of the toy evaluation set (toy_world.sizes.<name> where a config omits it)
     toy_templates: tuple[tuple[str, str], ...]  # (task key, template YAML in layerswap/tasks/toy/) per language
-    paper: PaperBenchmark | None  # None: a toy-world benchmark the paper task set does not run
+    paper: LmEvalTask | None  # None: a toy-world benchmark the paper task set does not run
     table5: tuple[str, ...] = ("targets",)  # Table 5 row groups: en, targets, avg (over mgsm_languages), directions
     directions: bool = False  # scored per direction en-<lang> and <lang>-en (English has no task of its own)
     corpus: bool = False  # a corpus metric (BLEU): no per-item correctness, so no intervals
@@ -105,7 +106,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         (("{lang}", "mgsm.yaml"),),
         # 8-shot chain of thought with MGSM's own exemplars in the target language (lm-eval mgsm_native_cot_*: the
         # train split's 8 worked answers, the MGSM paper's main setting); greedy; the final number is the answer.
-        PaperBenchmark(
+        LmEvalTask(
             "exact_match",
             "flexible-extract",
             "8-shot native chain of thought (MGSM train exemplars in the target language); greedy (em@maj1); "
@@ -128,7 +129,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         "fraction",
         100,
         (("{lang}", "belebele.yaml"),),
-        PaperBenchmark(
+        LmEvalTask(
             "acc",
             "none",
             "none (argmax loglikelihood over the letters A-D; lm-eval's first_n few-shot sampler over the test split)",
@@ -155,7 +156,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         "bleu",
         30,
         (("en-{lang}", "flores_from_en.yaml"), ("{lang}-en", "flores_to_en.yaml")),
-        PaperBenchmark(
+        LmEvalTask(
             None,
             None,
             "none (greedy generation up to newline; sacreBLEU corpus BLEU, tokenize ja-mecab for Japanese "
@@ -183,7 +184,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         "fraction",
         40,
         (("{lang}", "mbpp.yaml"),),
-        PaperBenchmark(
+        LmEvalTask(
             None,
             None,
             "execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
@@ -209,7 +210,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         "fraction",
         100,
         (("{lang}", "mmlu.yaml"),),
-        PaperBenchmark(
+        LmEvalTask(
             "acc",
             "none",
             "none (argmax loglikelihood over A-D; group acc weighted by subtask size)",

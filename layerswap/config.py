@@ -165,7 +165,7 @@ def check(config: dict) -> None:
     if world == "toy":
         if "toy_world" not in config:
             raise key_error("toy_world", "required key is missing (world is toy)")
-        from layerswap.data.toyworld import aya_mix, pretrain_mix
+        from layerswap.data.toy_writers import aya_mix, pretrain_mix
 
         pretrain_mix(config["toy_world"].get("pretrain_mix"))  # its shares of the toy documents sum to <= 1
         aya_mix(config["toy_world"].get("aya_mix"))

@@ -109,6 +109,20 @@ def read_selection(path: str | Path, fields: tuple[str, ...] = ("rank", "path"))
     return sorted(selected, key=lambda e: e["rank"])
 
 
+def read_evaluation_index(path: str | Path) -> dict:
+    """A run's evaluation index (`layerswap evaluate --index`, `layerswap checkpoint-index`): its checkpoints, their
+    files and the files' sha256. A missing or malformed file is one error naming it."""
+    index = read_json(path, "evaluation index")
+    if not (
+        isinstance(index, dict)
+        and isinstance(index.get("checkpoints"), list)
+        and isinstance(index.get("files"), dict)
+        and isinstance(index.get("sha256", {}), dict)
+    ):
+        raise UserError(f"evaluation index {path}: needs 'checkpoints' (a list), 'files' and 'sha256' (objects)")
+    return index
+
+
 def read_text(path: str | Path, what: str = "file") -> str:
     """A UTF-8 text file's content; a missing or unreadable file, or one that is not UTF-8, is one UserError naming it
     (and the line of the first bad byte)."""

@@ -16,7 +16,7 @@ from statistics import mean
 from typing import Annotated, Literal
 
 from layerswap.command_params import AtLeast, parse
-from layerswap.contracts import SELECTION_METRICS, read_json, write_json_atomic
+from layerswap.contracts import SELECTION_METRICS, read_evaluation_index, read_json, write_json_atomic
 from layerswap.errors import UserError
 
 
@@ -36,19 +36,6 @@ def _scores_of(doc, path) -> dict:
     if not isinstance(scores, dict):
         raise UserError(f"evaluation file {path}: 'scores' must be an object keyed by language")
     return scores
-
-
-def _index(path: Path) -> dict:
-    """A run's evaluation index (`layerswap evaluate --index`): its checkpoints, their files and the files' sha256."""
-    index = read_json(path, "evaluation index")
-    if not (
-        isinstance(index, dict)
-        and isinstance(index.get("checkpoints"), list)
-        and isinstance(index.get("files"), dict)
-        and isinstance(index.get("sha256", {}), dict)
-    ):
-        raise UserError(f"evaluation index {path}: needs 'checkpoints' (a list), 'files' and 'sha256' (objects)")
-    return index
 
 
 # Selection metrics: (benchmark, score key), owned by the file contracts.
@@ -120,7 +107,7 @@ def select(
     names = list(dict.fromkeys([*weights, *constraints]))
     candidates = []
     for index_path in indexes:
-        index = _index(index_path)
+        index = read_evaluation_index(index_path)
         for ckpt in index["checkpoints"]:
             cid = ckpt["model_id"]
             metrics = metrics_of(names, lang, lambda b: _scores(index, cid, b, index_path), mgsm_languages)
@@ -173,19 +160,6 @@ def select(
     }
 
 
-def merge_indexes(paths: list[Path]) -> dict:
-    """One evaluation index from a run's per-benchmark indexes (tasks_per_job: single), for `select`."""
-    merged = None
-    for path in paths:
-        part = _index(path)
-        if merged is None:
-            merged = {**part, "files": {}, "sha256": {}}
-        for model_id, files in part["files"].items():
-            merged["files"].setdefault(model_id, {}).update(files)
-        merged["sha256"].update(part["sha256"])
-    return merged
-
-
 @dataclass
 class Params:
     """--params-json of `layerswap select` (layerswap/workflow/evaluation_jobs.py: selection_params)."""
@@ -200,10 +174,6 @@ class Params:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    if parser.prog.split()[-1] == "checkpoint-index":
-        parser.add_argument("--out", required=True, type=Path)
-        parser.add_argument("parts", nargs="+", type=Path, help="the run's index.<benchmark>.json files")
-        return
     parser.add_argument("--index", nargs="+", required=True, type=Path, help="evaluation index files of the runs")
     parser.add_argument("--expert", required=True)
     parser.add_argument(
@@ -220,9 +190,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    if hasattr(args, "parts"):
-        write_json_atomic(args.out, merge_indexes(args.parts))
-        return
     p = parse(Params, args.params_json)
     result = select(
         args.index,

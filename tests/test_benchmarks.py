@@ -9,7 +9,7 @@ from conftest import MICRO, REPO
 from layerswap import benchmarks
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import validate_config
-from layerswap.data import toyworld
+from layerswap.data import toy_writers, toyworld
 from layerswap.evaluation import tasks as et
 from layerswap.evaluation.paper_tasks import lm_eval_task_root
 from layerswap.report import ablation_table
@@ -33,7 +33,7 @@ def test_a_toy_size_left_out_of_a_config_takes_the_registry_default():
 
 
 def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
-    assert set(toyworld.WRITERS) == set(BENCHMARKS)
+    assert set(toy_writers.WRITERS) == set(BENCHMARKS)
     raw = {name.split("_", 1)[0] for name in ("pretrain", "orca_math", *toyworld.SOURCES)}
     assert not raw & set(BENCHMARKS), "a benchmark named as a toy source's files would make them evaluation sets"
     assert {d.split("_", 1)[0] for d in toyworld.datasets(["toy_xx"]) if toyworld.is_evaluation_set(d)} == set(
@@ -42,16 +42,16 @@ def test_every_benchmark_has_its_toy_writer_templates_and_yaml_facts():
     for name, bench in BENCHMARKS.items():
         for _, template in bench.toy_templates:
             task = et.read_task_yaml(et.TASK_DIR / template)
-            assert task["metric_list"][0]["metric"] == et.BENCHMARKS[name].metric, (name, template)
+            assert task["metric_list"][0]["metric"] == et.TOY_SCORING[name].metric, (name, template)
             assert bool(task.get("unsafe_code")) == bench.unsafe, name
-    assert et.BENCHMARKS["mgsm"].filter_doc == f"last-integer: regex {et.LAST_INTEGER} group_select -1, take_first"
+    assert et.TOY_SCORING["mgsm"].filter_doc == f"last-integer: regex {et.LAST_INTEGER} group_select -1, take_first"
     assert (
         ablation_table.COLUMNS.count("flores_n") == 1 and "flores_avg_lo" not in ablation_table.COLUMNS
     )  # corpus metric
 
 
 def test_our_paper_tasks_take_dataset_split_and_metric_from_their_yaml():
-    flores, mbpp = et.PAPER_BENCHMARKS["flores"], et.PAPER_BENCHMARKS["mbpp"]
+    flores, mbpp = et.PAPER_TASKS["flores"], et.PAPER_TASKS["mbpp"]
     assert (flores.hub.hub_id, flores.hub.subset, flores.hub.splits) == (
         "openlanguagedata/flores_plus",
         "{code}",
@@ -67,7 +67,7 @@ def test_lm_eval_tasks_read_the_datasets_the_registry_names():
     what lm-eval's own YAMLs read."""
     root = lm_eval_task_root()
     for name, key, code in (("mgsm", "swh", "sw"), ("belebele", "swh", "swh_Latn"), ("mmlu", "swh", "sw")):
-        paper = et.PAPER_BENCHMARKS[name]
+        paper = et.PAPER_TASKS[name]
         task = paper.task.format(code=code)
         folder = root / paper.folder.format(code=code)
         if paper.group:  # a group: its first subtask's template

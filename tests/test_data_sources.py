@@ -16,7 +16,7 @@ import yaml
 from conftest import REPO, read_jsonl
 
 from layerswap.config import load_config
-from layerswap.data import hub
+from layerswap.data import hub, prepare_base
 from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
 from layerswap.workflow import cost as cost_mod
@@ -314,7 +314,7 @@ def _model_dir(path: Path, weights: str = "model.safetensors") -> Path:
 
 def test_prepare_base_links_a_local_directory(tmp_path):
     src = _model_dir(tmp_path / "llama")
-    names = hub.prepare_base(str(src), tmp_path / "base")
+    names = prepare_base.prepare_base(str(src), tmp_path / "base")
     assert names[-1] == "config.json" and "README.md" not in names
     assert (tmp_path / "base" / "model.safetensors").resolve() == (src / "model.safetensors").resolve()
     assert json.loads((tmp_path / "base" / "layerswap_source.json").read_text())["directory"] == str(src.resolve())
@@ -323,14 +323,14 @@ def test_prepare_base_links_a_local_directory(tmp_path):
 def test_prepare_base_refuses_pickle_only_weights(tmp_path):
     src = _model_dir(tmp_path / "old", weights="pytorch_model.bin")
     with pytest.raises(UserError, match=r"only pickle weights \(pytorch_model.bin\); need \*.safetensors") as err:
-        hub.prepare_base(str(src), tmp_path / "base")
+        prepare_base.prepare_base(str(src), tmp_path / "base")
     assert "\n" not in str(err.value)
 
 
 def test_prepare_base_from_the_prestaged_cache(tmp_path):
     snap = _model_dir(tmp_path / "snapshots" / "abc")
     seen = []
-    hub.prepare_base(
+    prepare_base.prepare_base(
         "meta-llama/Llama-3.1-8B", tmp_path / "base", "abc", snapshot_fn=lambda item: seen.append(item) or snap
     )
     assert seen[0]["hub_id"] == "meta-llama/Llama-3.1-8B" and seen[0]["revision"] == "abc"

@@ -75,7 +75,7 @@ def test_every_paper_benchmark_and_language_maps_to_an_indexed_task(plans, index
         langs = cfg[plan.name]["languages"]
         keys = [k for lang in langs for k in ((f"en-{lang}", f"{lang}-en") if plan.name == "flores" else (lang,))]
         assert [t.key for t in plan.tasks] == keys
-        assert plan.shots == cfg[plan.name]["shots"] == et.PAPER_BENCHMARKS[plan.name].paper_shots
+        assert plan.shots == cfg[plan.name]["shots"] == et.PAPER_TASKS[plan.name].paper_shots
         for t in plan.tasks:
             assert t.unavailable is None, (plan.name, t.key, t.unavailable)
             assert t.name in index, t.name
@@ -89,7 +89,7 @@ def test_every_paper_benchmark_and_language_maps_to_an_indexed_task(plans, index
 
 def test_task_settings_shots_filters_metrics(plans, index):
     for plan in plans:
-        bench = et.PAPER_BENCHMARKS[plan.name]
+        bench = et.PAPER_TASKS[plan.name]
         for t in plan.tasks:
             for e in _leaf_entries(index, t.name):
                 cfg = e.cfg
@@ -106,7 +106,7 @@ def test_task_settings_shots_filters_metrics(plans, index):
                 if plan.name == "mbpp":
                     assert cfg.get("unsafe_code") is True
     groups = [e for e in (index[t.name] for p in plans for t in p.tasks) if e.kind.name == "GROUP"]
-    assert groups and all(et.PAPER_BENCHMARKS["mmlu"].group for _ in groups)
+    assert groups and all(et.PAPER_TASKS["mmlu"].group for _ in groups)
     assert all(g.cfg["aggregate_metric_list"][0]["metric"] == "acc" for g in groups)
 
 
@@ -344,7 +344,7 @@ def test_mgsm_is_8_shot_native_chain_of_thought_with_a_full_budget(plans):
     (mgsm,) = [p for p in plans if p.name == "mgsm"]
     assert mgsm.shots == 8 and mgsm.max_new_tokens == 512
     assert all(t.name.startswith("mgsm_native_cot_") for t in mgsm.tasks)
-    assert et.PAPER_BENCHMARKS["mgsm"].filter == "flexible-extract"
+    assert et.PAPER_TASKS["mgsm"].filter == "flexible-extract"
 
 
 def test_dtype_auto_is_bfloat16_on_a_gpu_and_float32_on_a_cpu():

@@ -10,7 +10,7 @@ from conftest import REPO
 
 from layerswap import benchmarks
 from layerswap.benchmarks import BENCHMARKS, REGISTRY, Benchmark
-from layerswap.data import toyworld
+from layerswap.data import toy_writers, toyworld
 from layerswap.errors import UserError
 
 EXTENDING = REPO / "docs" / "EXTENDING.md"
@@ -49,22 +49,24 @@ def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(
         yield {"question": "tom has 3 pens ?", "equation_solution": "1+2=3", "answer_number": 3}
         yield {"question": "tom", "choices": ["pens", "the cat purrs ."], "answer_number": 3}
 
-    monkeypatch.setitem(toyworld.WRITERS, "mgsm", writer)
+    monkeypatch.setitem(toy_writers.WRITERS, "mgsm", writer)
     out = tmp_path / "mgsm_en.jsonl"
     with pytest.raises(
         UserError,
         match=r"^toy dataset 'mgsm_en' \(writer test_a_toy_word.*writer in "
-        r"layerswap/data/toyworld.py\): the word 'purrs' of field 'choices' is not in "
+        r"layerswap/data/toy_writers.py\): the word 'purrs' of field 'choices' is not in "
         r"the toy vocabulary; append it to FUNCTION_WORDS, or, if no prompt shows the "
         r"field, add 'choices' to METADATA\['mgsm'\]$",
     ):
         toyworld.write_dataset("mgsm_en", out, 0, {}, 2)
     assert list(tmp_path.iterdir()) == []
     # Belebele's metadata field is model text in an MGSM row
-    monkeypatch.setitem(toyworld.WRITERS, "mgsm", lambda world, rng, lang, n: [{"question": "tom", "link": "x:y"}])
+    monkeypatch.setitem(toy_writers.WRITERS, "mgsm", lambda world, rng, lang, n: [{"question": "tom", "link": "x:y"}])
     with pytest.raises(UserError, match="the word 'x:y' of field 'link'"):
         toyworld.write_dataset("mgsm_en", out, 0, {}, 1)
-    monkeypatch.setitem(toyworld.WRITERS, "belebele", lambda world, rng, lang, n: [{"question": "tom", "link": "x:y"}])
+    monkeypatch.setitem(
+        toy_writers.WRITERS, "belebele", lambda world, rng, lang, n: [{"question": "tom", "link": "x:y"}]
+    )
     toyworld.write_dataset("belebele_en", out, 0, {}, 1)
     assert out.read_text() == '{"question": "tom", "link": "x:y"}\n'
 

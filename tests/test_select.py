@@ -187,3 +187,29 @@ def test_no_run_cap(tmp_path):
     a = write_run(tmp_path, "math_1", {"s1": (0.9, 0.1), "s2": (0.8, 0.1), "s3": (0.7, 0.1)})
     out = select([a], "math", "math", None, {"mgsm_en": 1.0}, 3, None, ["en"])
     assert [s["checkpoint"] for s in out["selected"]] == ["s1", "s2", "s3"]
+
+
+def test_checkpoint_index_is_its_own_command_joining_a_runs_per_benchmark_indexes(tmp_path, capsys):
+    """`layerswap checkpoint-index` (its own module: every command has one, none branches on its name) joins a run's
+    per-benchmark indexes into the one index `select` reads; a malformed part is one error naming it."""
+    from layerswap.cli import main
+    from layerswap.commands import COMMANDS
+
+    modules = [module for module, _ in COMMANDS.values()]
+    assert len(set(modules)) == len(modules), "two commands share a module"
+    parts = []
+    for bench, score in (("mgsm", 0.5), ("belebele", 0.25)):
+        path = tmp_path / f"s1_{bench}.json"
+        path.write_text(json.dumps({"scores": {"en": score}}))
+        part = tmp_path / f"index.{bench}.json"
+        ckpts = [{"model_id": "ckpt/r/s1", "name": "s1", "path": "experts/r/s1"}]
+        part.write_text(json.dumps({"checkpoints": ckpts, "files": {"ckpt/r/s1": {bench: str(path)}}, "sha256": {}}))
+        parts.append(part)
+    out = tmp_path / "index.json"
+    assert main(["checkpoint-index", "--out", str(out), *map(str, parts)]) == 0
+    joined = json.loads(out.read_text())
+    assert set(joined["files"]["ckpt/r/s1"]) == {"mgsm", "belebele"}
+    assert [c["name"] for c in joined["checkpoints"]] == ["s1"]
+    parts[1].write_text(json.dumps({"files": {}}))
+    assert main(["checkpoint-index", "--out", str(out), *map(str, parts)]) == 1
+    assert f"evaluation index {parts[1]}: needs 'checkpoints'" in capsys.readouterr().err

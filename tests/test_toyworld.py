@@ -4,7 +4,9 @@ from pathlib import Path
 
 from conftest import TINY_LANGS, TINY_SIZES, read_jsonl
 
-from layerswap.data.toyworld import ENGLISH_WORDS, METADATA, NAMES, english, generate, make_language, strings
+from layerswap.data.toy_language import ENGLISH_WORDS, NAMES, english, make_language
+from layerswap.data.toy_writers import METADATA
+from layerswap.data.toyworld import generate, strings
 
 
 def digest(root: Path) -> dict[str, str]:
@@ -114,7 +116,9 @@ def test_pretrain_mix_defaults_are_the_corpus_of_old_and_omitted_equals_explicit
     before the mix became configurable (the branch thresholds are the old constants)."""
     import random
 
-    from layerswap.data.toyworld import PRETRAIN_MIX, World, _pretrain, dataset_inputs
+    from layerswap.data.toy_language import World
+    from layerswap.data.toy_writers import PRETRAIN_MIX, _pretrain
+    from layerswap.data.toyworld import dataset_inputs
 
     sizes = {**TINY_SIZES}
     omitted = dataset_inputs("pretrain", TINY_LANGS, sizes)
@@ -137,7 +141,8 @@ def test_pretrain_mix_shares_shape_the_corpus(tmp_path):
     """All toy documents code-switched: English word order with toy words mixed in; all English: no toy words."""
     import random
 
-    from layerswap.data.toyworld import ENGLISH_WORDS, SHARED, World, _pretrain
+    from layerswap.data.toy_language import ENGLISH_WORDS, SHARED, World
+    from layerswap.data.toy_writers import _pretrain
 
     langs = [make_language(code, spec["word_order"], 3) for code, spec in sorted(TINY_LANGS.items())]
     toy_words = {w for lang in langs for w in lang.lexicon.values()}
@@ -157,7 +162,7 @@ def test_pretrain_mix_shares_shape_the_corpus(tmp_path):
 def test_pretrain_mix_errors_name_the_key():
     import pytest
 
-    from layerswap.data.toyworld import pretrain_mix
+    from layerswap.data.toy_writers import pretrain_mix
     from layerswap.errors import UserError
 
     with pytest.raises(UserError, match=r"toy_world.pretrain_mix: unknown key 'toy_code'; allowed: english"):

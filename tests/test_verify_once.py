@@ -172,7 +172,7 @@ def test_a_linked_hub_base_is_checked_against_what_prepare_base_recorded(tiny_ba
     import shutil
 
     from layerswap.checkpoints import Checkpoint
-    from layerswap.data.hub import prepare_base
+    from layerswap.data.prepare_base import prepare_base
 
     src = tmp_path / "cache" / "llama"
     shutil.copytree(tiny_base, src)

@@ -1,16 +1,13 @@
 """Hub sources of the paper config: the per-(source, language) data files and the base model, from the HF cache.
 
-Two commands (``layerswap prestage``, which downloads what the config needs, is `layerswap.workflow.prestage`):
-
 ``layerswap hub-data --spec-json ... --out results/data/raw/<name>_<lang>.jsonl``  (rule ``hub_data``)
     Load one pre-staged source (offline on compute nodes), map its columns onto the source's schema
     (`layerswap.data.mixes.SCHEMAS`), walk its rows in a seeded random order, drop blank rows, duplicates and rows that
     contain a FLORES sentence (sources with ``exclude: [flores]``), stop once the mix's count of distinct examples
     is reached, and write the rows plus ``<name>_<lang>.manifest.json`` (counts of what was seen and dropped).
 
-``layerswap prepare-base --source S --out results/base``  (rule ``prepare_base``)
-    A local HF directory or a pre-staged hub snapshot -> ``results/base``: symbolic links to its config,
-    tokenizer and safetensors files. A directory with only pickle weights (``*.bin``/``*.pt``) is refused.
+The base model (``layerswap prepare-base``) is `layerswap.data.prepare_base`, which links it from the snapshot
+`snapshot` finds; ``layerswap prestage``, which downloads what the config needs, is `layerswap.workflow.prestage`.
 """
 
 from __future__ import annotations
@@ -366,97 +363,26 @@ def write_source(spec: dict, seed: int, out: Path, manifest: Path, load=load_dat
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# prepare-base
-
-
-PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
-
-
-def model_files(directory: Path) -> list[Path]:
-    """Config, tokenizer and safetensors files of a HF model directory; refuses pickle-only weights."""
-    files = sorted(p for p in directory.iterdir() if p.is_file())
-    weights = [p for p in files if p.suffix == ".safetensors"]
-    if not weights:
-        pickles = [p.name for p in files if p.suffix in PICKLE_SUFFIXES]
-        what = f"only pickle weights ({', '.join(pickles[:3])})" if pickles else "no weights"
-        raise UserError(
-            f"base model {directory}: {what}; need *.safetensors (convert it, e.g. save_pretrained "
-            "with safe_serialization=True)"
-        )
-    if not (directory / "config.json").is_file():
-        raise UserError(f"base model {directory}: no config.json")
-    return [
-        p
-        for p in files
-        if p.suffix == ".safetensors"
-        or p.suffix == ".json"
-        or p.name.startswith("tokenizer")
-        or p.suffix in (".model", ".tiktoken")
-    ]
-
-
-def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_fn=None) -> list[str]:
-    """Link the base model's files into `out` (config.json last, so it marks a complete directory)."""
-    local = Path(source).expanduser()
-    if local.is_dir():
-        directory = local.resolve()
-    elif source.startswith(("/", ".", "~")):
-        raise UserError(f"base.source {source}: no such directory")
-    else:
-        item = {"kind": "model", "hub_id": source, "revision": revision, "allow_patterns": MODEL_PATTERNS}
-        directory = (snapshot_fn or (lambda i: snapshot(i, local_files_only=True)))(item)
-    files = model_files(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.iterdir():
-        if old.is_symlink() or old.is_file():
-            old.unlink()
-    ordered = sorted(files, key=lambda p: p.name == "config.json")
-    for path in ordered:
-        (out / path.name).symlink_to(path.resolve())
-    from layerswap.checkpoints import weight_files
-    from layerswap.hashcache import sha256
-
-    # the weights' sha256 as linked (`weights_sha256`): every job that reads the base checks it against this record
-    # (layerswap.checkpoints.export_records), hashed once per file state (layerswap.hashcache)
-    weights = {p.name: sha256(p) for p in weight_files(out)}
-    (out / "layerswap_source.json").write_text(
-        json.dumps({"source": source, "revision": revision, "directory": str(directory), "weights_sha256": weights})
-        + "\n"
-    )
-    return [p.name for p in ordered]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# CLI (two commands share this module; commands.py registers each; `layerswap prestage` is layerswap.workflow.prestage)
+# CLI (`layerswap prepare-base` is layerswap.data.prepare_base; `layerswap prestage` is layerswap.workflow.prestage)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    if parser.prog.split()[-1] == "hub-data":
-        parser.add_argument("--spec-json", required=True, help="output of source_spec (one source, one language)")
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--out", required=True, type=Path)
-        parser.add_argument("--manifest", required=True, type=Path)
-        parser.add_argument("--hf-home", default=None)
-    else:  # prepare-base
-        parser.add_argument("--source", required=True, help="a local HF directory or a hub id (pre-staged)")
-        parser.add_argument("--revision", default=None)
-        parser.add_argument("--out", required=True, type=Path)
-        parser.add_argument("--hf-home", default=None)
+    parser.add_argument("--spec-json", required=True, help="output of source_spec (one source, one language)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--hf-home", default=None)
 
 
 def run(args: argparse.Namespace) -> None:
     use_hf_home(args.hf_home)
-    if hasattr(args, "spec_json"):
-        spec = json.loads(args.spec_json)
-        info = write_source(spec, args.seed, args.out, args.manifest)
-        print(
-            json.dumps(
-                {
-                    k: info[k]
-                    for k in ("source", "lang", "scanned", "kept_rows", "examples", "blank", "duplicate", "overlap")
-                }
-            )
+    spec = json.loads(args.spec_json)
+    info = write_source(spec, args.seed, args.out, args.manifest)
+    print(
+        json.dumps(
+            {
+                k: info[k]
+                for k in ("source", "lang", "scanned", "kept_rows", "examples", "blank", "duplicate", "overlap")
+            }
         )
-    else:
-        names = prepare_base(args.source, args.out, args.revision)
-        print(f"linked {len(names)} files into {args.out}")
+    )

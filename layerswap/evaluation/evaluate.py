@@ -19,7 +19,7 @@ first `max(FEWSHOT_POOL, shots)` lines of each file are its few-shot pool (lm-ev
 scored; with 0 shots every line is scored. `limit` keeps the first `limit` scored items.
 
 Task sets (`--task-set`, from the config's `world` through the rules' params): `toy` (above) or `paper`: the paper's
-benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_BENCHMARKS`, `plan_paper`; lm-eval indexes only the
+benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_TASKS`, `plan_paper`; lm-eval indexes only the
 task folders these need plus `layerswap/tasks/paper/`), whose datasets `layerswap prestage` fetches
 (`layerswap.workflow.prestage.evaluation_artefacts`).
 Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): one vLLM engine, built from the first model's checkpoint;
@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap import hashcache
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.errors import UserError
 from layerswap.evaluation import model_lists
 from layerswap.evaluation.hosts import (
@@ -63,7 +64,6 @@ from layerswap.evaluation.hosts import (
 from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
 from layerswap.evaluation.tasks import (
-    BENCHMARKS,
     TASK_SETS,
     BenchmarkPlan,
     job_batch_size,
@@ -118,8 +118,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--batch-size",
         type=int,
-        default=64,
-        help="requests per batch, unless the benchmarks JSON gives a benchmark its own batch_size",
+        required=True,
+        help="requests per batch (the rules pass evaluation.batch_size: config/schema.yaml owns its default), unless "
+        "the benchmarks JSON gives a benchmark its own batch_size",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")

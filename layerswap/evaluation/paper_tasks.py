@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.evaluation.tasks import PAPER_BENCHMARKS, BenchmarkPlan, PaperBenchmark, TaskPlan, TaskSettings
+from layerswap.evaluation.tasks import PAPER_TASKS, BenchmarkPlan, LmEvalTask, TaskPlan, TaskSettings
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -36,13 +36,13 @@ def _hf_language(lang: str) -> dict:
     return HF_LANGUAGES[lang]
 
 
-def _benchmark(benchmark: str) -> PaperBenchmark:
-    if benchmark not in PAPER_BENCHMARKS:
-        raise UserError(f"paper task set: unknown benchmark {benchmark!r} (known: {', '.join(PAPER_BENCHMARKS)})")
-    return PAPER_BENCHMARKS[benchmark]
+def _benchmark(benchmark: str) -> LmEvalTask:
+    if benchmark not in PAPER_TASKS:
+        raise UserError(f"paper task set: unknown benchmark {benchmark!r} (known: {', '.join(PAPER_TASKS)})")
+    return PAPER_TASKS[benchmark]
 
 
-def _codes(bench: PaperBenchmark, key: str) -> list[str]:
+def _codes(bench: LmEvalTask, key: str) -> list[str]:
     """The language codes of a task key (two for a FLORES direction); an unknown language is a one-line error."""
     return [_hf_language(lang)[bench.code] for lang in (key.split("-") if bench.directions else [key])]
 
@@ -129,7 +129,7 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
     """sha256 of the YAMLs (and helper modules) defining the plan's tasks, and the per-task settings."""
     h = hashlib.sha256()
     files: set[Path] = set()
-    bench = PAPER_BENCHMARKS[plan.name]
+    bench = PAPER_TASKS[plan.name]
     for t in plan.run_tasks:
         _, folder, _ = paper_task(plan.name, t.key, root)
         base = root / folder if folder else PAPER_TASK_DIR

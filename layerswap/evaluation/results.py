@@ -39,7 +39,7 @@ def _n_samples(results: dict, name: str) -> int:
 
 
 def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict, leaf: str | None = None) -> dict:
-    bench = plan.bench
+    scoring = plan.scoring
     args = s["arguments"]
     rec = {"key": task.key, "task": leaf or task.name, "doc_id": s["doc_id"], "prompt": args[0][0]}
     if isinstance(args[0][1], str):  # loglikelihood requests: (context, continuation) per choice
@@ -51,12 +51,12 @@ def _sample_record(plan: BenchmarkPlan, task: TaskPlan, s: dict, leaf: str | Non
                 "choice_loglikelihoods": lls,
                 "extracted": best,
                 "target": s["target"],
-                "correct": bool(s.get(bench.metric)),
+                "correct": bool(s.get(scoring.metric)),
             }
         )
     else:
         rec.update({"generation": s["resps"][0][0], "extracted": s["filtered_resps"][0], "target": str(s["target"])})
-        rec["correct"] = None if bench.metric == "bleu" else bool(s.get(bench.metric))
+        rec["correct"] = None if scoring.metric == "bleu" else bool(s.get(scoring.metric))
 
     return rec
 
@@ -72,7 +72,7 @@ def write_outputs(
     recipe_hash: str | None = None,
 ) -> None:
     """`recipe_hash`: of the merge recipe evaluated (`layerswap.merge.recipe_hash`), recorded in the file."""
-    bench = plan.bench
+    scoring = plan.scoring
     scores, n, samples = {}, {}, []
     if results is not None:
         logged = set()
@@ -80,7 +80,7 @@ def write_outputs(
             if t.unavailable:
                 scores[t.key], n[t.key] = None, 0
                 continue
-            value = results["results"][t.name].get(f"{bench.metric},{bench.filter}")
+            value = results["results"][t.name].get(f"{scoring.metric},{scoring.filter}")
             scores[t.key] = _number(value)
             n[t.key] = _n_samples(results, t.name)
             if t.name not in logged:  # paper MBPP: one English task recorded under several language keys
@@ -89,17 +89,17 @@ def write_outputs(
                     _sample_record(plan, t, s, leaf)
                     for leaf in result_leaves(results, t.name)
                     for s in results["samples"][leaf]
-                    if plan.task_set == "toy" or s.get("filter") in (None, bench.filter)
+                    if plan.task_set == "toy" or s.get("filter") in (None, scoring.filter)
                 ]
     doc = {
         "model_id": model_id,
         "benchmark": plan.name,
-        "metric": bench.metric,
+        "metric": scoring.metric,
         "scores": scores,
         "n": n,
         "lm_eval_tasks": {t.key: t.name for t in plan.tasks},
         "shots": plan.shots,
-        "filter": bench.filter_doc,
+        "filter": scoring.filter_doc,
         "seed": seed,
         "limit": plan.limit,
         "lm_eval_version": version,
@@ -119,10 +119,10 @@ def write_outputs(
                 {
                     "task": t.name,
                     "shots": t.shots,
-                    "filter": bench.filter,
-                    "metric": bench.metric,
-                    "result_key": f"{bench.metric},{bench.filter}",
-                    "group": bench.group,
+                    "filter": scoring.filter,
+                    "metric": scoring.metric,
+                    "result_key": f"{scoring.metric},{scoring.filter}",
+                    "group": plan.bench.paper.group,
                     **plan.settings.get(t.key, {}),
                 }
                 if not t.unavailable
@@ -154,7 +154,7 @@ def write_index(
 
 
 def score_summary(results: dict, plan: BenchmarkPlan) -> str:
-    bench = plan.bench
-    vals = [results["results"][t.name].get(f"{bench.metric},{bench.filter}") for t in plan.run_tasks]
+    scoring = plan.scoring
+    vals = [results["results"][t.name].get(f"{scoring.metric},{scoring.filter}") for t in plan.run_tasks]
     vals = [float(v) for v in vals if v is not None]
     return f"{sum(vals) / len(vals):.3g}" if vals else "n/a"

@@ -1,6 +1,7 @@
-"""Evaluation task plans: the benchmarks (layerswap/benchmarks.py) with the facts their task YAMLs hold (toy and paper
-settings side by side), the plan types, the `--benchmarks-json` spec, the toy task set (task YAMLs over the toy
-world's files), and the settings of loaded lm-eval tasks. The paper task set's plan lives in `paper_tasks`."""
+"""Evaluation task plans: what lm-eval scores for each benchmark of the registry (layerswap/benchmarks.py), read
+from its task YAMLs (`Scoring`; the paper tasks with their YAML facts in `PAPER_TASKS`), the plan types, the
+`--benchmarks-json` spec, the toy task set (task YAMLs over the toy world's files), and the settings of loaded lm-eval
+tasks. The paper task set's plan lives in `paper_tasks`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from layerswap import benchmarks as registry
-from layerswap.benchmarks import MBPP_VARIANT, HubSplits, PaperBenchmark  # noqa: F401 (API: paper_tasks, tests)
+from layerswap.benchmarks import BENCHMARKS, Benchmark, HubSplits, LmEvalTask
 from layerswap.command_params import AtLeast, build
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
@@ -53,31 +53,24 @@ def _filter_doc(yaml_filter: dict) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class Benchmark:
-    file: str  # data file prefix: <file>_<lang>.jsonl
+class Scoring:
+    """What an evaluation file reports for a benchmark in one task set, as its task YAML says: the lm-eval result key
+    `<metric>,<filter>` of the score, and what the filter does (written beside the score)."""
+
     metric: str
     filter: str  # lm-eval filter name of the reported metric
-    filter_doc: str  # what the filter does, for the JSON
-    directions: bool = False  # FLORES: en->lang and lang->en per non-English language
-    unsafe: bool = False  # runs model-written code
+    filter_doc: str
 
 
-def _toy_benchmark(bench: registry.Benchmark) -> Benchmark:
+def _toy_scoring(bench: Benchmark) -> Scoring:
     """A benchmark's toy task: metric and filter as its template YAML says (the first of each)."""
     task = read_task_yaml(TASK_DIR / bench.toy_templates[0][1])
     filters = task.get("filter_list") or []
     doc = bench.toy_scoring or (_filter_doc(filters[0]) if filters else "none")
-    return Benchmark(
-        bench.name,
-        task["metric_list"][0]["metric"],
-        filters[0]["name"] if filters else "none",
-        doc,
-        directions=bench.directions,
-        unsafe=bench.unsafe,
-    )
+    return Scoring(task["metric_list"][0]["metric"], filters[0]["name"] if filters else "none", doc)
 
 
-def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
+def _paper_task(bench: Benchmark) -> LmEvalTask:
     """A benchmark's paper task; for ours (layerswap/tasks/paper/), the metric, filter, dataset, subset and split as
     its YAML says."""
     paper = bench.paper
@@ -94,10 +87,9 @@ def _paper_benchmark(bench: registry.Benchmark) -> PaperBenchmark:
     )
 
 
-BENCHMARKS: dict[str, Benchmark] = {name: _toy_benchmark(b) for name, b in registry.BENCHMARKS.items()}
-PAPER_BENCHMARKS: dict[str, PaperBenchmark] = {
-    name: _paper_benchmark(b) for name, b in registry.BENCHMARKS.items() if b.paper is not None
-}
+#: Per benchmark, the scoring of its toy task; per benchmark the paper task set runs, its task with the YAML's facts.
+TOY_SCORING: dict[str, Scoring] = {name: _toy_scoring(b) for name, b in BENCHMARKS.items()}
+PAPER_TASKS: dict[str, LmEvalTask] = {name: _paper_task(b) for name, b in BENCHMARKS.items() if b.paper is not None}
 LAST_INTEGER = read_task_yaml(TASK_DIR / "mgsm.yaml")["filter_list"][0]["filter"][0]["regex_pattern"]  # (-?[0-9]+)
 
 
@@ -136,8 +128,15 @@ class BenchmarkPlan:
     settings: dict = dataclasses.field(default_factory=dict)
 
     @property
-    def bench(self):
-        return PAPER_BENCHMARKS[self.name] if self.task_set == "paper" else BENCHMARKS[self.name]
+    def bench(self) -> Benchmark:
+        return BENCHMARKS[self.name]
+
+    @property
+    def scoring(self) -> Scoring:
+        if self.task_set == "paper":
+            task = PAPER_TASKS[self.name]
+            return Scoring(task.metric, task.filter, task.filter_doc)
+        return TOY_SCORING[self.name]
 
     @property
     def run_tasks(self) -> list[TaskPlan]:
@@ -194,9 +193,9 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[Bench
     plans = []
     for name, cfg in spec.items():
         bench = BENCHMARKS[name]
-        langs = cfg.languages if cfg.languages is not None else _languages_on_disk(data_dir, bench.file)
+        langs = cfg.languages if cfg.languages is not None else _languages_on_disk(data_dir, name)
         if not langs:
-            raise UserError(f"{data_dir}: no {bench.file}_<lang>.jsonl files for benchmark {name}")
+            raise UserError(f"{data_dir}: no {name}_<lang>.jsonl files for benchmark {name}")
         if len(set(langs)) != len(langs):
             raise UserError(f"--benchmarks-json: {name}.languages lists a language twice: {langs}")
         shots, limit = cfg.shots, cfg.limit
@@ -205,7 +204,7 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[Bench
         for lang in langs:
             if bench.directions and lang == "en":
                 continue  # FLORES: English is the other side of every direction
-            path = _data_file(data_dir, bench.file, lang)
+            path = _data_file(data_dir, name, lang)
             if not path.is_file():
                 raise UserError(f"--benchmarks-json: {name}: language {lang!r} has no data file {path}")
             if pool:
@@ -216,7 +215,7 @@ def plan_benchmarks(data_dir: Path, spec: dict[str, TaskSettings]) -> list[Bench
                         f"{path}: {n_lines} items, but {shots}-shot {name} keeps the first {pool} as the "
                         "few-shot pool: nothing left to score"
                     )
-            for key, template in registry.BENCHMARKS[name].toy_templates:  # FLORES: one task per direction
+            for key, template in bench.toy_templates:  # FLORES: one task per direction
                 key = key.format(lang=lang)
                 tasks.append(TaskPlan(name, key, f"toy_{name}_{key}", template, path, shots, pool, limit))
         if not tasks:

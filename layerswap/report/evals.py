@@ -14,7 +14,7 @@ import math
 import os
 from pathlib import Path
 
-from layerswap.contracts import read_json  # noqa: F401 (the shared reader; paper_tables imports it here)
+from layerswap.contracts import read_json
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
 from layerswap.workflow.layout import Layout

@@ -115,7 +115,7 @@ def evaluation_artefacts(config: dict) -> list[dict]:
     `config`; none for the toy world. Languages: each task's own list, else English + the targets; MGSM also
     `mgsm_languages`. Languages a benchmark lacks are left out (the evaluation reports them unavailable). Which
     splits a task reads is the benchmark table's (`layerswap.evaluation.paper_tasks.paper_artefacts`)."""
-    from layerswap.evaluation.paper_tasks import PAPER_BENCHMARKS, lm_eval_task_root, paper_artefacts, paper_task
+    from layerswap.evaluation.paper_tasks import PAPER_TASKS, lm_eval_task_root, paper_artefacts, paper_task
 
     if config.get("world") == "toy":
         return []
@@ -124,7 +124,7 @@ def evaluation_artefacts(config: dict) -> list[dict]:
     root = lm_eval_task_root()
     out, seen = [], set()
     for name, cfg in tasks.items():
-        if name not in PAPER_BENCHMARKS:
+        if name not in PAPER_TASKS:
             continue
         langs = list((cfg or {}).get("languages") or targets)
         langs += [
@@ -133,9 +133,7 @@ def evaluation_artefacts(config: dict) -> list[dict]:
             if lang not in langs
         ]
         for lang in langs:
-            keys = (
-                ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_BENCHMARKS[name].directions else [lang]
-            )
+            keys = ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_TASKS[name].directions else [lang]
             for key in keys:
                 if paper_task(name, key, root)[2]:
                     continue
