@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 import sys
 
-from layerswap.config import check, expert_type, validate_config
+from layerswap.config import check, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.hashcache import ENV as HASH_CACHE_ENV, folder as hash_cache_folder
@@ -63,6 +63,7 @@ try:
 except UserError as err:
     sys.exit(f"scratch: {err}")
 layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
+evals = spec.evals  # the evaluation jobs: benchmarks, languages, data files, params (workflow/evaluation_jobs.py)
 # Verify once (layerswap/hashcache.py): the sha256s the jobs verified, by file state, shared by every job of the run
 # (LAYERSWAP_HASH_CACHE set to an empty string turns it off).
 os.environ.setdefault(HASH_CACHE_ENV, os.path.abspath(hash_cache_folder(layout)))
