@@ -9,6 +9,11 @@ EVAL_STORE = layout.store()
 MERGE_JOB_BENCHMARKS = evals.per_layout(evals.merge_benchmarks, ["{benchmark}"])  # of a merge evaluation job
 
 
+def base_job_benchmarks(wildcards):
+    """The benchmarks of one job of evaluate_base: those selection constraints do not read, or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.base_rest)
+
+
 def merge_job_benchmarks(wildcards):
     """The benchmarks of one merge evaluation job: evaluation.merge_tasks, or its {benchmark} (single layout)."""
     return evals.job_benchmarks(wildcards, evals.merge_benchmarks)
@@ -18,13 +23,13 @@ def merge_job_benchmarks(wildcards):
 rule evaluate_base:
     input:
         base=layout.base_config(),
-        data=lambda w: evals.task_data_files(evals.job_benchmarks(w, evals.base_rest)),
+        data=lambda w: evals.task_data_files(base_job_benchmarks(w)),
     output:
         evals.per_layout(
             [layout.eval_file("base", b) for b in evals.base_rest], layout.eval_file("base", "{benchmark}")
         ),
     params:
-        benchmarks=lambda w: evals.benchmark_params(evals.job_benchmarks(w, evals.base_rest)),
+        benchmarks=lambda w: evals.benchmark_params(base_job_benchmarks(w)),
         **evals.evaluation_params("evaluate"),
     wildcard_constraints:
         benchmark="|".join(b for b in evals.benchmarks if not evals.skipped(b)) or "(?!)",
@@ -52,6 +57,7 @@ if evals.single_task_jobs:
 
 if evals.base_constrained:
 
+    # out: results/evals/base/{benchmark}.json of the benchmarks selection constraints read
     use rule evaluate_base as evaluate_base_select with:
         input:
             base=layout.base_config(),
@@ -130,7 +136,7 @@ rule table2_models:
     input:
         evals.table2_choice_inputs(),
     output:
-        [evals.table2_models_file(l) for l in evals.t2_langs],
+        [layout.table2_models(lang, evals.t2) for lang in evals.t2_langs],
     params:
         tables=evals.table2_choice_params(),
         covered=evals.table2_covered(),
@@ -153,11 +159,11 @@ rule evaluate_table2:
     table2_models); the index names the files. The store keeps each finished model: a changed winner evaluates
     only the new one."""
     input:
-        only=lambda w: evals.table2_models_file(w.lang),
+        only=lambda w: layout.table2_models(w.lang, evals.t2),
         models=lambda w: evals.table2_inputs(w.lang),
         data=lambda w: evals.task_data_files(["mgsm"], [w.lang]),
     output:
-        evals.table2_index("{lang}"),
+        layout.table2_index("{lang}", evals.t2),
     params:
         models=lambda w: evals.table2_model_args(w.lang),
         benchmarks=lambda w: evals.benchmark_params(["mgsm"], [w.lang]),

@@ -2,6 +2,11 @@
 # the selected checkpoints on what Tables 2 and 5 read besides; top-k per expert type.
 
 
+def checkpoint_job_benchmarks(wildcards):
+    """The benchmarks of one job of evaluate_checkpoints: the run's selection benchmarks, or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.selection_benchmarks(wildcards.run))
+
+
 # Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights + constraints), in the languages
 # its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
 # those evaluations and the tables, not selection, merges or their evaluations.
@@ -13,16 +18,12 @@ rule evaluate_checkpoints:
     benchmark); the index names their files."""
     input:
         manifest=layout.checkpoints_record("{run}"),
-        data=lambda w: evals.checkpoint_eval_data(
-            w.run, evals.job_benchmarks(w, evals.selection_benchmarks(w.run))
-        ),
+        data=lambda w: evals.checkpoint_eval_data(w.run, checkpoint_job_benchmarks(w)),
     output:
         evals.per_layout(layout.checkpoint_index("{run}"), layout.checkpoint_index("{run}", "{benchmark}")),
     params:
         models=lambda w: evals.checkpoint_model_args(w.run),
-        benchmarks=lambda w: evals.checkpoint_eval_rule_params(
-            w.run, evals.job_benchmarks(w, evals.selection_benchmarks(w.run))
-        ),
+        benchmarks=lambda w: evals.checkpoint_eval_rule_params(w.run, checkpoint_job_benchmarks(w)),
         **evals.evaluation_params("evaluate"),
     wildcard_constraints:
         benchmark="|".join(evals.tasks),
