@@ -108,6 +108,22 @@ def sft_launch(wildcards, resources):
     return spec.runs.sft_launch(wildcards.run, resources.gpu, workflow.basedir)
 
 
+# The benchmarks of one evaluation job: grouped, a fixed list; single (evaluation.tasks_per_job), its {benchmark}.
+def checkpoint_job_benchmarks(wildcards):
+    """The benchmarks of one job of evaluate_checkpoints: the run's selection benchmarks, or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.selection_benchmarks(wildcards.run))
+
+
+def base_job_benchmarks(wildcards):
+    """The benchmarks of one job of evaluate_base: those selection constraints do not read, or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.base_rest)
+
+
+def merge_job_benchmarks(wildcards):
+    """The benchmarks of one merge evaluation job: evaluation.merge_tasks, or its {benchmark} (single layout)."""
+    return evals.job_benchmarks(wildcards, evals.merge_benchmarks)
+
+
 def table_report(stem, ext):
     sub, caption = spec.report.table_pages[stem]
     fmt = "rendered (HTML)" if ext == "html" else ext.upper()

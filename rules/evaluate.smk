@@ -9,16 +9,6 @@ EVAL_STORE = layout.store()
 MERGE_JOB_BENCHMARKS = evals.per_layout(evals.merge_benchmarks, ["{benchmark}"])  # of a merge evaluation job
 
 
-def base_job_benchmarks(wildcards):
-    """The benchmarks of one job of evaluate_base: those selection constraints do not read, or its {benchmark}."""
-    return evals.job_benchmarks(wildcards, evals.base_rest)
-
-
-def merge_job_benchmarks(wildcards):
-    """The benchmarks of one merge evaluation job: evaluation.merge_tasks, or its {benchmark} (single layout)."""
-    return evals.job_benchmarks(wildcards, evals.merge_benchmarks)
-
-
 # out: results/evals/base/{benchmark}.json (the job's benchmarks)
 rule evaluate_base:
     input:

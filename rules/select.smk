@@ -2,11 +2,6 @@
 # the selected checkpoints on what Tables 2 and 5 read besides; top-k per expert type.
 
 
-def checkpoint_job_benchmarks(wildcards):
-    """The benchmarks of one job of evaluate_checkpoints: the run's selection benchmarks, or its {benchmark}."""
-    return evals.job_benchmarks(wildcards, evals.selection_benchmarks(wildcards.run))
-
-
 # Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights + constraints), in the languages
 # its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
 # those evaluations and the tables, not selection, merges or their evaluations.
