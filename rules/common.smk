@@ -1,8 +1,8 @@
 # Config validation and ablation planning, once, at parse time; then `spec` (layerswap/workflow/spec.py), the rules'
-# view of the config, whose parts the rules call (spec.runs, spec.merges, spec.evals, spec.data, spec.report,
-# spec.ablations: runs, pairs, languages, file lists and params) and `layout`, every results path. Here only what
-# needs Snakemake's own objects (wildcards, resources, report(), workflow). Nothing reads files written by jobs: the
-# whole DAG is known at dry-run time.
+# view of the config, whose parts the rules call (spec.runs, spec.merges, spec.evals, spec.selection, spec.data,
+# spec.report, spec.ablations: runs, pairs, languages, file lists and params) and `layout`, every results path.
+# Here only what needs Snakemake's own objects (wildcards, resources, report(), workflow) and the helpers the rules
+# share. Nothing reads files written by jobs: the whole DAG is known at dry-run time.
 import os
 import shlex
 from pathlib import Path

@@ -147,12 +147,13 @@ def test_default_config_params_are_the_rules_former_values(default):
         "flores": {"languages": ["toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
         "mgsm": {"languages": ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
     }
-    assert default.evals.task_data_files(["flores"], ["en", "toy_swh"]) == ["results/data/eval/flores_toy_swh.jsonl"]
+    L = default.layout
+    assert default.evals.task_data_files(["flores"], ["en", "toy_swh"]) == [L.eval_data("flores", "toy_swh")]
     mix = default.data.mix_sources("joint_toy_swh")
     assert [(m["name"], m["lang"], m["path"]) for m in mix] == [
-        ("toy_aya", "toy_swh", "results/data/raw/aya_toy_swh.jsonl"),
-        ("toy_nllb", "toy_swh", "results/data/raw/nllb_toy_swh.jsonl"),
-        ("toy_orca_math", "en", "results/data/raw/orca_math.jsonl"),
+        ("toy_aya", "toy_swh", L.raw("aya_toy_swh.jsonl")),
+        ("toy_nllb", "toy_swh", L.raw("nllb_toy_swh.jsonl")),
+        ("toy_orca_math", "en", L.raw("orca_math.jsonl")),
     ]
     assert default.runs.sft_launch("toy_swh_1", 8, REPO) == "layerswap sft"
 
@@ -188,8 +189,8 @@ def test_paper_checkpoint_evaluation_params(paper):
     # single layout: one index per benchmark (and per benchmark and language after selection); the hf world reads
     # no data files of ours
     assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == [
-        "results/evals/ckpt/swh_1/index.mgsm.json",
-        "results/evals/ckpt/swh_1/index.other_mgsm_en.json",
+        paper.layout.checkpoint_index("swh_1", "mgsm"),
+        paper.layout.checkpoint_index("swh_1", "other_mgsm_en"),
     ]
     assert paper.evals.task_data_files(["mgsm"]) == []
 
@@ -267,14 +268,14 @@ def test_ablations_have_their_merge_configs_runs_and_files(default):
     )
     assert default.ablations.selected == list(default.ablations.planned)
     assert default.ablations.outputs("layer_count") == [
-        f"results/ablations/layer_count/{f}" for f in ("table.csv", "table.md", "figure.svg", "figure.png")
+        default.layout.ablation_file("layer_count", f) for f in ("table.csv", "table.md", "figure.svg", "figure.png")
     ]
     # expert-set ablations: extra runs (never in `runs`), bases of their own where the ablation says so
     assert default.ablations.expert_sets and not set(default.runs.extra) & set(default.runs.main)
     run = next(iter(default.runs.extra))
     assert default.runs.spec(run) == default.runs.extra[run]
     for r in default.runs.other_base:
-        assert default.runs.base_dir[r].startswith("results/ablations/")
+        assert default.runs.base_dir[r].startswith(default.layout.ablation_dir(""))
     params = _word(default.ablations.params("layer_count"))
     assert params["name"] == "layer_count" and params["languages"] == default.merges.langs
 
