@@ -64,6 +64,8 @@ except UserError as err:
     sys.exit(f"scratch: {err}")
 layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
 evals = spec.evals  # the evaluation jobs: benchmarks, languages, data files, params (workflow/evaluation_jobs.py)
+PAIRS, SOUPS = spec.merges.pairs, spec.merges.soups  # a language's expert pairs l<i>m<j>; langsoup, multisoup
+SOUPSWAP = "soupswap"  # the merge config of the soup-then-swap recipes (rules/merge.smk, rules/evaluate.smk)
 # Verify once (layerswap/hashcache.py): the sha256s the jobs verified, by file state, shared by every job of the run
 # (LAYERSWAP_HASH_CACHE set to an empty string turns it off).
 os.environ.setdefault(HASH_CACHE_ENV, os.path.abspath(hash_cache_folder(layout)))

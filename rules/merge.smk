@@ -1,9 +1,5 @@
 # Merge recipes: small JSON files naming the selected experts by rank; evaluation builds them in memory.
 
-SOUPSWAP = "soupswap"  # the merge config name of the soup-then-swap recipes (rules/evaluate.smk evaluates them)
-PAIRS, SOUPS = spec.merges.pairs, spec.merges.soups  # a language's expert pairs l<i>m<j>; langsoup, multisoup
-
-
 
 #   in:  results/selection/{lang}.json, results/selection/math.json
 #   out: results/merges/{cfg}/{lang}/{pair}.json (each expert pair l<i>m<j>)
