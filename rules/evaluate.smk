@@ -64,6 +64,9 @@ if evals.base_constrained:
 # One job per merge config and language, on every expert pair's merge (built in memory from its recipe):
 #   in:  results/merges/{cfg}/{lang}/{pair}.json (rules/merge.smk merge_recipes)
 #   out: results/evals/merge/{cfg}/{lang}/{pair}/{benchmark}.json (each pair, the job's benchmarks)
+#   runs: layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json <the job's benchmarks in {lang}>
+#         --model merge/{cfg}/{lang}/{pair}=<its recipe> ... --out-dir results/evals <evaluation params>
+#         --store results/store/evals (evaluate_shell, layerswap/workflow/words.py)
 rule evaluate_merges:
     input:
         recipes=[layout.recipe("{cfg}", "{lang}", pair) for pair in PAIRS],
