@@ -16,7 +16,7 @@ import torch
 
 from layerswap.contracts import CHECKPOINT_DIR_RE, naming, read_json
 from layerswap.errors import UserError
-from layerswap.workflow.layout import Layout
+from layerswap.workflow.layout import RUN_RECORD
 
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,
@@ -37,8 +37,6 @@ INDEX_FILE = "model.safetensors.index.json"
 BASE_FINGERPRINT_FILE = "layerswap_base.json"
 #: What `layerswap prepare-base` writes beside the base it links (source, revision, the weights' sha256).
 SOURCE_RECORD = "layerswap_source.json"
-#: The run record `layerswap sft` writes beside its checkpoints: each checkpoint's weight files with their sha256.
-RUN_RECORD = Layout().relative(Layout().checkpoints_record("<run>"), Layout().run_dir("<run>"))
 MAX_HEADER_BYTES = 100 * 2**20
 #: The output head that `tie_word_embeddings` ties to the input embedding (Llama-family name).
 TIED_HEAD = "lm_head.weight"

@@ -162,7 +162,7 @@ def select(
 
 @dataclass
 class Params:
-    """--params-json of `layerswap select` (layerswap/workflow/evaluation_jobs.py: selection_params)."""
+    """--params-json of `layerswap select` (layerswap/workflow/selection_jobs.py: SelectionJobs.params)."""
 
     kind: Literal["math", "language", "joint"]
     weights: Annotated[dict[str, float], AtLeast(1)]  # selection metric -> weight

@@ -18,7 +18,7 @@ if spec.ablations.expert_sets:
         input:
             indexes=lambda w: spec.ablations.selection_indexes(w.ablation, w.set, w.expert),
             base=lambda w: spec.ablations.base_evals(w.ablation, w.set, w.expert),
-        output:
+        output:  # results/ablations/{ablation}/selection/{set}/{expert}.json
             layout.ablation_selection("{ablation}", "{set}", "{expert}"),
         wildcard_constraints:
             ablation="|".join(spec.ablations.expert_sets),
@@ -26,23 +26,25 @@ if spec.ablations.expert_sets:
         log:
             layout.log("ablations", "select_{ablation}_{set}_{expert}"),
 
+    # in: results/ablations/{ablation}/bases/{base}/config.json;
+    # out: results/evals/ablations/{ablation}/bases/{base}/{benchmark}.json
     rule evaluate_ablation_base:
         """A second base of an expert-set ablation on one benchmark that its selection constraints compare with."""
         input:
             base=layout.base_config(layout.ablation_base("{ablation}", "{base}")),
-            data=lambda w: spec.evals.task_data_files([w.benchmark]),
+            data=lambda w: evals.task_data_files([w.benchmark]),
         output:
             layout.ablation_base_eval("{ablation}", "{base}", "{benchmark}"),
         params:
-            benchmarks=lambda w: spec.evals.benchmark_params([w.benchmark]),
-            **spec.evals.evaluation_params("evaluate"),
+            benchmarks=lambda w: evals.benchmark_params([w.benchmark]),
+            **evals.evaluation_params("evaluate"),
         wildcard_constraints:
             ablation="|".join(spec.ablations.expert_sets),
             base="[A-Za-z0-9]+",
-            benchmark="|".join(spec.evals.benchmarks),
-        threads: spec.evals.threads
+            benchmark="|".join(evals.benchmarks),
+        threads: evals.threads
         resources:
-            gpu=spec.evals.gpus,
+            gpu=evals.gpus,
             **requests.of("evaluate_ablation_base"),
         log:
             layout.log("evaluate", "ablation_base_{ablation}_{base}_{benchmark}"),
@@ -136,14 +138,14 @@ if spec.ablations.extra_benchmarks:
     # benchmark); evaluate_merges makes the merge tasks' files.
     use rule evaluate_merges as evaluate_ablation_merges with:
         input:
-            recipes=expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.merges.pairs),
-            data=lambda w: spec.evals.task_data_files([w.benchmark], [w.lang]),
-        output:
-            spec.evals.merge_eval_patterns("{cfg}", spec.merges.pairs, ["{benchmark}"]),
+            recipes=[layout.recipe("{cfg}", "{lang}", pair) for pair in PAIRS],
+            data=lambda w: evals.task_data_files([w.benchmark], [w.lang]),
+        output:  # results/evals/merge/{cfg}/{lang}/{pair}/{benchmark}.json
+            [layout.merge_eval("{cfg}", "{lang}", pair, "{benchmark}") for pair in PAIRS],
         params:
-            models=lambda w, input: spec.evals.merge_models(w.cfg, w.lang, spec.merges.pairs, input.recipes),
-            benchmarks=lambda w: spec.evals.benchmark_params([w.benchmark], [w.lang]),
-            **spec.evals.evaluation_params("evaluate-merges"),
+            models=lambda w, input: evals.merge_models(w.cfg, w.lang, PAIRS, input.recipes),
+            benchmarks=lambda w: evals.benchmark_params([w.benchmark], [w.lang]),
+            **evals.evaluation_params("evaluate-merges"),
         wildcard_constraints:
             benchmark="|".join(spec.ablations.extra_benchmarks),
         log:

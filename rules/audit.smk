@@ -6,6 +6,7 @@
 # records is the checkout's the running package lives in, so a copied results folder does not rerun it.
 
 
+# in: every file of the default DAG (spec.results()); out: results/manifest.json
 rule manifest:
     input:
         spec.results(),

@@ -1,15 +1,15 @@
 # Config validation and ablation planning, once, at parse time; then `spec` (layerswap/workflow/spec.py), the rules'
-# view of the config, whose parts the rules call (spec.runs, spec.merges, spec.evals, spec.data, spec.report,
-# spec.ablations: runs, pairs, languages, file lists and params) and `layout`, every results path. Here only what
-# needs Snakemake's own objects (wildcards, resources, report(), workflow). Nothing reads files written by jobs: the
-# whole DAG is known at dry-run time.
+# view of the config, whose parts the rules call (spec.runs, spec.merges, spec.evals, spec.selection, spec.data,
+# spec.report, spec.ablations: runs, pairs, languages, file lists and params) and `layout`, every results path.
+# Here only what needs Snakemake's own objects (wildcards, resources, report(), workflow) and the helpers the rules
+# share. Nothing reads files written by jobs: the whole DAG is known at dry-run time.
 import os
 import shlex
 from pathlib import Path
 import sys
 
 from layerswap.audit.provenance import RUN_OPTIONS_ENV
-from layerswap.config import check, expert_type, validate_config
+from layerswap.config import check, validate_config
 from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.hashcache import ENV as HASH_CACHE_ENV, folder as hash_cache_folder
@@ -64,6 +64,9 @@ try:
 except UserError as err:
     sys.exit(f"scratch: {err}")
 layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
+evals = spec.evals  # the evaluation jobs: benchmarks, languages, data files, params (workflow/evaluation_jobs.py)
+PAIRS, SOUPS = spec.merges.pairs, spec.merges.soups  # a language's expert pairs l<i>m<j>; langsoup, multisoup
+SOUPSWAP = spec.merges.soup_swap  # the merge config of the soup-then-swap recipes: soupswap (layerswap/contracts.py)
 # Verify once (layerswap/hashcache.py): the sha256s the jobs verified, by file state, shared by every job of the run
 # (LAYERSWAP_HASH_CACHE set to an empty string turns it off).
 os.environ.setdefault(HASH_CACHE_ENV, os.path.abspath(hash_cache_folder(layout)))
@@ -108,6 +111,22 @@ wildcard_constraints:
 def sft_launch(wildcards, resources):
     """`layerswap sft` or `accelerate launch ...` for the job's run and GPUs (Runs.sft_launch)."""
     return spec.runs.sft_launch(wildcards.run, resources.gpu, workflow.basedir)
+
+
+# The benchmarks of one evaluation job: grouped, a fixed list; single (evaluation.tasks_per_job), its {benchmark}.
+def checkpoint_job_benchmarks(wildcards):
+    """The benchmarks of one job of evaluate_checkpoints: the run's selection benchmarks, or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.selection_benchmarks(wildcards.run))
+
+
+def base_job_benchmarks(wildcards):
+    """The benchmarks of one job of evaluate_base: those selection constraints do not read, or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.base_rest)
+
+
+def merge_job_benchmarks(wildcards):
+    """The benchmarks of one merge evaluation job: evaluation.merge_tasks, or its {benchmark} (single layout)."""
+    return evals.job_benchmarks(wildcards, evals.merge_benchmarks)
 
 
 def table_report(stem, ext):

@@ -9,6 +9,7 @@ if config["world"] == "toy":
     TOY_EVAL = [d for d in TOY_DATASETS if toyworld.is_evaluation_set(d)]
     TOY_RAW = [d for d in TOY_DATASETS if d not in TOY_EVAL and d != "pretrain"]  # SFT sources
 
+    # out: results/data/raw/pretrain.jsonl, results/data/raw/vocab.json
     rule toy_corpus:
         """The toy world's pretraining corpus and vocabulary."""
         output:
@@ -26,6 +27,7 @@ if config["world"] == "toy":
         shell:
             "layerswap toy-data --dataset pretrain --out {output.corpus} --params-json {params.world} > {log} 2>&1"
 
+    # out: results/data/raw/{dataset}.jsonl
     rule toy_source:
         """One toy SFT source file (Orca-Math, or Aya / NLLB of one language)."""
         localrule: True
@@ -43,6 +45,7 @@ if config["world"] == "toy":
         shell:
             "layerswap toy-data --dataset {wildcards.dataset} --out {output} --params-json {params.world} > {log} 2>&1"
 
+    # out: results/data/eval/{dataset}.jsonl ({dataset}: <benchmark>_<lang>)
     use rule toy_source as toy_eval with:
         localrule: True
         output:
@@ -53,6 +56,7 @@ if config["world"] == "toy":
             layout.log("toy_data", "eval_{dataset}"),
 
 
+# in: the expert's sources (results/data/raw/...); out: results/data/sft/{expert}.jsonl, {expert}.manifest.json
 rule sft_mix:
     input:
         lambda w: [s["path"] for s in spec.data.mix_sources(w.expert)],
@@ -82,6 +86,7 @@ if config["world"] == "hf":
 
     HUB_NEEDED = needed_sources(config)
 
+    # out: results/data/raw/{source}_{lang}.jsonl, {source}_{lang}.manifest.json
     rule hub_data:
         output:
             rows=layout.raw("{source}_{lang}.jsonl"),
@@ -105,6 +110,7 @@ if config["world"] == "hf":
             "layerswap hub-data --spec-json {params.spec} --seed {params.seed} --out {output.rows} "
             "--manifest {output.manifest} {params.hf_home} > {log} 2>&1"
 
+    # out: results/base/config.json (the base folder results/base/)
     rule prepare_base:
         output:
             layout.base_config(),
@@ -129,6 +135,7 @@ if config["world"] == "hf":
 
 if is_gguf_source(config["base"]["source"]):
 
+    # out: results/base/config.json (the base folder results/base/)
     rule gguf_base:
         """The base model from a GGUF file (a path, or pkg:<package>/<file> inside an installed package), dequantised
         into a safetensors HF directory with its tokenizer and chat template (either world)."""

@@ -6,79 +6,85 @@
 # evaluates only the models whose result for the same evaluation is not there (docs/RERUNS.md).
 
 EVAL_STORE = layout.store()
+MERGE_JOB_BENCHMARKS = evals.per_layout(evals.merge_benchmarks, ["{benchmark}"])  # of a merge evaluation job
 
+
+# out: results/evals/base/{benchmark}.json (the job's benchmarks)
 rule evaluate_base:
     input:
         base=layout.base_config(),
-        data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.base_rest)),
+        data=lambda w: evals.task_data_files(base_job_benchmarks(w)),
     output:
-        spec.evals.per_layout(
-            spec.evals.eval_files("base", spec.evals.base_rest), layout.eval_file("base", "{benchmark}")
+        evals.per_layout(
+            [layout.eval_file("base", b) for b in evals.base_rest], layout.eval_file("base", "{benchmark}")
         ),
     params:
-        benchmarks=lambda w: spec.evals.benchmark_params(spec.evals.job_benchmarks(w, spec.evals.base_rest)),
-        **spec.evals.evaluation_params("evaluate"),
+        benchmarks=lambda w: evals.benchmark_params(base_job_benchmarks(w)),
+        **evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(b for b in spec.evals.benchmarks if not spec.evals.skipped(b)) or "(?!)",
-    threads: spec.evals.threads
+        benchmark="|".join(b for b in evals.benchmarks if not evals.skipped(b)) or "(?!)",
+    threads: evals.threads
     resources:
-        gpu=spec.evals.gpus,
+        gpu=evals.gpus,
         **requests.of("evaluate_base"),
     log:
-        spec.evals.per_layout(layout.log("evaluate", "base"), layout.log("evaluate", "base_{benchmark}")),
+        evals.per_layout(layout.log("evaluate", "base"), layout.log("evaluate", "base_{benchmark}")),
     conda:
         "../envs/layerswap.yaml"
     shell:
         evaluate_shell("evaluate", f"--model base={layout.base()}", tail=f" --store {EVAL_STORE}")
 
 
-if spec.evals.single_task_jobs:
+if evals.single_task_jobs:
 
     use rule evaluate_base as evaluate_base_skipped with:
         localrule: True
         wildcard_constraints:
-            benchmark="|".join(b for b in spec.evals.benchmarks if spec.evals.skipped(b)) or "(?!)",
+            benchmark="|".join(b for b in evals.benchmarks if evals.skipped(b)) or "(?!)",
         resources:
             gpu=0,
 
 
-if spec.evals.base_constrained:
+if evals.base_constrained:
 
+    # out: results/evals/base/{benchmark}.json of the benchmarks selection constraints read
     use rule evaluate_base as evaluate_base_select with:
         input:
             base=layout.base_config(),
-            data=spec.evals.task_data_files(spec.evals.base_constrained),
+            data=evals.task_data_files(evals.base_constrained),
         output:
-            spec.evals.eval_files("base", spec.evals.base_constrained),
+            [layout.eval_file("base", b) for b in evals.base_constrained],
         params:
-            benchmarks=spec.evals.benchmark_params(spec.evals.base_constrained),
-            **spec.evals.evaluation_params("evaluate"),
+            benchmarks=evals.benchmark_params(evals.base_constrained),
+            **evals.evaluation_params("evaluate"),
         log:
             layout.log("evaluate", "base_select"),
 
 
+# One job per merge config and language, on every expert pair's merge (built in memory from its recipe):
+#   in:  results/merges/{cfg}/{lang}/{pair}.json (rules/merge.smk merge_recipes)
+#   out: results/evals/merge/{cfg}/{lang}/{pair}/{benchmark}.json (each pair, the job's benchmarks)
+#   runs: layerswap evaluate-merges --data-dir results/data/eval --benchmarks-json <the job's benchmarks in {lang}>
+#         --model merge/{cfg}/{lang}/{pair}=<its recipe> ... --out-dir results/evals <evaluation params>
+#         --store results/store/evals (evaluate_shell, layerswap/workflow/words.py)
 rule evaluate_merges:
     input:
-        recipes=expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.merges.pairs),
-        data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]),
+        recipes=[layout.recipe("{cfg}", "{lang}", pair) for pair in PAIRS],
+        data=lambda w: evals.task_data_files(merge_job_benchmarks(w), [w.lang]),
     output:
-        spec.evals.merge_eval_patterns(
-            "{cfg}", spec.merges.pairs, spec.evals.per_layout(spec.evals.merge_benchmarks, ["{benchmark}"])
-        ),
+        [layout.merge_eval("{cfg}", "{lang}", pair, b) for pair in PAIRS for b in MERGE_JOB_BENCHMARKS],
     params:
-        models=lambda w, input: spec.evals.merge_models(w.cfg, w.lang, spec.merges.pairs, input.recipes),
-        benchmarks=lambda w: spec.evals.benchmark_params(
-            spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]
-        ),
-        **spec.evals.evaluation_params("evaluate-merges"),
+        models=lambda w, input: evals.merge_models(w.cfg, w.lang, PAIRS, input.recipes),
+        benchmarks=lambda w: evals.benchmark_params(merge_job_benchmarks(w), [w.lang]),
+        **evals.evaluation_params("evaluate-merges"),
     wildcard_constraints:
-        benchmark="|".join(spec.evals.merge_benchmarks),
-    threads: spec.evals.threads
+        benchmark="|".join(evals.merge_benchmarks),
+    threads: evals.threads
     resources:
-        gpu=spec.evals.gpus,
+        gpu=evals.gpus,
         **requests.of("evaluate_merges"),
     log:
-        spec.evals.per_layout(
+        evals.per_layout(
             layout.log("evaluate", "merge_{cfg}_{lang}"),
             layout.log("evaluate", "merge_{cfg}_{lang}_{benchmark}"),
         ),
@@ -88,24 +94,23 @@ rule evaluate_merges:
         evaluate_shell("evaluate-merges", "{params.models}", tail=f" --store {EVAL_STORE}")
 
 
+# The soup-then-swap merges of a language, evaluate_merges' command:
+#   in:  results/merges/soupswap/{lang}/{soup}.json (rules/merge.smk soup_then_swap_recipes)
+#   out: results/evals/merge/soupswap/{lang}/{soup}/{benchmark}.json
 use rule evaluate_merges as evaluate_soup_then_swap with:
     input:
-        recipes=expand(layout.recipe(spec.merges.soup_swap, "{{lang}}", "{m}"), m=spec.merges.soups),
-        data=lambda w: spec.evals.task_data_files(spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]),
+        recipes=[layout.recipe(SOUPSWAP, "{lang}", soup) for soup in SOUPS],
+        data=lambda w: evals.task_data_files(merge_job_benchmarks(w), [w.lang]),
     output:
-        spec.evals.merge_eval_patterns(
-            spec.merges.soup_swap, spec.merges.soups, spec.evals.per_layout(spec.evals.merge_benchmarks, ["{benchmark}"])
-        ),
+        [layout.merge_eval(SOUPSWAP, "{lang}", soup, b) for soup in SOUPS for b in MERGE_JOB_BENCHMARKS],
     params:
-        models=lambda w, input: spec.evals.merge_models(spec.merges.soup_swap, w.lang, spec.merges.soups, input.recipes),
-        benchmarks=lambda w: spec.evals.benchmark_params(
-            spec.evals.job_benchmarks(w, spec.evals.merge_benchmarks), [w.lang]
-        ),
-        **spec.evals.evaluation_params("evaluate-merges"),
+        models=lambda w, input: evals.merge_models(SOUPSWAP, w.lang, SOUPS, input.recipes),
+        benchmarks=lambda w: evals.benchmark_params(merge_job_benchmarks(w), [w.lang]),
+        **evals.evaluation_params("evaluate-merges"),
     log:
-        spec.evals.per_layout(
-            layout.log("evaluate", f"merge_{spec.merges.soup_swap}_{{lang}}"),
-            layout.log("evaluate", f"merge_{spec.merges.soup_swap}_{{lang}}_{{benchmark}}"),
+        evals.per_layout(
+            layout.log("evaluate", f"merge_{SOUPSWAP}_{{lang}}"),
+            layout.log("evaluate", f"merge_{SOUPSWAP}_{{lang}}_{{benchmark}}"),
         ),
 
 
@@ -116,18 +121,19 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
 # selection or merge that exists.
 
 
+# out: results/evals/by_language/{lang}/table2_<Table 2 language>.models.json, each extra language
 rule table2_models:
     """The models Table 2 reads, per extra language: its winners chosen on the table's language as the table chooses
     them (layerswap/report/table2_models.py), the default swap and the selected experts."""
     localrule: True
     input:
-        spec.evals.table2_choice_inputs(),
+        evals.table2_choice_inputs(),
     output:
-        [spec.evals.table2_models_file(l) for l in spec.evals.t2_langs],
+        [layout.table2_models(lang, evals.t2) for lang in evals.t2_langs],
     params:
-        tables=spec.evals.table2_choice_params(),
-        covered=spec.evals.table2_covered(),
-        langs=" ".join(spec.evals.t2_langs),
+        tables=evals.table2_choice_params(),
+        covered=evals.table2_covered(),
+        langs=" ".join(evals.t2_langs),
         code=command_hash("table2-models"),
     log:
         layout.log("table2_models"),
@@ -139,23 +145,25 @@ rule table2_models:
         "--out {output} > {log} 2>&1"
 
 
+# out: results/evals/by_language/{lang}/table2_<Table 2 language>.json (the index), and beside it
+# <model id>/mgsm.json of each model the list names
 rule evaluate_table2:
     """MGSM in one extra language on the Table 2 models that lack it and that Table 2 reads (the list of rule
     table2_models); the index names the files. The store keeps each finished model: a changed winner evaluates
     only the new one."""
     input:
-        only=lambda w: spec.evals.table2_models_file(w.lang),
-        models=lambda w: spec.evals.table2_inputs(w.lang),
-        data=lambda w: spec.evals.task_data_files(["mgsm"], [w.lang]),
+        only=lambda w: layout.table2_models(w.lang, evals.t2),
+        models=lambda w: evals.table2_inputs(w.lang),
+        data=lambda w: evals.task_data_files(["mgsm"], [w.lang]),
     output:
-        spec.evals.table2_index("{lang}"),
+        layout.table2_index("{lang}", evals.t2),
     params:
-        models=lambda w: spec.evals.table2_model_args(w.lang),
-        benchmarks=lambda w: spec.evals.benchmark_params(["mgsm"], [w.lang]),
-        **spec.evals.evaluation_params("evaluate-merges"),
-    threads: spec.evals.threads
+        models=lambda w: evals.table2_model_args(w.lang),
+        benchmarks=lambda w: evals.benchmark_params(["mgsm"], [w.lang]),
+        **evals.evaluation_params("evaluate-merges"),
+    threads: evals.threads
     resources:
-        gpu=spec.evals.gpus,
+        gpu=evals.gpus,
         **requests.of("evaluate_table2"),
     log:
         layout.log("evaluate", "table2_{lang}"),

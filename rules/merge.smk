@@ -1,13 +1,15 @@
 # Merge recipes: small JSON files naming the selected experts by rank; evaluation builds them in memory.
 
 
+#   in:  results/selection/{lang}.json, results/selection/math.json
+#   out: results/merges/{cfg}/{lang}/{pair}.json (each expert pair l<i>m<j>)
 rule merge_recipes:
     localrule: True
     input:
         lang=layout.selection("{lang}"),
         task=layout.selection("math"),
     output:
-        expand(layout.recipe("{{cfg}}", "{{lang}}", "{pair}"), pair=spec.merges.pairs),
+        [layout.recipe("{cfg}", "{lang}", pair) for pair in PAIRS],
     params:
         merge=lambda w: as_json(spec.merges.configs[w.cfg]),
         code=command_hash("recipes"),
@@ -25,6 +27,8 @@ rule merge_recipes:
 
 
 # Only by request (storage.keep_merged, or naming the directory as a target): evaluations build merges in memory.
+#   in:  results/merges/{cfg}/{lang}/{pair}.json
+#   out: <big>/merged/{cfg}/{lang}/{pair}/ (<big>: storage.scratch's folder of this results folder, else results)
 rule merged_model:
     input:
         layout.recipe("{cfg}", "{lang}", "{pair}"),
@@ -42,6 +46,8 @@ rule merged_model:
         "layerswap merge --recipe {input} --out {output} > {log} 2>&1"
 
 
+#   in:  results/selection/{lang}.json, results/selection/math.json, results/selection/<each language>.json
+#   out: results/merges/soupswap/{lang}/{soup}.json (langsoup, multisoup)
 rule soup_then_swap_recipes:
     localrule: True
     input:
@@ -49,15 +55,15 @@ rule soup_then_swap_recipes:
         task=layout.selection("math"),
         all_langs=expand(layout.selection("{l}"), l=spec.merges.langs),
     output:
-        expand(layout.recipe(spec.merges.soup_swap, "{{lang}}", "{m}"), m=spec.merges.soups),
+        [layout.recipe(SOUPSWAP, "{lang}", soup) for soup in SOUPS],
     params:
         merge=as_json(config["merges"]["configs"][config["merges"]["soup_then_swap"]]),
         code=command_hash("recipes"),
     log:
-        layout.log("merge_recipes", f"{spec.merges.soup_swap}_{{lang}}"),
+        layout.log("merge_recipes", f"{SOUPSWAP}_{{lang}}"),
     conda:
         "../envs/layerswap.yaml"
     shell:
         "layerswap recipes --soup-then-swap --params-json {params.merge} --lang-selection {input.lang} "
         f"--task-selection {{input.task}} --all-lang-selections {{input.all_langs}} --base {layout.base()} "
-        f"--out-dir {layout.recipe_dir(spec.merges.soup_swap, '{wildcards.lang}')} > {{log}} 2>&1"
+        f"--out-dir {layout.recipe_dir(SOUPSWAP, '{wildcards.lang}')} > {{log}} 2>&1"

@@ -5,30 +5,29 @@
 # Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights + constraints), in the languages
 # its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
 # those evaluations and the tables, not selection, merges or their evaluations.
+#   in:  <big>/experts/{run}/checkpoints.json (rules/train.smk sft; <big>: storage.scratch's folder, else results)
+#   out: results/evals/ckpt/{run}/index.json (single layout: index.{benchmark}.json), and beside it each
+#        checkpoint's evaluations ckpt/{run}/<checkpoint>/{benchmark}.json, which the index names
 rule evaluate_checkpoints:
     """Selection benchmarks of every checkpoint of a run, in the languages selection reads (single layout: one
     benchmark); the index names their files."""
     input:
         manifest=layout.checkpoints_record("{run}"),
-        data=lambda w: spec.evals.checkpoint_eval_data(
-            w.run, spec.evals.job_benchmarks(w, spec.evals.selection_benchmarks(w.run))
-        ),
+        data=lambda w: evals.checkpoint_eval_data(w.run, checkpoint_job_benchmarks(w)),
     output:
-        spec.evals.per_layout(layout.checkpoint_index("{run}"), layout.checkpoint_index("{run}", "{benchmark}")),
+        evals.per_layout(layout.checkpoint_index("{run}"), layout.checkpoint_index("{run}", "{benchmark}")),
     params:
-        models=lambda w: spec.evals.checkpoint_model_args(w.run),
-        benchmarks=lambda w: spec.evals.checkpoint_eval_rule_params(
-            w.run, spec.evals.job_benchmarks(w, spec.evals.selection_benchmarks(w.run))
-        ),
-        **spec.evals.evaluation_params("evaluate"),
+        models=lambda w: evals.checkpoint_model_args(w.run),
+        benchmarks=lambda w: evals.checkpoint_eval_rule_params(w.run, checkpoint_job_benchmarks(w)),
+        **evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        benchmark="|".join(spec.evals.tasks),
-    threads: spec.evals.threads
+        benchmark="|".join(evals.tasks),
+    threads: evals.threads
     resources:
-        gpu=spec.evals.gpus,
+        gpu=evals.gpus,
         **requests.of("evaluate_checkpoints"),
     log:
-        spec.evals.per_layout(layout.log("evaluate", "ckpt_{run}"), layout.log("evaluate", "ckpt_{run}_{benchmark}")),
+        evals.per_layout(layout.log("evaluate", "ckpt_{run}"), layout.log("evaluate", "ckpt_{run}_{benchmark}")),
     conda:
         "../envs/layerswap.yaml"
     shell:
@@ -41,25 +40,27 @@ rule evaluate_checkpoints:
 # benchmarks, and the languages of the selection benchmarks that selection does not read (written under
 # evals/by_language/<lang>/). Parts and their benchmarks: EvaluationJobs.table5_parts. Joint runs get none. A part
 # that scores nothing (MBPP without execute_code) is written as skipped by a local job, no GPU.
+#   in:  <big>/experts/{run}/checkpoints.json, results/selection/<the run's expert type>.json
+#   out: results/evals/ckpt/{run}/index.{part}.json
 rule evaluate_checkpoints_other:
     """Table 5's evaluations of a run's selected checkpoints, one part (benchmarks and languages) per job."""
     input:
         manifest=layout.checkpoints_record("{run}"),
-        selection=lambda w: spec.evals.selection_of_run(w.run),
-        data=lambda w: spec.evals.table5_data(w.run, w.part),
+        selection=lambda w: spec.selection.of_run(w.run),
+        data=lambda w: evals.table5_data(w.run, w.part),
     output:
         layout.checkpoint_index("{run}", "{part}"),
     params:
-        models=lambda w: spec.evals.checkpoint_model_args(w.run),
-        benchmarks=lambda w: spec.evals.table5_params(w.run, w.part),
-        out_dir=lambda w: spec.evals.table5_part(w.run, w.part)[1],
+        models=lambda w: evals.checkpoint_model_args(w.run),
+        benchmarks=lambda w: evals.table5_params(w.run, w.part),
+        out_dir=lambda w: evals.table5_part(w.run, w.part)[1],
         top_k=config["selection"]["top_k"],
-        **spec.evals.evaluation_params("evaluate"),
+        **evals.evaluation_params("evaluate"),
     wildcard_constraints:
-        part=spec.evals.table5_part_names(skipped=False),
-    threads: spec.evals.threads
+        part=evals.table5_part_names(skipped=False),
+    threads: evals.threads
     resources:
-        gpu=spec.evals.gpus,
+        gpu=evals.gpus,
         **requests.of("evaluate_checkpoints_other"),
     log:
         layout.log("evaluate", "ckpt_{run}_{part}"),
@@ -74,18 +75,19 @@ rule evaluate_checkpoints_other:
 use rule evaluate_checkpoints_other as checkpoint_skipped with:
     localrule: True
     wildcard_constraints:
-        part=spec.evals.table5_part_names(skipped=True),
+        part=evals.table5_part_names(skipped=True),
     resources:
         gpu=0,
 
 
-if spec.evals.single_task_jobs:
+if evals.single_task_jobs:
 
+    # in: results/evals/ckpt/{run}/index.<benchmark>.json (each selection benchmark); out: .../index.json
     rule checkpoint_index:
         """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
         localrule: True
         input:
-            lambda w: [layout.checkpoint_index(w.run, b) for b in spec.evals.selection_benchmarks(w.run)],
+            lambda w: [layout.checkpoint_index(w.run, b) for b in evals.selection_benchmarks(w.run)],
         output:
             layout.checkpoint_index("{run}"),
         params:
@@ -98,15 +100,18 @@ if spec.evals.single_task_jobs:
             "layerswap checkpoint-index --out {output} {input} > {log} 2>&1"
 
 
+# Top-k checkpoints of an expert type (layerswap/workflow/selection_jobs.py):
+#   in:  results/evals/ckpt/<run>/index.json (each run of the type), results/evals/base/<constraint benchmark>.json
+#   out: results/selection/{expert}.json
 rule select:
     localrule: True
     input:
-        indexes=lambda w: spec.evals.selection_indexes(w.expert),
-        base=lambda w: spec.evals.eval_files("base", spec.evals.constraint_benchmarks(expert_type(w.expert))),
+        indexes=lambda w: spec.selection.indexes(w.expert),
+        base=lambda w: spec.selection.base_evals(w.expert),
     output:
         layout.selection("{expert}"),
     params:
-        select=lambda w: spec.evals.selection_params(w.expert),
+        select=lambda w: spec.selection.params(w.expert),
         code=command_hash("select"),
     log:
         layout.log("select", "{expert}"),

@@ -1,6 +1,7 @@
 # The base model and expert SFT runs.
 
 
+# in: results/data/raw/pretrain.jsonl, vocab.json; out: results/base/config.json (the base folder results/base/)
 rule toy_base:
     input:
         corpus=layout.pretrain_corpus(),
@@ -27,6 +28,9 @@ rule toy_base:
         "--seed {params.seed} > {log} 2>&1"
 
 
+# in: results/base/config.json, results/data/sft/<the run's expert type>.jsonl
+# out: <big>/experts/{run}/checkpoints.json, beside the checkpoints <big>/experts/{run}/s<samples>/ (<big>:
+# storage.scratch's folder of this results folder, else results)
 rule sft:
     input:
         base=layout.base_config(),

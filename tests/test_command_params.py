@@ -93,7 +93,7 @@ def test_every_params_word_of_the_rules_parses_into_its_command_s_type(name):
         params = parse(ablation_table.Params, _word(spec.ablations.params(ablation)))
         assert params.name == ablation and params.variants
     for expert in spec.runs.expert_types():
-        assert parse(select.Params, _word(spec.evals.selection_params(expert))).kind == expert_type(expert)
+        assert parse(select.Params, _word(spec.selection.params(expert))).kind == expert_type(expert)
     for run in [*spec.runs.main, *spec.runs.extra]:
         settings = parse_benchmarks(
             _word(

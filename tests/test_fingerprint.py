@@ -95,8 +95,9 @@ def test_an_edit_to_a_package_module_changes_exactly_the_commands_that_import_it
 
 def test_every_rule_fingerprints_the_command_it_runs():
     """In rules/*.smk every `code=` param is command_hash(<the layerswap command in that rule's shell>); an evaluation
-    rule's `**spec.evals.evaluation_params("<command>")` holds `code=command_hash("<command>")` and its shell is
-    `evaluate_shell("<command>", ...)` (layerswap/workflow/words.py); a `use rule` runs its parent's shell."""
+    rule's `**evals.evaluation_params("<command>")` (`evals`: `spec.evals`) holds `code=command_hash("<command>")`
+    and its shell is `evaluate_shell("<command>", ...)` (layerswap/workflow/words.py); a `use rule` runs its parent's
+    shell."""
     header = re.compile(r"^\s*(?:rule (\w+)|use rule (\w+) as (\w+) with|rule)\s*:")  # `rule:` named below
     seen = 0
     parent, commands, hashed = {}, {}, {}
@@ -110,7 +111,7 @@ def test_every_rule_fingerprints_the_command_it_runs():
                     parent[rule] = m.group(2)
             if rule is None or line.strip().startswith("#"):
                 continue
-            if c := re.search(r'(?:command_hash|\*\*spec\.evals\.evaluation_params)\("([a-z-]+)"\)', line):
+            if c := re.search(r'(?:command_hash|\*\*evals\.evaluation_params)\("([a-z-]+)"\)', line):
                 hashed[rule] = (smk.name, c.group(1))
             if (
                 c := re.search(r'layerswap ([a-z][a-z-]+) |evaluate_shell\("([a-z-]+)"', line)

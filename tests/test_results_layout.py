@@ -10,8 +10,9 @@ import pytest
 from layerswap.audit.files import RECORDS
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.evaluation.results import result_file
+from layerswap.evaluation.tasks import _data_file
 from layerswap.report.evals import Evals
-from layerswap.workflow.layout import Layout
+from layerswap.workflow.layout import RUN_RECORD, Layout
 
 
 def test_a_results_folder_elsewhere_holds_its_big_artefacts_too(tmp_path):
@@ -45,3 +46,20 @@ def test_evaluations_are_read_where_the_evaluate_commands_write_them(tmp_path):
         layout.table2_index("en", "toy_swh"),
     ):
         assert sum(Path(record).match(pattern) for pattern in RECORDS) == 1, record
+
+
+def test_a_command_given_a_folder_finds_the_file_the_layout_puts_there(tmp_path):
+    """The names inside a folder a command is given (`--data-dir`, `--out-dir`, a run's folder) are the layout's
+    own: the evaluation commands, the checkpoint checks and the layout build the same paths, none derived from the
+    other."""
+    layout = Layout.at(tmp_path)
+    assert _data_file(Path(layout.eval_data_dir()), "mgsm", "toy_swh") == Path(layout.eval_data("mgsm", "toy_swh"))
+    assert layout.eval_set("mgsm_toy_swh") == layout.eval_data("mgsm", "toy_swh")
+    assert Path(layout.run_dir("math_1"), RUN_RECORD) == Path(layout.checkpoints_record("math_1"))
+    merge = merge_model_id("ties", "toy_swh", "l1m2")
+    assert layout.merge_eval("ties", "toy_swh", "l1m2", "mgsm") == layout.eval_file(merge, "mgsm")
+    assert result_file(Path(layout.language_evals("en")), merge, "mgsm") == Path(
+        layout.language_evals("en"), merge, "mgsm.json"
+    )
+    index, models = layout.table2_index("en", "toy_swh"), layout.table2_models("en", "toy_swh")
+    assert Path(index).parent == Path(models).parent == Path(layout.language_evals("en")) and index != models

@@ -63,7 +63,7 @@ def test_building_a_spec_and_calling_its_helpers_leaves_the_config_unchanged(nam
         spec.runs.sft_params(run)
         spec.evals.checkpoint_eval_indexes(run)
     for expert in spec.runs.expert_types():
-        spec.evals.selection_params(expert)
+        spec.selection.params(expert)
         spec.data.mix_sources(expert)
     for n in spec.ablations.planned:
         spec.ablations.params(n)
@@ -100,36 +100,39 @@ def test_default_config_runs_pairs_and_paths(default):
     # Belebele in English (Table 5 shows it; selection does not read it) in a third, under by_language/en
     assert default.evals.selection_benchmarks("toy_swh_1") == ["belebele", "flores"]
     assert default.evals.selection_languages("toy_swh_1", "belebele") == ["toy_swh"]
+    L = default.layout
     assert default.evals.checkpoint_eval_indexes("toy_swh_1") == [
-        "results/evals/ckpt/toy_swh_1/index.json",
-        "results/evals/ckpt/toy_swh_1/index.other.json",
-        "results/evals/ckpt/toy_swh_1/index.other_en.json",
+        L.checkpoint_index("toy_swh_1"),
+        L.checkpoint_index("toy_swh_1", "other"),
+        L.checkpoint_index("toy_swh_1", "other_en"),
     ]
     other, by_english = default.evals.table5_parts("toy_swh_1").values()
-    assert other == ({b: ["en", "toy_swh"] for b in ("mgsm", "mmlu", "mbpp")}, "results/evals")
-    assert by_english == ({"belebele": ["en"]}, "results/evals/by_language/en")
+    assert other == ({b: ["en", "toy_swh"] for b in ("mgsm", "mmlu", "mbpp")}, L.evals())
+    assert by_english == ({"belebele": ["en"]}, L.language_evals("en"))
     assert default.evals.table5_parts("joint_toy_swh_1") == {}  # Table 5 shows no joint expert
-    assert default.evals.checkpoint_indexes("math", ["mgsm"]) == [
-        "results/evals/ckpt/math_1/index.json",
-        "results/evals/ckpt/math_2/index.json",
-    ]
-    assert default.evals.selection_indexes("toy_swh") == [
-        "results/evals/ckpt/toy_swh_1/index.json",
-        "results/evals/ckpt/toy_swh_2/index.json",
-    ]
+    assert default.evals.checkpoint_indexes("math", ["mgsm"]) == [L.checkpoint_index(r) for r in ("math_1", "math_2")]
+    assert default.selection.indexes("toy_swh") == [L.checkpoint_index(r) for r in ("toy_swh_1", "toy_swh_2")]
+    assert default.selection.base_evals("toy_swh") == []  # no selection constraint in the default config
+    checkpoints = ("s0000800", "s0001600", "s0002400")
     assert default.evals.checkpoint_models("toy_swh_1") == {
-        "ckpt/toy_swh_1/s0000800": "results/experts/toy_swh_1/s0000800",
-        "ckpt/toy_swh_1/s0001600": "results/experts/toy_swh_1/s0001600",
-        "ckpt/toy_swh_1/s0002400": "results/experts/toy_swh_1/s0002400",
+        f"ckpt/toy_swh_1/{c}": L.checkpoint("toy_swh_1", c) for c in checkpoints
     }
+    # a merge evaluation job's files: each pair's merge, each merge benchmark
+    assert default.evals.merge_eval_outputs("ties_d05", "toy_swh", ["l1m1", "l2m1"], ["mgsm", "mmlu"]) == [
+        L.merge_eval("ties_d05", "toy_swh", "l1m1", "mgsm"),
+        L.merge_eval("ties_d05", "toy_swh", "l1m1", "mmlu"),
+        L.merge_eval("ties_d05", "toy_swh", "l2m1", "mgsm"),
+        L.merge_eval("ties_d05", "toy_swh", "l2m1", "mmlu"),
+    ]
     # no selection constraint in the default config: the base is evaluated in one job
     assert default.evals.base_rest == default.evals.benchmarks and default.evals.base_constrained == []
     assert default.evals.t2 == "toy_swh" and default.evals.t2_langs == ["en", "toy_ben", "toy_jpn", "toy_tel"]
-    assert default.evals.table2_index("en") == "results/evals/by_language/en/table2_toy_swh.json"
+    assert default.evals.table2_index("en") == L.table2_index("en", "toy_swh")
+    assert default.evals.table2_models_file("en") == L.table2_models("en", "toy_swh")
 
 
 def test_default_config_params_are_the_rules_former_values(default):
-    assert default.evals.selection_params("toy_swh") == as_json(
+    assert default.selection.params("toy_swh") == as_json(
         {
             "constraints": {},
             "kind": "language",
@@ -144,12 +147,13 @@ def test_default_config_params_are_the_rules_former_values(default):
         "flores": {"languages": ["toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
         "mgsm": {"languages": ["en", "toy_ben", "toy_jpn", "toy_swh", "toy_tel"], "limit": None, "shots": 0},
     }
-    assert default.evals.task_data_files(["flores"], ["en", "toy_swh"]) == ["results/data/eval/flores_toy_swh.jsonl"]
+    L = default.layout
+    assert default.evals.task_data_files(["flores"], ["en", "toy_swh"]) == [L.eval_data("flores", "toy_swh")]
     mix = default.data.mix_sources("joint_toy_swh")
     assert [(m["name"], m["lang"], m["path"]) for m in mix] == [
-        ("toy_aya", "toy_swh", "results/data/raw/aya_toy_swh.jsonl"),
-        ("toy_nllb", "toy_swh", "results/data/raw/nllb_toy_swh.jsonl"),
-        ("toy_orca_math", "en", "results/data/raw/orca_math.jsonl"),
+        ("toy_aya", "toy_swh", L.raw("aya_toy_swh.jsonl")),
+        ("toy_nllb", "toy_swh", L.raw("nllb_toy_swh.jsonl")),
+        ("toy_orca_math", "en", L.raw("orca_math.jsonl")),
     ]
     assert default.runs.sft_launch("toy_swh_1", 8, REPO) == "layerswap sft"
 
@@ -185,8 +189,8 @@ def test_paper_checkpoint_evaluation_params(paper):
     # single layout: one index per benchmark (and per benchmark and language after selection); the hf world reads
     # no data files of ours
     assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == [
-        "results/evals/ckpt/swh_1/index.mgsm.json",
-        "results/evals/ckpt/swh_1/index.other_mgsm_en.json",
+        paper.layout.checkpoint_index("swh_1", "mgsm"),
+        paper.layout.checkpoint_index("swh_1", "other_mgsm_en"),
     ]
     assert paper.evals.task_data_files(["mgsm"]) == []
 
@@ -264,14 +268,14 @@ def test_ablations_have_their_merge_configs_runs_and_files(default):
     )
     assert default.ablations.selected == list(default.ablations.planned)
     assert default.ablations.outputs("layer_count") == [
-        f"results/ablations/layer_count/{f}" for f in ("table.csv", "table.md", "figure.svg", "figure.png")
+        default.layout.ablation_file("layer_count", f) for f in ("table.csv", "table.md", "figure.svg", "figure.png")
     ]
     # expert-set ablations: extra runs (never in `runs`), bases of their own where the ablation says so
     assert default.ablations.expert_sets and not set(default.runs.extra) & set(default.runs.main)
     run = next(iter(default.runs.extra))
     assert default.runs.spec(run) == default.runs.extra[run]
     for r in default.runs.other_base:
-        assert default.runs.base_dir[r].startswith("results/ablations/")
+        assert default.runs.base_dir[r].startswith(default.layout.ablation_dir(""))
     params = _word(default.ablations.params("layer_count"))
     assert params["name"] == "layer_count" and params["languages"] == default.merges.langs
 

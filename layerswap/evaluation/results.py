@@ -8,14 +8,13 @@ from pathlib import Path
 
 from layerswap.contracts import write_json_atomic, write_text_atomic
 from layerswap.evaluation.tasks import BenchmarkPlan, TaskPlan, group_leaves
-from layerswap.workflow.layout import Layout
+from layerswap.workflow.layout import eval_result_file
 
 
 def result_file(out_dir: Path, model_id: str, bench: str) -> Path:
     """A model's evaluation of one benchmark in a job's `--out-dir` (the results layout's evaluations folder, or a
     folder laid out as it is): `<out_dir>/<model id>/<bench>.json`; its per-item log beside it (`samples_file`)."""
-    layout = Layout()
-    return Path(out_dir) / layout.relative(layout.eval_file(model_id, bench), layout.evals())
+    return Path(out_dir) / eval_result_file(model_id, bench)
 
 
 def samples_file(result: Path) -> Path:

@@ -15,7 +15,7 @@ from layerswap.benchmarks import BENCHMARKS, Benchmark, HubSplits, LmEvalTask
 from layerswap.command_params import AtLeast, build
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
-from layerswap.workflow.layout import Layout
+from layerswap.workflow.layout import eval_data_file
 
 RESOURCES = ("tasks/toy", "tasks/paper")  # read at run time (layerswap.fingerprint hashes them with this module)
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
@@ -178,8 +178,7 @@ def parse_benchmarks(text: str) -> dict[str, TaskSettings]:
 
 def _data_file(data_dir: Path, file: str, lang: str) -> Path:
     """An evaluation set in `--data-dir` (the results layout's evaluation data folder): `<file>_<lang>.jsonl`."""
-    layout = Layout()
-    return data_dir / layout.relative(layout.eval_data(file, lang), layout.eval_data_dir())
+    return data_dir / eval_data_file(file, lang)
 
 
 def _languages_on_disk(data_dir: Path, prefix: str) -> list[str]:

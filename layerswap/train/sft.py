@@ -305,7 +305,8 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
     and holds the very weights it recorded at export (`layerswap_meta.json`: a changed file is one error naming it,
     never recorded). Each file is hashed once per process: right after training, the export's own hash is reused.
     """
-    from layerswap.checkpoints import RUN_RECORD, sha256_once, verify_export, weight_files
+    from layerswap.checkpoints import sha256_once, verify_export, weight_files
+    from layerswap.workflow.layout import RUN_RECORD
 
     entries = []
     for samples in checkpoint_samples(params["num_samples"], params["checkpoint_every"]):

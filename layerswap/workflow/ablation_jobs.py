@@ -10,6 +10,7 @@ from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.expert_sets import EXPERT_MERGE_PREFIX
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
+from layerswap.workflow.selection_jobs import SelectionJobs
 from layerswap.workflow.words import as_json
 
 ABLATION_FILES = ["table.csv", "table.md", "figure.svg", "figure.png"]
@@ -24,10 +25,12 @@ class AblationJobs:
         layout: Layout,
         merges: MergeJobs,
         evals: EvaluationJobs,
+        selection: SelectionJobs,
     ):
         """`planned`: the planned ablations (layerswap/workflow/ablations.py: plan), by name; `selected`: those the
         `ablations` target builds (None: all)."""
         self._config, self._layout, self._merges, self._evals = config, layout, merges, evals
+        self._selection = selection
         self.planned = planned
         self.selected = list(planned) if selected is None else list(selected)
         self.expert_sets = {n: a for n, a in planned.items() if "runs" in a}
@@ -90,12 +93,12 @@ class AblationJobs:
         """Every file the jobs of an ablation write, with the main DAG's files up to the selections: targets of
         `ablation_<name>`, so a deleted one is rebuilt by the next run of that target (as `all` does for the main
         DAG: Spec.results) and what reads it reruns after it."""
-        layout, evals = self._layout, self._evals
-        files = evals.selection_results()
+        layout = self._layout
+        files = self._selection.results()
         if name in self.expert_sets:  # its own bases, runs, their checkpoint indexes and the bases' evaluations
             abl = self.expert_sets[name]
             files += [layout.base_config(layout.ablation_base(name, b)) for b in abl["bases"]]
-            files += [f for run in sorted(abl["runs"]) for f in evals.run_selection_files(run)]
+            files += [f for run in sorted(abl["runs"]) for f in self._selection.run_files(run)]
             for set_name, experts in abl["selections"].items():
                 files += [f for e in experts for f in self.base_evals(name, set_name, e)]
         files += self._merges.recipes(self.configs(name)) + self.inputs(name) + self.outputs(name)

@@ -1,6 +1,7 @@
 """The evaluation jobs of a config: which benchmarks each job runs in which languages, the files it reads and writes,
-its params; and the selections they feed. A part of `Spec` (layerswap/workflow/spec.py), for rules/select.smk
-(checkpoint evaluations, selection) and rules/evaluate.smk (the base, merges, Table 2's extra languages).
+its params. A part of `Spec` (layerswap/workflow/spec.py), for rules/select.smk (checkpoint evaluations; the
+selections themselves are layerswap/workflow/selection_jobs.py's) and rules/evaluate.smk (the base, merges, Table 2's
+extra languages).
 """
 
 from __future__ import annotations
@@ -139,14 +140,6 @@ class EvaluationJobs:
     def table5_part(self, run: str, part: str) -> tuple[dict[str, list[str]], str]:
         return self.table5_parts(run)[part]
 
-    def selection_of_run(self, run: str) -> str:
-        """The selection file that names which of a run's checkpoints Table 5 shows."""
-        return self._layout.selection(self._runs.spec(run)["expert"])
-
-    def selection_indexes(self, expert: str) -> list[str]:
-        """The index files `select` reads: per run, the checkpoint evaluations of the selection benchmarks only."""
-        return [self._layout.checkpoint_index(run) for run in self._runs.of(expert)]
-
     def checkpoint_eval_indexes(self, run: str, benchmarks=None) -> list[str]:
         """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
         one of `benchmarks` if given: what reads those evaluations depends on these files."""
@@ -227,21 +220,16 @@ class EvaluationJobs:
     # -----------------------------------------------------------------------------------------------------------
     # rules/evaluate.smk
 
-    def merge_eval_outputs(self, group: str, lang: str, names, benchmarks=None) -> list[str]:
-        return [
-            f
-            for n in names
-            for f in self.eval_files(merge_model_id(group, lang, n), benchmarks or self.merge_benchmarks)
-        ]
+    def merge_eval_outputs(self, cfg: str, lang: str, pairs, benchmarks=None) -> list[str]:
+        """The evaluation files of merge config `cfg`'s merges of `lang` (`pairs`: expert pairs, or the soup-then-swap
+        recipes), of `benchmarks` (default: evaluation.merge_tasks): Layout.merge_eval, pair by pair."""
+        benchmarks = benchmarks or self.merge_benchmarks
+        return [self._layout.merge_eval(cfg, lang, pair, b) for pair in pairs for b in benchmarks]
 
     @staticmethod
-    def merge_models(group: str, lang: str, names, recipes) -> str:
-        return " ".join(f"--model {merge_model_id(group, lang, n)}={r}" for n, r in zip(names, recipes))
-
-    def merge_eval_patterns(self, group: str, names, benchmarks) -> list[str]:
-        """Output patterns of the merge evaluations with {cfg}/{lang} (and {benchmark}) wildcards."""
-        files = self.merge_eval_outputs("GROUP", "LANG", names, benchmarks)
-        return [f.replace("GROUP", group).replace("LANG", "{lang}") for f in files]
+    def merge_models(cfg: str, lang: str, pairs, recipes) -> str:
+        """The --model words of a merge evaluation job: `merge/<cfg>/<lang>/<pair>=<recipe>`."""
+        return " ".join(f"--model {merge_model_id(cfg, lang, p)}={r}" for p, r in zip(pairs, recipes))
 
     # Each evaluation rule serves both job layouts of evaluation.tasks_per_job. A grouped job evaluates a fixed list
     # of benchmarks, a single job the one in its {benchmark} wildcard.
@@ -291,7 +279,7 @@ class EvaluationJobs:
 
     def table2_models_file(self, lang: str) -> str:
         """The list of the models Table 2 reads in `lang` (rule table2_models), beside the index of their job."""
-        return self.table2_index(lang).removesuffix(".json") + ".models.json"
+        return self._layout.table2_models(lang, self.t2)
 
     def table2_covered(self) -> str:
         """--covered-json of `layerswap table2-models` (table2_covered_languages)."""
@@ -337,45 +325,3 @@ class EvaluationJobs:
 
     def table2_index(self, lang: str) -> str:
         return self._layout.table2_index(lang, self.t2)
-
-    # -----------------------------------------------------------------------------------------------------------
-    # selection (rules/select.smk)
-
-    def selection_params(self, expert: str) -> str:
-        kind = expert_type(expert)
-        lang = None if kind == "math" else expert.removeprefix("joint_")
-        sel = self._config["selection"]
-        return as_json(
-            {
-                "kind": kind,
-                "lang": lang,
-                "weights": sel["weights"][kind],
-                "constraints": sel["constraints"].get(kind, {}),
-                "top_k": sel["top_k"],
-                "max_per_run": sel["max_per_run"],
-                "mgsm_languages": self._config["mgsm_languages"],
-            }
-        )
-
-    def selection_results(self) -> list[str]:
-        """The selections and the files they are built from, the data aside: base, SFT mixes, the experts' records,
-        the checkpoint evaluations `select` reads and the base's evaluations its constraints compare with (what the
-        ablations' merges read of the main DAG: AblationJobs.results), of the experts merges read."""
-        layout = self._layout
-        experts = [e for e in self._runs.expert_types() if e == "math" or e in self._merges.langs]  # no joint experts
-        files = [layout.base_config()]
-        files += [layout.sft_mix(e, x) for e in experts for x in ("jsonl", "manifest.json")]
-        for e in experts:
-            files += [f for run in self._runs.of(e) for f in self.run_selection_files(run)]
-            files += self.eval_files("base", self.constraint_benchmarks(expert_type(e))) + [layout.selection(e)]
-        return files
-
-    def run_selection_files(self, run: str) -> list[str]:
-        """A run's checkpoint record and the indexes of the checkpoint evaluations `select` reads (single layout:
-        one per benchmark, and the index.json made of them)."""
-        before = [self._layout.checkpoint_index(run, b) for b in self.selection_benchmarks(run)]  # not Table 5's parts
-        return [
-            self._layout.checkpoints_record(run),
-            self._layout.checkpoint_index(run),
-            *(before if self.single_task_jobs else []),
-        ]

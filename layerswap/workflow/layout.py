@@ -17,25 +17,57 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from layerswap.contracts import merge_model_id
+
 R = "results"  # the results folder, relative to the workflow's directory
 
 # Folders of the results root that hold no job's declared output: logs, and the evaluation store
 # (layerswap/evaluation/store.py), which the evaluation jobs keep for themselves.
 LOGS, STORE = "logs", "store"
 
+# Names inside a folder that a command is given (`--data-dir`, `--out-dir`, a run's `--out-dir`): the commands use
+# these, the layout's paths are built of them, so neither derives the other's name.
+#: The run record `layerswap sft` writes beside its checkpoints (`<run dir>/checkpoints.json`).
+RUN_RECORD = "checkpoints.json"
+
+
+def eval_set_file(dataset: str) -> str:
+    """An evaluation set in the evaluation data folder (`--data-dir`), by its dataset name `<benchmark>_<lang>`."""
+    return f"{dataset}.jsonl"
+
+
+def eval_data_file(benchmark: str, lang: str) -> str:
+    """The evaluation set of `benchmark` in `lang` in the evaluation data folder: `<benchmark>_<lang>.jsonl`."""
+    return eval_set_file(f"{benchmark}_{lang}")
+
+
+def eval_result_file(model_id: str, benchmark: str) -> str:
+    """A model's evaluation of one benchmark in an evaluations folder (`--out-dir`: `<results>/evals`, or a
+    language's own folder `evals/by_language/<lang>`): `<model id>/<benchmark>.json`."""
+    return f"{model_id}/{benchmark}.json"
+
 
 @dataclass(frozen=True)
 class Layout:
+    """Each kind of file is spelled in one method; a method that needs a folder calls that folder's method."""
+
     root: str = R
     big: str = R  # <storage.scratch>/<the results folder's id>, else the results root
 
-    # -- data --------------------------------------------------------------------------------------------------
+    @classmethod
+    def at(cls, root: str | os.PathLike) -> Layout:
+        """The layout of the results folder `root` with the big artefacts in it too: a finished run's folder as the
+        audit, the scripts and the tests read it (`Layout.at(tmp_path / "results")`)."""
+        return cls(str(root), str(root))
+
+    # -- data: <root>/data/{raw,eval,sft}/ ----------------------------------------------------------------------
     def raw(self, file: str) -> str:
         """A raw source file (toy generator or hub download): `<name>_<lang>.jsonl`, `<name>.jsonl`, ..."""
         return f"{self.root}/data/raw/{file}"
 
     def hub_manifest(self, file: str) -> str:
-        """The manifest a hub download writes beside its rows (`<name>_<lang>.manifest.json`)."""
+        """The manifest a hub download writes beside its rows `file` (`<name>_<lang>.jsonl` ->
+        `<name>_<lang>.manifest.json`)."""
         return self.raw(file.removesuffix(".jsonl") + ".manifest.json")
 
     def pretrain_corpus(self) -> str:
@@ -45,16 +77,21 @@ class Layout:
         return self.raw("vocab.json")
 
     def eval_data_dir(self) -> str:
+        """The evaluation sets' folder (`--data-dir` of the evaluation commands)."""
         return f"{self.root}/data/eval"
 
+    def eval_set(self, dataset: str) -> str:
+        """A toy evaluation set by the toy generator's name for it (`<benchmark>_<lang>`, rules/data.smk toy_eval)."""
+        return f"{self.eval_data_dir()}/{eval_set_file(dataset)}"
+
     def eval_data(self, benchmark: str, lang: str) -> str:
-        return f"{self.eval_data_dir()}/{benchmark}_{lang}.jsonl"
+        return f"{self.eval_data_dir()}/{eval_data_file(benchmark, lang)}"
 
     def sft_mix(self, expert: str, ext: str = "jsonl") -> str:
         """An expert type's SFT mix (`jsonl`) or its manifest (`manifest.json`)."""
         return f"{self.root}/data/sft/{expert}.{ext}"
 
-    # -- base and experts -------------------------------------------------------------------------------------
+    # -- base and experts: <root>/base, <big>/experts/<run>/ ----------------------------------------------------
     def base(self) -> str:
         return f"{self.root}/base"
 
@@ -73,9 +110,9 @@ class Layout:
 
     def checkpoints_record(self, run: str) -> str:
         """A run's `checkpoints.json`: what its SFT job wrote, checkpoint by checkpoint."""
-        return f"{self.run_dir(run)}/checkpoints.json"
+        return f"{self.run_dir(run)}/{RUN_RECORD}"
 
-    # -- selection and merges ---------------------------------------------------------------------------------
+    # -- selection and merges: <root>/selection/, <root>/merges/, <big>/merged/ ---------------------------------
     def selection_dir(self) -> str:
         return f"{self.root}/selection"
 
@@ -94,7 +131,7 @@ class Layout:
     def merged_model(self, cfg: str, lang: str, pair: str) -> str:
         return f"{self.big}/merged/{cfg}/{lang}/{pair}"
 
-    # -- evaluations ------------------------------------------------------------------------------------------
+    # -- evaluations: <root>/evals/ -----------------------------------------------------------------------------
     def evals(self) -> str:
         return f"{self.root}/evals"
 
@@ -102,35 +139,61 @@ class Layout:
         """A model's evaluation of one benchmark; `model_id`: `base`, `ckpt/<run>/<checkpoint>`,
         `merge/<cfg>/<lang>/<pair>` (layerswap/contracts.py); in `folder` (a command's `--evals-dir`, or a
         `language_evals` folder; default: this layout's)."""
-        return f"{folder or self.evals()}/{model_id}/{benchmark}.json"
+        return f"{folder or self.evals()}/{eval_result_file(model_id, benchmark)}"
+
+    def merge_eval(self, cfg: str, lang: str, pair: str, benchmark: str) -> str:
+        """A merge's evaluation of one benchmark: `<evals>/merge/<cfg>/<lang>/<pair>/<benchmark>.json`."""
+        return self.eval_file(merge_model_id(cfg, lang, pair), benchmark)
 
     def checkpoint_index(self, run: str, part: str | None = None, folder: str | os.PathLike | None = None) -> str:
         """The index of a run's checkpoint evaluations (`index.json`), or of one part of them (`index.<part>.json`:
         a benchmark, or `other`); in the evaluations folder `folder` (default: this layout's)."""
         return f"{folder or self.evals()}/ckpt/{run}/index{'.' + part if part else ''}.json"
 
+    def language_evals(self, lang: str, folder: str | os.PathLike | None = None) -> str:
+        """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):
+        `<folder>/<model id>/mgsm.json`, beside their index `table2_index(lang, ...)`; in the evaluations folder
+        `folder` (default: this layout's)."""
+        return f"{folder or self.evals()}/by_language/{lang}"
+
     def table2_index(self, lang: str, t2: str) -> str:
         """The index of Table 2's evaluations of the MGSM of language `lang` (Table 2 language `t2`)."""
-        return f"{self.evals()}/by_language/{lang}/table2_{t2}.json"
+        return f"{self.language_evals(lang)}/table2_{t2}.json"
+
+    def table2_models(self, lang: str, t2: str) -> str:
+        """The list of the models Table 2 reads in `lang` (rule table2_models), beside the index of their job."""
+        return f"{self.language_evals(lang)}/table2_{t2}.models.json"
 
     def store(self) -> str:
         """The evaluation store (layerswap/evaluation/store.py): scores by the bytes that made them."""
         return f"{self.root}/{STORE}/evals"
 
-    # -- tables, figures, report ------------------------------------------------------------------------------
+    # -- tables, figures, report: <root>/tables/, <root>/figures/, <root>/config_used.*, <root>/manifest.json ----
+    def table_dir(self) -> str:
+        """The tables' folder (`--out-dir` of the commands that write tables)."""
+        return f"{self.root}/tables"
+
     def table(self, stem: str, ext: str) -> str:
-        return f"{self.root}/tables/{stem}.{ext}"
+        return f"{self.table_dir()}/{stem}.{ext}"
+
+    def figure_prefix(self, name: str) -> str:
+        """A figure's files without their extension (`--out-prefix` of the commands that write `<prefix>.<ext>`)."""
+        return f"{self.root}/figures/{name}"
 
     def figure(self, name: str, ext: str) -> str:
-        return f"{self.root}/figures/{name}.{ext}"
+        return f"{self.figure_prefix(name)}.{ext}"
+
+    def config_used_prefix(self) -> str:
+        """`config_used.<ext>` without the extension (`charts config-html --out-prefix`)."""
+        return f"{self.root}/config_used"
 
     def config_used(self, ext: str) -> str:
-        return f"{self.root}/config_used.{ext}"
+        return f"{self.config_used_prefix()}.{ext}"
 
     def manifest(self) -> str:
         return f"{self.root}/manifest.json"
 
-    # -- ablations --------------------------------------------------------------------------------------------
+    # -- ablations: <root>/ablations/<name>/ ----------------------------------------------------------------------
     def ablation_dir(self, name: str) -> str:
         return f"{self.root}/ablations/{name}"
 
@@ -144,36 +207,12 @@ class Layout:
         return f"{self.ablation_dir(name)}/selection/{set_name}/{expert}.json"
 
     def ablation_base_eval(self, name: str, base: str, benchmark: str) -> str:
-        return f"{self.evals()}/ablations/{name}/bases/{base}/{benchmark}.json"
+        return self.eval_file(f"ablations/{name}/bases/{base}", benchmark)
 
-    # -- logs -------------------------------------------------------------------------------------------------
+    # -- logs: <root>/logs/ -------------------------------------------------------------------------------------
     def log(self, *parts: str) -> str:
         """A job's log: `log("select", expert)` -> results/logs/select/<expert>.log."""
         return f"{self.root}/{LOGS}/{'/'.join(parts)}.log"
-
-    # -- added by spec --
-    def eval_set(self, dataset: str) -> str:
-        """A toy evaluation set by the toy generator's name for it (`<benchmark>_<lang>`, rules/data.smk toy_eval)."""
-        return f"{self.eval_data_dir()}/{dataset}.jsonl"
-
-    def table_dir(self) -> str:
-        """The tables' folder (`--out-dir` of the commands that write tables)."""
-        return f"{self.root}/tables"
-
-    def figure_prefix(self, name: str) -> str:
-        """A figure's files without their extension (`--out-prefix` of the commands that write `<prefix>.<ext>`)."""
-        return f"{self.root}/figures/{name}"
-
-    def config_used_prefix(self) -> str:
-        """`config_used.<ext>` without the extension (`charts config-html --out-prefix`)."""
-        return f"{self.root}/config_used"
-
-    # -- added by paths --
-    @classmethod
-    def at(cls, root: str | os.PathLike) -> Layout:
-        """The layout of the results folder `root` with the big artefacts in it too: a finished run's folder as the
-        audit, the scripts and the tests read it (`Layout.at(tmp_path / "results")`)."""
-        return cls(str(root), str(root))
 
     def relative(self, path: str, to: str | None = None) -> str:
         """`path` (one of this layout's) relative to `to` (one of its folders; default: the root), for a command
@@ -182,9 +221,3 @@ class Layout:
         if not path.startswith(folder):
             raise ValueError(f"{path} is not in {folder}")
         return path[len(folder) :]
-
-    def language_evals(self, lang: str, folder: str | os.PathLike | None = None) -> str:
-        """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):
-        `<folder>/<model id>/mgsm.json`, beside their index `table2_index(lang, ...)`; in the evaluations folder
-        `folder` (default: this layout's)."""
-        return f"{folder or self.evals()}/by_language/{lang}"

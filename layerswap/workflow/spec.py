@@ -7,7 +7,8 @@ rules reach the part they need:
 - `spec.layout`: every results path (layerswap/workflow/layout.py);
 - `spec.runs`: the expert SFT runs, their params and launch (layerswap/workflow/runs.py);
 - `spec.merges`: languages, expert pairs, merge configs, recipes, merged models (layerswap/workflow/merge_jobs.py);
-- `spec.evals`: the evaluation jobs and the selections (layerswap/workflow/evaluation_jobs.py);
+- `spec.evals`: the evaluation jobs (layerswap/workflow/evaluation_jobs.py);
+- `spec.selection`: the top-k selections (layerswap/workflow/selection_jobs.py);
 - `spec.data`: the data jobs (layerswap/workflow/data_jobs.py);
 - `spec.report`: tables, figures and report pages (layerswap/workflow/report_jobs.py);
 - `spec.ablations`: the ablations' jobs (layerswap/workflow/ablation_jobs.py).
@@ -33,6 +34,7 @@ from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.report_jobs import ReportJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.scratch import big_root
+from layerswap.workflow.selection_jobs import SelectionJobs
 from layerswap.workflow.site import Site
 
 
@@ -73,9 +75,12 @@ class Spec:
         self.runs = Runs(config, ablations, self.layout, site)
         self.merges = MergeJobs(config, ablation_merge_configs or {}, self.storage["keep_merged"], self.layout)
         self.evals = EvaluationJobs(config, self.layout, self.runs, self.merges, self.hf_home_arg)
+        self.selection = SelectionJobs(config, self.layout, self.runs, self.merges, self.evals)
         self.data = DataJobs(config, self.layout, self.runs, self.evals)
         self.report = ReportJobs(config, self.layout, self.runs, self.merges, self.evals)
-        self.ablations = AblationJobs(config, ablations, selected_ablations, self.layout, self.merges, self.evals)
+        self.ablations = AblationJobs(
+            config, ablations, selected_ablations, self.layout, self.merges, self.evals, self.selection
+        )
 
     def config_json(self) -> str:
         """The config (defaults filled, keys sorted) as one shell word: config_used and the manifest record it."""
@@ -89,7 +94,7 @@ class Spec:
         files = self.data.data_files() + [layout.base_config()]
         files += [layout.checkpoints_record(run) for run in runs.main]
         files += [f for run in runs.main for f in evals.checkpoint_eval_indexes(run)]
-        files += [f for e in runs.expert_types() for f in evals.selection_indexes(e)]  # single layout: checkpoint_index
+        files += [f for e in runs.expert_types() for f in self.selection.indexes(e)]  # single layout: checkpoint_index
         files += merges.recipes(merges.pair_configs) + merges.soup_recipes()
         files += [evals.table2_models_file(lang) for lang in evals.t2_langs]  # what evaluate_table2 evaluates
         files += self.report.table_inputs() + self.report.outputs() + merges.merged_models
