@@ -29,7 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from layerswap.evaluation.hosts import ModelHost  # noqa: E402
-from layerswap.merge import engine  # noqa: E402
+from layerswap.merge.merger import Merger  # noqa: E402
+from layerswap.merge.recipes import Recipe  # noqa: E402
 from scripts.bench_merge import LLAMA_1B, hf_config, shapes, write_sharded  # noqa: E402
 
 SHARD_BYTES = 2**30
@@ -68,7 +69,7 @@ def make_expert(path: Path, seed: int) -> None:
     os.replace(tmp, path)
 
 
-def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
+def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Recipe]]:
     models = workdir / "models"
     for i in range(3):
         make_expert(models / f"task{i}", seed=10 + i)
@@ -83,11 +84,11 @@ def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
             }
             path = workdir / f"{i + 1}x{j + 1}.json"
             path.write_text(json.dumps(recipe))
-            out.append((f"{i + 1}x{j + 1}", path))
+            out.append((f"{i + 1}x{j + 1}", Recipe.load(path)))
     return out
 
 
-def one_pass(host: ModelHost, models: list[tuple[str, Path]], full: bool) -> list[dict]:
+def one_pass(host: ModelHost, models: list[tuple[str, Recipe]], full: bool) -> list[dict]:
     """Load every merge in turn; `full`: forget what the model holds before each load (every tensor rebuilt and
     loaded: the path before this change)."""
     rows = []
@@ -127,7 +128,7 @@ def main() -> None:
     t0 = time.perf_counter()
     models = grid(args.workdir, args.bottom, args.top)
     print(f"experts ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merges=engine)
+    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merger=Merger())
     ordered = host.order(models)
     print("after: order", " ".join(m for m, _ in ordered), flush=True)
     host.load(models[0][1])  # the instance is built once (from_pretrained + the first merge), outside the timings

@@ -12,14 +12,10 @@ import importlib
 _API = {
     "ExpertCache": "engine",
     "build_state_dict": "engine",
-    "model_dir_of": "engine",
     "write_merged": "engine",
     "build_changes": "engine",
     "tensor_keys": "engine",
     "switch_order": "engine",
-    "load_recipe": "recipes",
-    "recipe_hash": "recipes",
-    "validate_recipe": "recipes",
 }
 __all__ = sorted(_API)
 
