@@ -105,7 +105,7 @@ class _MergesInMemory:
         self.switched = (len(state), len(keys), sum(keys[n][1] for n in state), sum(b for _, b in keys.values()))
         return keys, state
 
-    def order(self, models: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
+    def order(self, models: list[tuple]) -> list[tuple]:
         """The job's models (id, checkpoint dir or Recipe) in evaluation order: checkpoints as given, then the merges
         in `Merger.order` (consecutive merges share the most tensors). Each model's results are its own: the order
         changes none."""
