@@ -135,46 +135,55 @@ def build_world(work: Path, a: argparse.Namespace) -> list[str]:
     return recipes
 
 
-def standin_merges():
-    """In place of the layerswap.merge package: base weights plus seeded noise, no checkpoint read."""
+def standin_merges(model_args: list[str]):
+    """In place of the layerswap.merge package: (the job's models, a merger) where a merge is the base weights plus
+    seeded noise, no checkpoint read."""
+    import torch
+    from safetensors.torch import load_file
 
-    class Cache(dict):
-        def close(self):
-            self.clear()
+    class Merger:
+        def __init__(self) -> None:
+            self.cache: dict = {}
 
-    def build_state_dict(recipe, cache):
-        import torch
-        from safetensors.torch import load_file
+        def changes(self, recipe, held):
+            base_dir = recipe.model_dir
+            if base_dir not in self.cache:
+                self.cache[base_dir] = load_file(str(Path(base_dir) / "model.safetensors"))
+            g = torch.Generator().manual_seed(int(recipe.seed))
+            state = {
+                k: v + 0.01 * torch.randn(v.shape, generator=g, dtype=v.dtype) for k, v in self.cache[base_dir].items()
+            }
+            return {k: (f"{recipe.seed}", 0) for k in state}, state
 
-        base_dir = recipe["base"]
-        if base_dir not in cache:
-            cache[base_dir] = load_file(str(Path(base_dir) / "model.safetensors"))
-        g = torch.Generator().manual_seed(int(recipe["bench_seed"]))
-        return {k: v + 0.01 * torch.randn(v.shape, generator=g, dtype=v.dtype) for k, v in cache[base_dir].items()}
+        def order(self, recipes):
+            return list(range(len(recipes)))
 
-    return types.SimpleNamespace(
-        load_recipe=lambda path: json.loads(Path(path).read_text()),
-        ExpertCache=Cache,
-        model_dir_of=lambda recipe: recipe["base"],
-        build_state_dict=build_state_dict,
-    )
+    def recipe(path: str):
+        doc = json.loads(Path(path).read_text())
+        return types.SimpleNamespace(
+            model_dir=doc["base"], seed=doc["bench_seed"], hash=None, path=Path(path), name=Path(path).name
+        )
+
+    models = [(m.partition("=")[0], recipe(m.partition("=")[2])) for m in model_args]
+    return models, Merger()
 
 
 def child(a: argparse.Namespace) -> None:
     from layerswap.evaluation import evaluate as ev
     from measure.common import evaluate_args
 
-    if a.standin_merge:
-        merges = standin_merges()
-    else:
-        from layerswap import merge as merges
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
     work = Path(a.work)
     bench = {"mgsm": {"shots": a.shots}}
     argv = evaluate_args(work / "data", work / "evals", bench, a.batch_size, a.threads, a.model_args)
     t_run = time.time()
-    timings = ev.run(parser.parse_args(argv), merges=merges)
+    if a.standin_merge:
+        timings = ev.run(parser.parse_args(argv), *standin_merges(a.model_args))
+    else:
+        from layerswap.evaluation import evaluate_merges
+
+        timings = evaluate_merges.run(parser.parse_args(argv))
     timings["script_before_run"] = t_run - T_CHILD_START
     timings["child_start_epoch"] = T_CHILD_START
     timings["child_end_epoch"] = time.time()

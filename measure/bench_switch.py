@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 from layerswap.evaluation.hosts import ModelHost
-from layerswap.merge import engine
+from layerswap.merge.merger import Merger
+from layerswap.merge.recipes import Recipe
 from measure.common import LLAMA_1B, random_model, swap_recipe
 
 
@@ -32,7 +33,7 @@ def make_expert(path: Path, seed: int) -> None:
     random_model(path, LLAMA_1B | {"tie_word_embeddings": True}, seed, record_base=False)
 
 
-def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
+def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Recipe]]:
     models = workdir / "models"
     for i in range(3):
         make_expert(models / f"task{i}", seed=10 + i)
@@ -42,11 +43,11 @@ def grid(workdir: Path, bottom: int, top: int) -> list[tuple[str, Path]]:
         for j in range(3):
             task, lang = models / f"task{j}", models / f"lang{i}"
             path = swap_recipe(workdir / f"{i + 1}x{j + 1}.json", task, lang, {"bottom": bottom, "top": top})
-            out.append((f"{i + 1}x{j + 1}", path))
+            out.append((f"{i + 1}x{j + 1}", Recipe.load(path)))
     return out
 
 
-def one_pass(host: ModelHost, models: list[tuple[str, Path]], full: bool) -> list[dict]:
+def one_pass(host: ModelHost, models: list[tuple[str, Recipe]], full: bool) -> list[dict]:
     """Load every merge in turn; `full`: forget what the model holds before each load (every tensor rebuilt and
     loaded: the path before this change)."""
     rows = []
@@ -86,7 +87,7 @@ def main() -> None:
     t0 = time.perf_counter()
     models = grid(args.workdir, args.bottom, args.top)
     print(f"experts ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merges=engine)
+    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merger=Merger())
     ordered = host.order(models)
     print("after: order", " ".join(m for m, _ in ordered), flush=True)
     host.load(models[0][1])  # the instance is built once (from_pretrained + the first merge), outside the timings

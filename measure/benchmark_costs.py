@@ -196,8 +196,9 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     """One `evaluate-merges` run (a fresh model build) over `recipes` at `batch_size`: per merge its load (state dict
     build + load) and evaluation seconds; generated tokens (each generation re-encoded with the base's tokenizer) and
     tokens/s over all merges and over all but the first (whose evaluation holds the first-generation overhead)."""
-    from layerswap import merge
     from layerswap.evaluation import evaluate as ev
+    from layerswap.evaluation import evaluate_merges
+    from layerswap.merge.recipes import Recipe
 
     parser = argparse.ArgumentParser()
     ev.add_arguments(parser)
@@ -206,9 +207,9 @@ def time_merges(backend: str, recipes: list[str], data: Path, work: Path, a, bat
     bench = {"mgsm": {"shots": a.shots, "max_new_tokens": a.max_new_tokens}}
     argv = [*evaluate_args(data, out, bench, batch_size, a.threads, recipes), "--backend", backend]
     t0 = time.perf_counter()
-    timings = ev.run(parser.parse_args(argv), merges=merge)
+    timings = evaluate_merges.run(parser.parse_args(argv))
     wall = time.perf_counter() - t0
-    base = Path(merge.model_dir_of(merge.load_recipe(recipes[0].split("=", 1)[1])))
+    base = Path(Recipe.load(recipes[0].split("=", 1)[1]).model_dir)
     tokens = generated_tokens(out, [m["model_id"] for m in timings["per_model"]], base)
     per = [
         {

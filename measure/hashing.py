@@ -25,7 +25,7 @@ from pathlib import Path
 
 from layerswap.checkpoints import recorded_weights
 from layerswap.fingerprint import file_sha256
-from layerswap.merge.recipes import input_paths, load_recipe, validate_recipe
+from layerswap.merge.recipes import Recipe
 
 
 def job_records(meta_dir: Path) -> list[dict]:
@@ -51,7 +51,7 @@ def checked_files(shellcmd: str) -> list[Path]:
     """The weight files a job checks: those of every checkpoint it reads that a run record lists."""
     dirs: list[str] = []
     for source in sources(shellcmd):
-        dirs += [source] if Path(source).is_dir() else input_paths(validate_recipe(load_recipe(source)))
+        dirs += [source] if Path(source).is_dir() else list(Recipe.load(source).inputs)
     files: list[Path] = []
     for d in dict.fromkeys(dirs):
         found = recorded_weights(Path(d))

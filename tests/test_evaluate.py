@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 from layerswap import merge  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 from layerswap.evaluation import evaluate as ev  # noqa: E402
+from layerswap.evaluation import evaluate_merges  # noqa: E402
 from layerswap.evaluation import tasks as et  # noqa: E402
 
 LANGS = ["en", "toy_swh"]
@@ -246,8 +247,8 @@ def main_run(world, tmp_path_factory):
         ("merge/disk", world["disk"]),
         ("merge/mem", world["recipe"]),
     ]
-    ev.run(make_args(world["data"], out1, models, ALL), merges=merge)
-    ev.run(make_args(world["data"], out2, models, ALL), merges=merge)
+    evaluate_merges.run(make_args(world["data"], out1, models, ALL))
+    evaluate_merges.run(make_args(world["data"], out2, models, ALL))
     return out1, out2
 
 

@@ -246,7 +246,7 @@ def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     """The fallback path (a vLLM that cannot load weights into a running engine: tests/test_vllm_host.py)."""
     import importlib.util
 
-    from layerswap import merge
+    from layerswap.merge.recipes import Recipe
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -266,19 +266,17 @@ def test_vllm_fallback_recipe_is_written_to_a_temp_dir(monkeypatch, tmp_path):
     monkeypatch.setattr(vllm_weights, "engine_kwargs", lambda *a: {})  # the vLLM platform's arguments
     written = []
 
-    def write_merged(recipe, out_dir):
-        Path(out_dir).mkdir(parents=True)
-        (Path(out_dir) / "config.json").write_text("{}")
-        written.append((recipe, out_dir))
+    class Merger:  # writes a stand-in of the merged checkpoint
+        def write(self, recipe, out_dir):
+            Path(out_dir).mkdir(parents=True)
+            (Path(out_dir) / "config.json").write_text("{}")
+            written.append((recipe, out_dir))
 
-    monkeypatch.setattr(merge, "write_merged", write_merged)
-    monkeypatch.setattr(merge, "load_recipe", lambda p: {"recipe": str(p)})
-    recipe = tmp_path / "r.json"
-    recipe.write_text("{}")
-    host = ev.VLLMHost(8, "auto", "bfloat16", tmp_path / "models", seed=3, merges=merge)
+    recipe = Recipe.of({"method": "soup", "inputs": {"models": [str(tmp_path / "a")]}})
+    host = ev.VLLMHost(8, "auto", "bfloat16", tmp_path / "models", seed=3, merger=Merger())
     host.in_place = False
     lm = host.load(recipe)
-    assert isinstance(lm, FakeVLLM) and written and written[0][0] == {"recipe": str(recipe)}
+    assert isinstance(lm, FakeVLLM) and written and written[0][0] is recipe
     out_dir = Path(written[0][1])
     assert built == [{"pretrained": str(out_dir), "dtype": "bfloat16", "batch_size": 8, "seed": 3}]
     assert out_dir.is_relative_to(tmp_path / "models") and out_dir.is_dir()

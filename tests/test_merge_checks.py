@@ -10,7 +10,8 @@ import torch
 
 from layerswap.cli import main
 from layerswap.errors import UserError
-from layerswap.merge import build_state_dict, load_recipe, validate_recipe, write_merged
+from layerswap.merge import build_state_dict, write_merged
+from layerswap.merge.recipes import Recipe, validate_recipe
 from layerswap.workflow.layout import Layout
 
 try:
@@ -152,7 +153,7 @@ def test_cli_merge_and_recipes(tmp_path: Path, pair: tuple[str, str], capsys: py
     ]
     assert main(["recipes", *common, "--out-dir", str(tmp_path / "r")]) == 0
     assert sorted(p.name for p in (tmp_path / "r").iterdir()) == [f"l{i}m{j}.json" for i in (1, 2, 3) for j in (1, 2)]
-    recipe = load_recipe(str(tmp_path / "r" / "l2m1.json"))
+    recipe = Recipe.load(tmp_path / "r" / "l2m1.json").written
     assert recipe["inputs"] == {"task": task, "lang": lang} and recipe["base"] == Layout().base()
     assert (
         main(
@@ -169,9 +170,9 @@ def test_cli_merge_and_recipes(tmp_path: Path, pair: tuple[str, str], capsys: py
         )
         == 0
     )
-    multi = load_recipe(str(tmp_path / "s" / "multisoup.json"))
+    multi = Recipe.load(tmp_path / "s" / "multisoup.json").written
     assert multi["inputs"]["lang"]["inputs"]["models"] == [lang, lang + "/../lang"]
-    assert load_recipe(str(tmp_path / "s" / "langsoup.json"))["inputs"]["task"]["inputs"]["models"] == [task, task]
+    assert Recipe.load(tmp_path / "s" / "langsoup.json").written["inputs"]["task"]["inputs"]["models"] == [task, task]
     recipe["base"] = None
     (tmp_path / "ok.json").write_text(json.dumps(recipe))
     assert main(["merge", "--recipe", str(tmp_path / "ok.json"), "--out", str(tmp_path / "m")]) == 0

@@ -17,8 +17,9 @@ from test_tables import PAIRS, PARAMS, SWH, TEL, make_world, write_eval
 from layerswap.config import check, validate_config
 from layerswap.contracts import merge_model_id
 from layerswap.errors import UserError
-from layerswap.merge import build_state_dict, validate_recipe, write_merged
+from layerswap.merge import build_state_dict, write_merged
 from layerswap.merge.methods.dare import BLOCK, keep_mask
+from layerswap.merge.recipes import validate_recipe
 from layerswap.report import tables
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.spec import Spec
@@ -43,6 +44,27 @@ def test_density_one_is_task_arithmetic(experts):
     for name, w in base.items():
         expected = w + 0.7 * ((a[name] - w) + (c[name] - w))
         assert torch.allclose(out[name], expected, atol=1e-6), name
+
+
+def test_task_arithmetic_is_the_shared_core_unconfigured(experts, monkeypatch):
+    """A task-arithmetic method is `TaskArithmetic` as it is (no sparsification, no consensus: one declaration, no
+    computation of its own): registered here, its merge is DARE's at density 1, bit for bit, and TIES' and DARE's
+    computations are configurations of that core (layerswap/merge/task_arithmetic.py)."""
+    from layerswap.merge import registry
+    from layerswap.merge.methods import dare as dare_module
+    from layerswap.merge.methods import ties
+    from layerswap.merge.params import Method, Param
+    from layerswap.merge.task_arithmetic import TaskArithmetic
+
+    params = {"lam": Param(1.0, "number", "scale of the summed task vectors")}
+    method = Method("task_arithmetic", "task arithmetic", "TA", params, ("models",), TaskArithmetic)
+    monkeypatch.setitem(registry.METHODS, "task_arithmetic", method)
+    (bp, _), (ap, _), (cp, _) = experts
+    ours = build_state_dict(dare([ap, cp], bp, method="task_arithmetic", lam=0.7))
+    theirs = build_state_dict(dare([ap, cp], bp, density=1.0, lam=0.7))
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[n], theirs[n]) for n in ours)
+    assert issubclass(ties.Compute, TaskArithmetic) and issubclass(dare_module.Compute, TaskArithmetic)
+    assert (ties.Compute.consensus, ties.Compute.normalize) == (True, True)
 
 
 def test_each_delta_element_is_dropped_or_divided_by_the_density(experts):

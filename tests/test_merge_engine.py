@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from layerswap.merge import build_state_dict, load_recipe, model_dir_of, recipe_hash, write_merged
+from layerswap.merge import build_state_dict, write_merged
 from layerswap.merge.engine import ExpertCache
 from layerswap.merge.methods.layer_swap import layer_plan
+from layerswap.merge.recipes import Recipe, model_dir_of, recipe_hash
 
 H, I, V, HEADS, KV = 8, 16, 32, 2, 1
 TASK, LANG, BASE = 1, 2, 0
@@ -338,5 +339,5 @@ def test_recipe_hash_and_yaml(tmp_path: Path) -> None:
     assert recipe_hash(r1) == recipe_hash(r2) and len(recipe_hash(r1)) == 16
     assert recipe_hash(r1) != recipe_hash(r1 | {"base": "c"})
     (tmp_path / "r.yaml").write_text("method: ties\nbase: b\ninputs: {models: [x]}\nparams: {density: 0.5}\n")
-    assert load_recipe(str(tmp_path / "r.yaml"))["params"] == {"density": 0.5}
-    assert math.isclose(load_recipe(str(tmp_path / "r.yaml"))["params"]["density"], 0.5)
+    assert Recipe.load(tmp_path / "r.yaml").written["params"] == {"density": 0.5}
+    assert math.isclose(Recipe.load(tmp_path / "r.yaml").full["params"]["density"], 0.5)

@@ -1,6 +1,7 @@
-"""The merge package's shape that docs/EXTENDING.md promises a contributor: a method module imports no other method
-(what two share is in `merge/shared.py`), the engine and the declarations import no method, the package's imports
-have no cycle, and the layer swap's name and bottom/top keys are spelled in its own module only."""
+"""The merge package's shape that docs/EXTENDING.md promises a contributor: a method module imports only the shared
+core and helpers (`merge/task_arithmetic.py`, `merge/shared.py`, `merge/params.py`, `merge/layers.py`), never another
+method; the engine and the declarations import no method, the package's imports have no cycle, and the layer swap's
+name and bottom/top keys are spelled in its own module only."""
 
 from __future__ import annotations
 
@@ -32,10 +33,27 @@ def _imports(name: str) -> set[str]:
     return (found & set(MODULES)) - {name}
 
 
-def test_methods_import_no_other_method_and_only_the_registry_imports_them():
+#: What a method module may import of the package: the shared core (generalized task arithmetic) and helpers.
+SHARED = {
+    "layerswap.merge.task_arithmetic",
+    "layerswap.merge.shared",
+    "layerswap.merge.params",
+    "layerswap.merge.layers",
+}
+
+
+def test_methods_import_only_the_shared_core_and_helpers_and_only_the_registry_imports_them():
     assert {"layerswap.merge.methods.layer_swap", "layerswap.merge.methods.dare"} <= METHODS
+    assert SHARED <= MERGE
     for name in METHODS:
         assert not _imports(name) & METHODS, f"{name} imports another method module"
+        own = _imports(name) & MERGE  # of the merge package (layerswap.errors and the like are fine)
+        assert own <= SHARED, f"{name} imports {sorted(own - SHARED)}: only the shared core and helpers"
+    for name in SHARED:  # the core and helpers build on no method
+        assert not _imports(name) & METHODS, f"{name} imports a method module"
+    assert {"layerswap.merge.task_arithmetic"} <= _imports("layerswap.merge.methods.ties") & _imports(
+        "layerswap.merge.methods.dare"
+    ), "TIES and DARE configure the shared task-arithmetic core"
     assert {"layerswap.merge.engine", "layerswap.merge.params", "layerswap.merge.shared"} <= MERGE
     for name in MERGE - METHODS - {"layerswap.merge.registry"}:  # the registry lists them; the rest looks them up
         assert not _imports(name) & METHODS, f"{name} imports a method module"

@@ -13,13 +13,14 @@ pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
 
 from layerswap import merge  # noqa: E402
-from layerswap.evaluation import evaluate as ev  # noqa: E402
-from layerswap.merge import engine  # noqa: E402
+from layerswap.evaluation import evaluate_merges  # noqa: E402
+from layerswap.merge import engine, recipes  # noqa: E402
 from tests.test_evaluate import make_args, make_data, make_model  # noqa: E402
 
 LAYERS = 4
 PER_LAYER = 9  # q, k, v, o, gate, up, down, two norms
 NON_LAYER = 3  # embedding, final norm, untied head
+real_read, real_check = recipes.read_text, recipes.validate_recipe
 BENCHMARKS = {"mgsm": {"shots": 2, "languages": ["en", "toy_swh"]}, "belebele": {"shots": 1}}
 
 
@@ -87,20 +88,31 @@ def test_switch_order_puts_merges_sharing_the_most_together(grid):
     assert engine.switch_order(keys) == engine.switch_order(keys)
 
 
-def test_job_with_switches_equals_one_job_per_merge(grid, tmp_path, caplog):
+def test_job_with_switches_equals_one_job_per_merge(grid, tmp_path, caplog, monkeypatch):
     """One job evaluating the 2x2 grid (in-place switches, merges reordered) writes the same bytes as one job per
-    merge (each merge a full build), and its log counts the tensors each switch loaded."""
+    merge (each merge a full build), and its log counts the tensors each switch loaded. Each recipe file is read and
+    validated once (`Recipe.load`), whatever the store, the host and the engine need of it."""
     models = [(n, p) for n, p in grid["recipes"].items()]
     together = tmp_path / "together"
+    reads, validated = [], []
+    monkeypatch.setattr(recipes, "read_text", lambda path, what: reads.append(path) or real_read(path, what))
+    monkeypatch.setattr(
+        recipes, "validate_recipe", lambda r, where="recipe": validated.append(where) or real_check(r, where)
+    )
+    args = make_args(grid["data"], together, models, BENCHMARKS)
+    args.store = tmp_path / "store"
     with caplog.at_level(logging.INFO, logger="layerswap.evaluate"):
-        ev.run(make_args(grid["data"], together, models, BENCHMARKS), merges=engine)
+        evaluate_merges.run(args)
+    assert sorted(map(str, reads)) == sorted(map(str, grid["recipes"].values()))
+    assert sorted(validated) == sorted(map(str, reads))
+    monkeypatch.undo()
     loaded = re.findall(r"evaluate: (\S+)\.json: (\d+) of (\d+) tensors loaded", caplog.text)
     total = LAYERS * PER_LAYER + NON_LAYER
     assert len(loaded) == 4 and all(int(t) == total for _, _, t in loaded)
     assert [int(n) for _, n, _ in loaded] == [total] + [2 * PER_LAYER + NON_LAYER] * 3
     alone = tmp_path / "alone"
     for model in models:
-        ev.run(make_args(grid["data"], alone, [model], BENCHMARKS), merges=engine)
+        evaluate_merges.run(make_args(grid["data"], alone, [model], BENCHMARKS))
     files = sorted(p.relative_to(together) for p in together.rglob("*") if p.is_file())
     assert len(files) == 4 * 2 * 2
     for rel in files:

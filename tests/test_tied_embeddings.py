@@ -11,10 +11,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-import layerswap.merge as merge
 from layerswap.errors import UserError
 from layerswap.evaluation.evaluate import ModelHost
 from layerswap.merge import build_state_dict, write_merged
+from layerswap.merge.merger import Merger
+from layerswap.merge.recipes import Recipe
 
 VOCAB = 40
 LAYERS = 4
@@ -130,14 +131,16 @@ def test_tied_merge_writes_one_embedding_and_loads_to_the_in_memory_logits(tied,
 
     recipe_file = root / f"{method}.json"
     recipe_file.write_text(json.dumps(recipe))
-    host = ModelHost(batch_size=1, device="cpu", dtype="float32", merges=merge)  # evaluation's in-memory path
+    merger = Merger()
+    host = ModelHost(batch_size=1, device="cpu", dtype="float32", merger=merger)  # evaluation's in-memory path
     try:
-        host.load(recipe_file)
+        host.load(Recipe.load(recipe_file))
         with torch.no_grad():
             in_memory = host.model(ids).logits
             on_disk = written(ids).logits
     finally:
         host.close()
+        merger.close()
     assert torch.equal(host.model.lm_head.weight, mem[EMBED])
     assert torch.equal(in_memory, on_disk)
     # the merge moved the head with the embedding: it is neither expert's

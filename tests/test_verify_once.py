@@ -130,20 +130,20 @@ def test_a_recipe_input_outside_the_runs_folders_is_refused_or_recorded(tiny_bas
 
     from layerswap.audit.manifest import verified_inputs
     from layerswap.inputs import ALLOW_ENV, ROOTS_ENV, roots_value
-    from layerswap.merge.recipes import load_recipe
+    from layerswap.merge.recipes import Recipe
 
     outside = tmp_path / "outside_ckpt"
     shutil.copytree(tiny_base, outside)
     recipe = _outside_recipe(tmp_path, outside)
-    load_recipe(str(recipe))  # outside the workflow (no roots): a recipe may name any checkpoint
+    Recipe.load(recipe)  # outside the workflow (no roots): a recipe may name any checkpoint
     monkeypatch.setenv(ROOTS_ENV, roots_value(str(tmp_path / "results"), str(tmp_path / "scratch")))
     with pytest.raises(UserError) as err:
-        load_recipe(str(recipe))
+        Recipe.load(recipe)
     line = str(err.value)
     assert line.startswith(f"{recipe}: input {outside} lies outside the results folder and the configured storage")
     assert f"set {ALLOW_ENV}=1" in line
     monkeypatch.setenv(ALLOW_ENV, "1")
-    load_recipe(str(recipe))
+    Recipe.load(recipe)
     recorded = verified_inputs(tmp_path / "results", {})["outside_inputs"]
     assert list(recorded) == [str(outside)]
     assert recorded[str(outside)]["recipes"] == [str(recipe)]
@@ -163,7 +163,7 @@ def test_a_recipe_input_outside_the_runs_folders_is_refused_or_recorded(tiny_bas
             }
         )
     )
-    load_recipe(str(recipe))
+    Recipe.load(recipe)
 
 
 def test_a_linked_hub_base_is_checked_against_what_prepare_base_recorded(tiny_base, tmp_path):

@@ -26,8 +26,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import vllm_cpu_env  # noqa: E402
 from test_evaluate import make_args, make_data, make_model  # noqa: E402
 
-from layerswap import merge  # noqa: E402
-from layerswap.evaluation import evaluate as ev  # noqa: E402
+from layerswap.evaluation import evaluate_merges  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 BENCH = {"mgsm": {"shots": 1, "languages": ["en", "toy_swh"]}, "belebele": {"shots": 0}}
@@ -108,7 +107,7 @@ def vllm_run(world, out: Path, models, driver: str = "", dtype: str = "float32")
 def runs(world, tmp_path_factory):
     _, models = world
     hf, vl = tmp_path_factory.mktemp("hf"), tmp_path_factory.mktemp("vllm")
-    ev.run(make_args(world[0] / "data", hf, models, BENCH), merges=merge)
+    evaluate_merges.run(make_args(world[0] / "data", hf, models, BENCH))
     proc = vllm_run(world, vl, models)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return hf, vl, proc.stderr

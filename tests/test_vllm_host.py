@@ -20,6 +20,9 @@ from safetensors.torch import load_file, save_file
 from layerswap import merge
 from layerswap.errors import UserError
 from layerswap.evaluation.hosts import VLLMHost
+from layerswap.merge import merger as merger_module
+from layerswap.merge.merger import Merger
+from layerswap.merge.recipes import Recipe
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_merge_engine import random_ckpt, swap  # noqa: E402
@@ -77,14 +80,14 @@ def world(tmp_path: Path):
         for j in range(2):
             p = tmp_path / f"r{i}{j}.json"
             p.write_text(json.dumps(swap(experts["task", j], experts["lang", i], bottom=1, top=1)))
-            recipes.append(p)
+            recipes.append(Recipe.load(p))
     return tmp_path, recipes
 
 
 def test_one_engine_merged_tensors_loaded_then_prefix_cache_reset(world, caplog) -> None:
     tmp, recipes = world
     built: list = []
-    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merger=Merger(), make_lm=factory(built))
     caplog.set_level(logging.INFO, logger="layerswap.evaluate")
     for r in recipes:
         lm = host.load(r)
@@ -93,13 +96,13 @@ def test_one_engine_merged_tensors_loaded_then_prefix_cache_reset(world, caplog)
         host.release()
     host.close()
     assert len(built) == 1, "one engine for the whole job"
-    assert built[0].kwargs["pretrained"] == merge.model_dir_of(merge.load_recipe(str(recipes[0])))
+    assert built[0].kwargs["pretrained"] == recipes[0].model_dir
     events = built[0].model.events
     assert [e[0] for e in events] == ["load", "reset"] * len(recipes)
     held: dict = {}  # what the engine holds after each switch: the first loads every tensor, the next what changed
     sizes = []
     for r, (_, loaded) in zip(recipes, events[0::2]):
-        want = merge.build_state_dict(merge.load_recipe(str(r)))
+        want = merge.build_state_dict(r)
         assert set(loaded) <= set(want) and all(k.startswith(("model.", "lm_head.")) for k in loaded)
         held.update(loaded)
         assert sorted(held) == sorted(want)
@@ -117,7 +120,7 @@ def test_failed_update_stops_with_one_line_and_drops_the_engine(world) -> None:
     """An update that fails half way: the engine (part old, part new weights) is never used again."""
     tmp, recipes = world
     built: list = []
-    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built, fail=True))
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merger=Merger(), make_lm=factory(built, fail=True))
     with pytest.raises(
         UserError, match=r"r00.json: vLLM failed to load the weights .*RuntimeError: worker died"
     ) as err:
@@ -132,7 +135,7 @@ def test_state_that_does_not_fit_the_engine_is_refused_before_loading(world) -> 
     """A tensor missing, of another shape, or non-finite: refused while the engine still holds the previous model."""
     tmp, recipes = world
     built: list = []
-    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merger=Merger(), make_lm=factory(built))
     host.load(tmp / "task0")
     for edit, message in [
         (lambda s: s.pop("model.norm.weight"), r"tensors differ .*missing: \['model.norm.weight'\]"),
@@ -155,7 +158,7 @@ def test_state_that_does_not_fit_the_engine_is_refused_before_loading(world) -> 
 def test_vllm_without_collective_rpc_falls_back(world, caplog) -> None:
     tmp, recipes = world
     built: list = []
-    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built, engine=OldLLM))
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merger=Merger(), make_lm=factory(built, engine=OldLLM))
     caplog.set_level(logging.INFO, logger="layerswap.evaluate")
     host.load(recipes[0])
     host.close()
@@ -202,12 +205,12 @@ def test_a_decoder_layer_changed_in_part_loads_every_tensor(world, monkeypatch) 
             state = {k: v for k, v in state.items() if k == "model.layers.1.self_attn.q_proj.weight"}
         return keys, state
 
-    monkeypatch.setattr(merge, "build_changes", build_changes)
+    monkeypatch.setattr(merger_module, "build_changes", build_changes)
     built: list = []
-    host = VLLMHost(4, "auto", "float32", tmp / "models", merges=merge, make_lm=factory(built))
+    host = VLLMHost(4, "auto", "float32", tmp / "models", merger=Merger(), make_lm=factory(built))
     host.load(recipes[0])
     host.load(recipes[1])
     host.close()
     loads = [e[1] for e in built[0].model.events if e[0] == "load"]
-    want = merge.build_state_dict(merge.load_recipe(str(recipes[1])))
+    want = merge.build_state_dict(recipes[1])
     assert sorted(loads[1]) == sorted(want) and all(torch.equal(loads[1][k], v) for k, v in want.items())

@@ -190,7 +190,7 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     from safetensors.torch import load_file
 
     from layerswap.merge import build_state_dict
-    from layerswap.merge.recipes import load_recipe
+    from layerswap.merge.recipes import Recipe
 
     work = tmp_path / "work"
     shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
@@ -216,7 +216,7 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
     written = {}
     for shard in sorted(out.glob("*.safetensors")):
         written.update(load_file(shard))
-    recipe = load_recipe(str(work / Layout().recipe("swap_default", "toy_swh", "l1m2")))
+    recipe = Recipe.load(work / Layout().recipe("swap_default", "toy_swh", "l1m2"))
     with pytest.MonkeyPatch.context() as mp:  # the recipe names experts relative to the working directory
         mp.chdir(work)
         expected = build_state_dict(recipe)

@@ -36,9 +36,11 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
             if args_doc.get(k) is not None:
                 argv += [f"--{k.replace('_', '-')}", str(args_doc[k])]
         args = parser.parse_args(argv)
-        from layerswap.merge import engine
+        from layerswap.merge.recipes import Recipe
 
-        merges = engine if command == "evaluate-merges" else None
+        model_source = (
+            Recipe.load(source) if command == "evaluate-merges" and not Path(source).is_dir() else Path(source)
+        )
         import torch
 
         from layerswap.evaluation.hosts import resolve_dtype
@@ -52,7 +54,7 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
         else:
             plans = plan_benchmarks(Path(args.data_dir), parse_benchmarks(args.benchmarks_json))
         job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
-        if _sha256(job) != doc["job"] or model_doc(model_id, Path(source), merges) != model:
+        if _sha256(job) != doc["job"] or model_doc(model_id, model_source) != model:
             return [
                 f"store: {p}: entry {entry} cannot be evaluated again here (its job or model differs from what "
                 f"{source} and this machine give now); evaluate it without the store: rm -r {entry} && rm {p} "

@@ -8,8 +8,9 @@ One process evaluates many models (the dominant cost of the workflow is per proc
   (`TaskManager(include_path=..., include_defaults=False)`, never its ~14,700 built-in tasks) and builds every task
   once (`TaskManager.load`);
 - ONE `HFLM` wraps one model instance; each further model only swaps the weights in with `load_state_dict` (a
-  checkpoint's safetensors, or the state dict that `layerswap.merge.engine.build_state_dict(recipe, cache)` builds in
-  memory). A new instance (and HFLM) is built only when the architecture config or the tokenizer changes;
+  checkpoint's safetensors, or the state dict that the job's `layerswap.merge.merger.Merger` builds in memory from a
+  `layerswap.merge.recipes.Recipe`, read and validated once by `layerswap evaluate-merges`). A new instance (and
+  HFLM) is built only when the architecture config or the tokenizer changes;
 - per model, one `lm_eval.evaluator.evaluate(lm, task_dict, cache_requests=True, bootstrap_iters=0,
   log_samples=True)` over all tasks, after re-seeding each task's few-shot sampler (`task.set_fewshot_seed(seed)`),
   so prompts are identical for every model; the request cache lives in the job's temp dir.
@@ -25,7 +26,7 @@ task folders these need plus `layerswap/tasks/paper/`), whose datasets `layerswa
 Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): one vLLM engine, built from the first model's checkpoint;
 each further model's weights (a merge built in memory) are loaded into the running engine and its prefix cache reset
 (`layerswap.evaluation.vllm_weights`). Where the installed vLLM cannot, the log says so and each model gets its own
-engine, a recipe being written first with `layerswap.merge.engine.write_merged` to a temporary dir.
+engine, a recipe being written first with `Merger.write` to a temporary dir.
 
 Output (written atomically: temp name, then rename): `<out-dir>/<model-id>/<benchmark>.json` and
 `<benchmark>.samples.jsonl`. The JSON holds no timestamps or paths, so the same inputs give the same bytes.
@@ -51,7 +52,7 @@ from typing import Callable
 from layerswap import hashcache
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.errors import UserError
-from layerswap.evaluation import model_lists
+from layerswap.evaluation import model_lists, store
 from layerswap.evaluation.hosts import (
     ModelHost,
     VLLMHost,
@@ -153,6 +154,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def job_models(args: argparse.Namespace, recipes: bool = False) -> list[tuple[str, Path]]:
+    """The job's `--model ID=SOURCE` items (restricted by --only-models / --only-selected), parsed."""
+    return parse_models(model_lists.restrict(args.model, args), recipes)
+
+
+def start_logging() -> None:
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    log.setLevel(logging.INFO)
+
+
 def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Path]]:
     """`--model ID=SOURCE` items; a SOURCE is a checkpoint dir, or with `recipes` a merge recipe file."""
     models, seen = [], set()
@@ -186,20 +198,17 @@ def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Pat
 
 
 # ---------------------------------------------------------------------------------------------------------- run
-def run(args: argparse.Namespace, merges=None) -> dict:
+def run(args: argparse.Namespace, models: list | None = None, merger=None) -> dict:
     """Evaluate every model on every benchmark; returns phase timings in seconds (for measure/bench_evaluate.py).
-    `merges`: the layerswap.merge.engine module, given by `layerswap evaluate-merges` so recipes can be models.
-    With `--store`, models whose results the store keeps are copied from it, not evaluated
-    (layerswap.evaluation.store)."""
+    `models` and `merger` are given by `layerswap evaluate-merges`: (id, checkpoint dir or merge recipe, a
+    layerswap.merge.recipes.Recipe) and the job's layerswap.merge.merger.Merger that builds the recipes; without them,
+    the `--model` checkpoint dirs. With `--store`, models whose results the store keeps are copied from it, not
+    evaluated (layerswap.evaluation.store)."""
     t0 = time.perf_counter()
-    store = None
-    if getattr(args, "store", None) is not None:
-        from layerswap.evaluation import store
-    if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    log.setLevel(logging.INFO)
+    start_logging()
     spec = parse_benchmarks(args.benchmarks_json)
-    models = parse_models(model_lists.restrict(args.model, args), recipes=merges is not None)
+    if models is None:
+        models = job_models(args)
     task_set, backend = getattr(args, "task_set", "toy"), getattr(args, "backend", "hf")
     if backend == "vllm":
         require_vllm()
@@ -233,7 +242,7 @@ def run(args: argparse.Namespace, merges=None) -> dict:
         from importlib.metadata import version
 
         for model_id, src in models:
-            recipe = None if src.is_dir() else merges.recipe_hash(merges.load_recipe(str(src)))
+            recipe = None if isinstance(src, Path) else src.hash
             for plan in plans:
                 write_outputs(Path(args.out_dir), model_id, plan, None, args.seed, version("lm_eval"), None, recipe)
             log.info("evaluate: %s: %s", model_id, ", ".join(f"{p.name}=skipped" for p in plans))
@@ -241,11 +250,12 @@ def run(args: argparse.Namespace, merges=None) -> dict:
             write_index(args.index, args.run, models, plans, Path(args.out_dir))
         timings["total"] = time.perf_counter() - t0
         return timings
-    all_models, keys = models, {}
-    if store is not None:
-        models, store, keys = store.reuse(args, models, plans, merges)
+    all_models, keys, keeper = models, {}, None
+    if getattr(args, "store", None) is not None:
+        command = "evaluate" if merger is None else "evaluate-merges"
+        models, keeper, keys = store.reuse(args, models, plans, command)
         if not models:
-            log.info("evaluate: store: reused %d, evaluated 0", store.reused)
+            log.info("evaluate: store: reused %d, evaluated 0", keeper.reused)
             log.info("evaluate: %s", hashcache.summary())
             if args.index:
                 write_index(args.index, args.run, all_models, plans, Path(args.out_dir))
@@ -259,7 +269,7 @@ def run(args: argparse.Namespace, merges=None) -> dict:
         args.dtype = resolve_dtype(args.dtype, args.device, torch)
         if backend == "vllm":  # before any model is loaded: this machine's vLLM runs these models in this dtype
             check_vllm_models(
-                [src if src.is_dir() else Path(merges.model_dir_of(merges.load_recipe(str(src)))) for _, src in models],
+                [src if isinstance(src, Path) else Path(src.model_dir) for _, src in models],
                 args.dtype,
             )
         import lm_eval
@@ -301,22 +311,22 @@ def run(args: argparse.Namespace, merges=None) -> dict:
             )
 
         if backend == "vllm":
-            host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed, merges=merges)
+            host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed, merger=merger)
         else:
-            host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merges=merges)
+            host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merger=merger)
         job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
 
         def keep(model_id: str) -> None:  # the store keeps what was just evaluated
             key, doc, source = keys[model_id]
-            store.put(key, doc, job.out_dir, model_id, plans, source)
-            store.evaluated += 1
+            keeper.put(key, doc, job.out_dir, model_id, plans, source)
+            keeper.evaluated += 1
 
         try:
-            _evaluate_models(job, host, models, timings, None if store is None else keep)
+            _evaluate_models(job, host, models, timings, None if keeper is None else keep)
         finally:
             host.close()
-    if store is not None:
-        log.info("evaluate: store: reused %d, evaluated %d", store.reused, store.evaluated)
+    if keeper is not None:
+        log.info("evaluate: store: reused %d, evaluated %d", keeper.reused, keeper.evaluated)
     log.info("evaluate: %s", hashcache.summary())
     if args.index:
         write_index(args.index, args.run, all_models, plans, Path(args.out_dir))
@@ -375,7 +385,7 @@ def _evaluate_models(
         else:
             tb = time.perf_counter()
         tc = time.perf_counter()
-        recipe = None if source.is_dir() else host.merges.recipe_hash(host.merges.load_recipe(str(source)))
+        recipe = None if isinstance(source, Path) else source.hash
         for plan in plans:
             write_outputs(
                 job.out_dir,

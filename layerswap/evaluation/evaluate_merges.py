@@ -2,8 +2,9 @@
 backend: one state dict per recipe, swapped into the held model) or written to a temporary dir (vLLM). With `--store`,
 only the models whose results are not kept there are evaluated (`layerswap.evaluation.store`).
 
-A command of its own so that base and checkpoint evaluations do not import the merge engine: an edit to it reruns
-the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`).
+Each recipe file is read and validated once, here (`Recipe.load`); the Recipe is what the store keys, the host
+loads and the job's `Merger` builds. A command of its own so that base and checkpoint evaluations do not import the
+merge engine: an edit to it reruns the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import argparse
 
 from layerswap.evaluation import evaluate
-from layerswap.merge import engine
+from layerswap.merge.merger import Merger
+from layerswap.merge.recipes import Recipe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,4 +21,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> dict:
-    return evaluate.run(args, merges=engine)
+    evaluate.start_logging()
+    models = [(m, src if src.is_dir() else Recipe.load(src)) for m, src in evaluate.job_models(args, recipes=True)]
+    merger = Merger()
+    try:
+        return evaluate.run(args, models, merger)
+    finally:
+        merger.close()

@@ -86,53 +86,42 @@ def _read_checkpoint(model_dir: Path) -> dict:
 
 
 class _MergesInMemory:
-    """What both hosts share: a merge recipe built into a state dict in memory, the experts' files opened once per job
-    (`self.merges`: the layerswap.merge.engine module, or None: checkpoints only).
+    """What both hosts share: a merge recipe (layerswap.merge.recipes.Recipe) built into a state dict in memory by the
+    job's `merger` (layerswap.merge.merger.Merger, given by `layerswap evaluate-merges`; None: checkpoints only).
 
     A switch costs only what changed: `held` records which tensors the host's model holds (by the engine's tensor
     keys: sources + method params), `_merged_changes` builds only the tensors of the next merge whose keys differ, and
     `order` puts a job's merges in an order where consecutive ones share the most."""
 
-    merges = None
-    merge_cache = None  # layerswap.merge.engine.ExpertCache: experts opened once, shared by the job's recipes
+    merger = None
     held = None  # engine.TensorKeys of the weights the model holds; None: unknown (nothing partial may be loaded)
     switched: tuple[int, int, int, int] | None = None  # last merge: tensors loaded, tensors, bytes loaded, bytes
 
-    def _cache(self):
-        if self.merge_cache is None:
-            self.merge_cache = self.merges.ExpertCache()
-        return self.merge_cache
-
-    def _merged_changes(self, recipe: dict) -> tuple[dict, dict]:
+    def _merged_changes(self, recipe) -> tuple[dict, dict]:
         """(the recipe's tensor keys, the merged tensors the held model lacks: those whose keys differ from `held`;
         all of them when `held` is None). After loading them, set `held` to the keys; before, set it to None (a load
         that fails half way leaves no claim about the model's weights)."""
-        keys, state = self.merges.build_changes(recipe, self._cache(), self.held)
+        keys, state = self.merger.changes(recipe, self.held)
         self.switched = (len(state), len(keys), sum(keys[n][1] for n in state), sum(b for _, b in keys.values()))
         return keys, state
 
-    def order(self, models: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
-        """The job's models in evaluation order: checkpoints as given, then the merges in `engine.switch_order`
-        (consecutive merges share the most tensors). Each model's results are its own: the order changes none."""
-        if self.merges is None:
+    def order(self, models: list[tuple]) -> list[tuple]:
+        """The job's models (id, checkpoint dir or Recipe) in evaluation order: checkpoints as given, then the merges
+        in `Merger.order` (consecutive merges share the most tensors). Each model's results are its own: the order
+        changes none."""
+        if self.merger is None:
             return list(models)
-        dirs = [m for m in models if m[1].is_dir()]
-        recipes = [m for m in models if not m[1].is_dir()]
-        keys = [self.merges.tensor_keys(self.merges.load_recipe(str(src)), self._cache()) for _, src in recipes]
-        return dirs + [recipes[i] for i in self.merges.switch_order(keys)]
-
-    def _close_merge_cache(self) -> None:
-        if self.merge_cache is not None:
-            self.merge_cache.close()
-            self.merge_cache = None
+        dirs = [m for m in models if isinstance(m[1], Path)]
+        recipes = [m for m in models if not isinstance(m[1], Path)]
+        return dirs + [recipes[i] for i in self.merger.order([src for _, src in recipes])]
 
 
 class ModelHost(_MergesInMemory):
     """Holds one model instance + HFLM; swaps weights in for each model of the job."""
 
-    def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True, merges=None):
+    def __init__(self, batch_size: int, device: str, dtype: str, quiet: bool = True, merger=None):
         self.batch_size, self.device, self.dtype, self.quiet = batch_size, device, dtype, quiet
-        self.merges = merges  # the layerswap.merge.engine module (evaluate-merges), or None: checkpoints only
+        self.merger = merger  # layerswap.merge.merger.Merger (evaluate-merges), or None: checkpoints only
         self.key: str | None = None
         self.model = None
         self.lm = None
@@ -158,15 +147,15 @@ class ModelHost(_MergesInMemory):
             pretrained=model, tokenizer=tokenizer, batch_size=self.batch_size
         )
 
-    def load(self, source: Path):
-        """Make `source` (checkpoint dir or recipe file) the weights of the held model; returns the HFLM. A merge
+    def load(self, source):
+        """Make `source` (a checkpoint dir, or a Recipe) the weights of the held model; returns the HFLM. A merge
         after a merge of the same architecture loads only the tensors whose sources differ (copied in place into
         the model's parameters)."""
         t0 = time.perf_counter()
         self.phase = {}
         self.switched = None
-        recipe = None if source.is_dir() else self.merges.load_recipe(str(source))
-        model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
+        recipe = None if isinstance(source, Path) else source
+        model_dir = source if recipe is None else Path(recipe.model_dir)
         if recipe is not None:
             check_model_dir(model_dir)
         key = _arch_key(model_dir)
@@ -234,7 +223,7 @@ class ModelHost(_MergesInMemory):
         """After a model's evaluation: nothing (the HF host keeps its instance for the next model's weights)."""
 
     def close(self) -> None:
-        self._close_merge_cache()
+        """After the job: nothing (the merger is its caller's)."""
 
 
 def require_vllm() -> None:
@@ -271,15 +260,15 @@ class VLLMHost(_MergesInMemory):
     is refused while the engine still holds the previous model; a load that fails later may have left the engine with
     mixed weights: the engine is shut down and the job stops with one line. Where the installed vLLM has no weight
     reload, one log line says why and the host builds one engine per model, a merge being written first with
-    `layerswap.merge.engine.write_merged` to a temporary dir (removed after the model's evaluation). An engine is shut
-    down (`vllm_weights.shutdown`) before the next is built; on a CPU it runs eagerly (`vllm_weights.engine_kwargs`).
+    `Merger.write` to a temporary dir (removed after the model's evaluation). An engine is shut down
+    (`vllm_weights.shutdown`) before the next is built; on a CPU it runs eagerly (`vllm_weights.engine_kwargs`).
     No merged checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule)."""
 
     def __init__(
-        self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merges=None, make_lm=None
+        self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merger=None, make_lm=None
     ):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
-        self.merges = merges
+        self.merger = merger
         self.make_lm = make_lm  # tests only: a stand-in for lm-eval's VLLM
         self.lm = None
         self.key: str | None = None  # architecture of the engine held
@@ -313,15 +302,15 @@ class VLLMHost(_MergesInMemory):
         except Exception as err:  # vLLM's refusals (memory, shapes) and failures at start: one line
             raise UserError(f"{model_dir}: vLLM could not start its engine ({engine_error(err)})") from err
 
-    def load(self, source: Path):
+    def load(self, source):
         t0 = time.perf_counter()
         self.phase = {}
-        recipe = None if source.is_dir() else self.merges.load_recipe(str(source))
+        recipe = None if isinstance(source, Path) else source
         if self.in_place is False:
             return self._load_rebuild(source, recipe, t0)
         from layerswap.evaluation.vllm_weights import cannot_reload, engine_of
 
-        model_dir = source if recipe is None else Path(self.merges.model_dir_of(recipe))
+        model_dir = source if recipe is None else Path(recipe.model_dir)
         key = _arch_key(model_dir)
         if self.lm is None or key != self.key:
             t1 = time.perf_counter()
@@ -417,7 +406,7 @@ class VLLMHost(_MergesInMemory):
         if recipe is not None:
             self.tmp_dir.mkdir(parents=True, exist_ok=True)
             model_dir = Path(tempfile.mkdtemp(prefix="merged-", dir=self.tmp_dir)) / "model"
-            self.merges.write_merged(recipe, str(model_dir))
+            self.merger.write(recipe, str(model_dir))
             self.written = model_dir
             self.phase["write_merged"] = time.perf_counter() - t0
         t1 = time.perf_counter()
@@ -445,7 +434,6 @@ class VLLMHost(_MergesInMemory):
     def close(self) -> None:
         self._drop()
         self.release()
-        self._close_merge_cache()
 
 
 def _shapes(model_dir: Path) -> dict[str, tuple]:

@@ -97,17 +97,15 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
     }
 
 
-def model_doc(model_id: str, source: Path, merges) -> dict:
-    """What a model's result depends on: its id, and a recipe's bytes with its checkpoints' content, or a checkpoint
-    directory's content."""
-    if source.is_dir():
+def model_doc(model_id: str, source) -> dict:
+    """What a model's result depends on: its id, and a recipe's bytes with its checkpoints' content (`source` a
+    layerswap.merge.recipes.Recipe), or a checkpoint directory's content (`source` its Path)."""
+    if isinstance(source, Path):
         return {"model_id": model_id, "checkpoint": dir_digest(source)}
-    recipe = merges.load_recipe(str(source))
-    paths = merges.input_paths(merges.validate_recipe(recipe))
     return {
         "model_id": model_id,
-        "recipe": merges.canonical_json(recipe),
-        "checkpoints": {p: dir_digest(Path(p)) for p in paths},
+        "recipe": source.canonical,
+        "checkpoints": {p: dir_digest(Path(p)) for p in source.inputs},
     }
 
 
@@ -138,8 +136,8 @@ class Store:
         self.job_hash = _sha256(job)
         self.reused = self.evaluated = 0
 
-    def key(self, model_id: str, source: Path, merges) -> tuple[str, dict]:
-        doc = {"job": self.job_hash, "model": model_doc(model_id, source, merges)}
+    def key(self, model_id: str, source) -> tuple[str, dict]:
+        doc = {"job": self.job_hash, "model": model_doc(model_id, source)}
         return _sha256(doc), doc
 
     def _entry(self, key: str) -> Path:
@@ -229,9 +227,10 @@ class Store:
                 raise
 
 
-def reuse(args, models: list[tuple[str, Path]], plans: list[BenchmarkPlan], merges):
-    """(the models whose results are not in the store at `args.store`, the Store, {model id: (key, key doc)} of
-    those): the others' files are copied from the store into `args.out_dir`."""
+def reuse(args, models: list[tuple], plans: list[BenchmarkPlan], command: str):
+    """(the models whose results are not in the store at `args.store`, the Store, {model id: (key, key doc, source)}
+    of those): the others' files are copied from the store into `args.out_dir`. `models`: (id, checkpoint dir or
+    Recipe); `command`: the one evaluating them (`evaluate` or `evaluate-merges`)."""
     import torch
 
     from layerswap.evaluation.hosts import resolve_dtype
@@ -239,12 +238,11 @@ def reuse(args, models: list[tuple[str, Path]], plans: list[BenchmarkPlan], merg
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    command = COMMAND if merges is not None else "evaluate"
     job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
     store = Store(args.store, job, rerun_args(args, command))
     todo, keys = [], {}
     for model_id, source in models:
-        key, doc = store.key(model_id, source, merges)
+        key, doc = store.key(model_id, source)
         if not store.fetch(key, Path(args.out_dir), model_id, plans):
             todo.append((model_id, source))
             keys[model_id] = (key, doc, source)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from layerswap.merge.engine import write_merged
-from layerswap.merge.recipes import load_recipe
+from layerswap.merge.recipes import Recipe
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,4 +22,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    write_merged(load_recipe(args.recipe), args.out, args.max_shard_bytes, force=args.force, protect=(args.recipe,))
+    write_merged(Recipe.load(args.recipe), args.out, args.max_shard_bytes, force=args.force, protect=(args.recipe,))

@@ -29,7 +29,7 @@ from layerswap.errors import UserError
 from layerswap.merge.layers import layer_of
 from layerswap.merge.output import MARKER, check_target, marker
 from layerswap.merge.params import Method
-from layerswap.merge.recipes import canonical_json, input_paths, load_recipe, recipe_hash, validate_recipe  # noqa: F401 (API)
+from layerswap.merge.recipes import Recipe, canonical_json
 from layerswap.merge.registry import METHODS
 
 CHUNK = 1 << 20  # elements per chunk: the unit of reading, computing and writing
@@ -317,12 +317,16 @@ def check_bases(root: Merge, allow_different: bool) -> str | None:
     return next(iter(seen)) if len(seen) == 1 else None
 
 
-def _open(recipe: dict, cache: ExpertCache) -> tuple[dict, Merge, str | None]:
-    full = validate_recipe(recipe)
-    root = build_node(full, cache)
-    fingerprint = check_bases(root, bool(full.get("allow_different_base", False)))
+def as_recipe(recipe: Recipe | dict) -> Recipe:
+    """A Recipe as given; a recipe mapping (tests, scripts) validated here."""
+    return recipe if isinstance(recipe, Recipe) else Recipe.of(recipe)
+
+
+def _open(recipe: Recipe, cache: ExpertCache) -> tuple[Merge, str | None]:
+    root = build_node(recipe.full, cache)
+    fingerprint = check_bases(root, bool(recipe.full.get("allow_different_base", False)))
     root.prepare()
-    return full, root, fingerprint
+    return root, fingerprint
 
 
 @contextlib.contextmanager
@@ -336,7 +340,7 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(old)
 
 
-def build_state_dict(recipe: dict, cache: ExpertCache | None = None) -> dict[str, torch.Tensor]:
+def build_state_dict(recipe: Recipe | dict, cache: ExpertCache | None = None) -> dict[str, torch.Tensor]:
     """The merged weights in memory; pass one ExpertCache to reuse opened experts across several merges."""
     return build_changes(recipe, cache, None)[1]
 
@@ -353,23 +357,24 @@ def _keys(root: Merge) -> TensorKeys:
     return out
 
 
-def tensor_keys(recipe: dict, cache: ExpertCache) -> TensorKeys:
+def tensor_keys(recipe: Recipe | dict, cache: ExpertCache) -> TensorKeys:
     """Every tensor of the merge with the key of its value (its sources and the method's params), nothing built."""
     with one_thread():
-        return _keys(_open(recipe, cache)[1])
+        return _keys(_open(as_recipe(recipe), cache)[0])
 
 
 def build_changes(
-    recipe: dict, cache: ExpertCache | None, held: TensorKeys | None
+    recipe: Recipe | dict, cache: ExpertCache | None, held: TensorKeys | None
 ) -> tuple[TensorKeys, dict[str, torch.Tensor]]:
     """(the merge's tensor keys, the merged tensors whose key differs from `held`'s: what a model holding `held`
     must load to hold this merge; every tensor where `held` is None or names other tensors). Backend-neutral: the HF
     host copies them into its parameters, the vLLM host loads them into its engine."""
+    recipe = as_recipe(recipe)
     own = cache is None
     cache = cache or ExpertCache()
     try:
         with one_thread():
-            _, root, _ = _open(recipe, cache)
+            root, _ = _open(recipe, cache)
             keys = _keys(root)
             if held is not None and held.keys() != keys.keys():
                 held = None
@@ -407,21 +412,6 @@ def switch_order(keys: list[TensorKeys]) -> list[int]:
     return order
 
 
-def model_dir_of(recipe: dict) -> str:
-    """Checkpoint dir whose config and tokenizer the merge uses: the first input (the task expert of a swap, else the
-    first model), down nested recipes."""
-    ref: Any = recipe
-    while isinstance(ref, dict):
-        inputs = ref.get("inputs") or {}
-        method = METHODS.get(ref.get("method"))
-        first = method.inputs[0] if method is not None else "models"
-        ref = inputs.get(first)
-        ref = (ref or [None])[0] if first == "models" else ref
-    if not isinstance(ref, str):
-        raise UserError("recipe: no checkpoint directory found in inputs")
-    return ref
-
-
 def _copy_side_files(src: Path, dst: Path) -> None:
     for path in sorted(src.iterdir()):
         if path.is_file() and (path.name in COPIED_FILES or path.name.startswith("tokenizer")):
@@ -429,7 +419,11 @@ def _copy_side_files(src: Path, dst: Path) -> None:
 
 
 def write_merged(
-    recipe: dict, out_dir: str, max_shard_bytes: int = 2**30, force: bool = False, protect: tuple[str, ...] = ()
+    recipe: Recipe | dict,
+    out_dir: str,
+    max_shard_bytes: int = 2**30,
+    force: bool = False,
+    protect: tuple[str, ...] = (),
 ) -> None:
     """Write the merge as a HF model dir (sharded safetensors + index, config, tokenizer), atomically.
 
@@ -437,8 +431,8 @@ def write_merged(
     directory this tool did not write, nor one that is, holds or lies in an input (or a path in `protect`); a previous
     merge output only with `force`. The output gets the marker `output.MARKER`, listing the files written."""
     out, shown = Path(os.path.abspath(out_dir)), Path(out_dir)  # errors name the path as given
-    full = validate_recipe(recipe)
-    guarded = (*input_paths(full), *protect)
+    recipe = as_recipe(recipe)
+    guarded = (*recipe.inputs, *protect)
     check_target(out_dir, guarded, force)
     hidden = out.parent / f".{out.name}.tmp-"
     with naming(shown, hidden):
@@ -447,16 +441,16 @@ def write_merged(
     cache = ExpertCache()
     try:
         with one_thread(), naming(shown, hidden):  # OS errors name the output, not the hidden temporary dir
-            full, root, fingerprint = _open(recipe, cache)
+            root, fingerprint = _open(recipe, cache)
             entries = [(name, root.dtypes[name], root.shapes[name]) for name in root.names]
             write_sharded(tmp, entries, root.fill, max_shard_bytes, CHUNK, shown, hidden)
-            _copy_side_files(Path(model_dir_of(full)), tmp)
-            provenance = {"recipe": recipe, "recipe_hash": recipe_hash(recipe)}
+            _copy_side_files(Path(recipe.model_dir), tmp)
+            provenance = {"recipe": recipe.written, "recipe_hash": recipe.hash}
             (tmp / "layerswap_recipe.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
             if fingerprint is not None:
                 (tmp / BASE_FINGERPRINT_FILE).write_text(json.dumps({"base_sha256": fingerprint}) + "\n")
             files = [p.name for p in tmp.iterdir()]
-            (tmp / MARKER).write_text(json.dumps(marker(recipe_hash(recipe), files), indent=1) + "\n")
+            (tmp / MARKER).write_text(json.dumps(marker(recipe.hash, files), indent=1) + "\n")
         check_target(out_dir, guarded, force)  # the merge took a while: DIR may have changed meanwhile
         with naming(shown, hidden):
             replace_dir(tmp, out)

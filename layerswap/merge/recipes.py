@@ -1,4 +1,5 @@
-"""Merge recipes: loading, validation, content hash, and the `layerswap recipes` command that writes them."""
+"""Merge recipes: `Recipe` (a recipe read and validated once: what the evaluation store, the model hosts and the merge
+engine take), validation, content hash, and the `layerswap recipes` command that writes them."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import copy
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from layerswap.errors import UserError, yaml_problem
 from layerswap.inputs import check_recipe_inputs
 from layerswap.jsonl import json_object
 from layerswap.merge.params import filled_params
-from layerswap.merge.registry import SWAP
+from layerswap.merge.registry import METHODS, SWAP
 from layerswap.merge.registry import method as registered
 
 TOP_KEYS = ("method", "base", "inputs", "params", "allow_different_base", "name")
@@ -101,23 +103,72 @@ def recipe_hash(recipe: dict) -> str:
     return hashlib.sha256(canonical_json(recipe).encode()).hexdigest()[:16]
 
 
-def load_recipe(path: str) -> dict:
-    """Read a JSON or YAML recipe file and validate it (returned as written, not with defaults filled in)."""
-    text = read_text(path, "recipe")  # missing, unreadable or not UTF-8: one line naming the file
-    try:
-        if str(path).endswith((".yaml", ".yml")):
-            import yaml
+def model_dir_of(recipe: dict) -> str:
+    """Checkpoint dir whose config and tokenizer the merge uses: the first input (the task expert of a swap, else the
+    first model), down nested recipes."""
+    ref: Any = recipe
+    while isinstance(ref, dict):
+        inputs = ref.get("inputs") or {}
+        method = METHODS.get(ref.get("method"))
+        first = method.inputs[0] if method is not None else "models"
+        ref = inputs.get(first)
+        ref = (ref or [None])[0] if first == "models" else ref
+    if not isinstance(ref, str):
+        raise UserError("recipe: no checkpoint directory found in inputs")
+    return ref
 
-            recipe = yaml.safe_load(text)
-        else:
-            recipe = json.loads(text)
-    except ValueError as err:  # yaml.YAMLError subclasses Exception; caught below
-        raise UserError(f"{path}: not valid JSON ({err})") from err
-    except Exception as err:  # noqa: BLE001 - yaml errors
-        raise UserError(f"recipe {path} {yaml_problem(err)}") from err
-    full = validate_recipe(recipe, str(path))
-    check_recipe_inputs(path, input_paths(full))  # within the workflow: inputs under the run's folders only
-    return recipe
+
+@dataclass(frozen=True)
+class Recipe:
+    """A merge recipe, validated once (`Recipe.load` for a file, `Recipe.of` for a mapping): the one object the
+    evaluation store (`canonical`, `inputs`), the model hosts (`model_dir`, `path`) and the merge engine (`full`)
+    take. `written`: the recipe as written (hashed, recorded in result files and merge outputs); `full`: validated,
+    every param filled in; `path`: the file it was read from (None: built in memory)."""
+
+    written: dict
+    full: dict
+    hash: str  # recipe_hash(written)
+    inputs: tuple[str, ...]  # every checkpoint directory it reads, nested recipes' included
+    model_dir: str  # model_dir_of: the checkpoint whose config and tokenizer the merge takes
+    path: Path | None = None
+
+    @classmethod
+    def of(cls, recipe: Any, where: str = "recipe", path: Path | None = None) -> Recipe:
+        """`recipe` (a mapping) validated; a bad key or value raises one-line UserError naming `where`."""
+        full = validate_recipe(recipe, where)
+        return cls(recipe, full, recipe_hash(recipe), tuple(input_paths(full)), model_dir_of(full), path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Recipe:
+        """Read a JSON or YAML recipe file and validate it; within the workflow its inputs must lie under the run's
+        folders (layerswap.inputs.check_recipe_inputs)."""
+        text = read_text(path, "recipe")  # missing, unreadable or not UTF-8: one line naming the file
+        try:
+            if str(path).endswith((".yaml", ".yml")):
+                import yaml
+
+                recipe = yaml.safe_load(text)
+            else:
+                recipe = json.loads(text)
+        except ValueError as err:  # yaml.YAMLError subclasses Exception; caught below
+            raise UserError(f"{path}: not valid JSON ({err})") from err
+        except Exception as err:  # noqa: BLE001 - yaml errors
+            raise UserError(f"recipe {path} {yaml_problem(err)}") from err
+        loaded = cls.of(recipe, str(path), Path(path))
+        check_recipe_inputs(path, list(loaded.inputs))
+        return loaded
+
+    @property
+    def canonical(self) -> str:
+        """The recipe as written, as canonical JSON (the evaluation store's key)."""
+        return canonical_json(self.written)
+
+    @property
+    def name(self) -> str:
+        return self.path.name if self.path is not None else "recipe"
+
+    def __str__(self) -> str:  # error and log lines name the recipe file, as they name a checkpoint dir
+        return str(self.path) if self.path is not None else "recipe"
 
 
 # ---- `layerswap recipes` -------------------------------------------------------------------------------------

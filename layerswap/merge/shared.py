@@ -1,5 +1,5 @@
-"""What several merge methods share, so that no method module imports another: the weighted mean of tensors (soup,
-layer swap) and the density check (TIES, DARE)."""
+"""What several merge methods share besides the task-arithmetic core (`task_arithmetic`), so that no method module
+imports another: the weighted mean of tensors (soup, layer swap) and the density check (TIES, DARE)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Per tensor and input model i: delta_i = W_i - W_base; each element is kept with probability p = density and then
 divided by p, else set to 0 (so E[kept delta] = delta). The merged model is W_base + lam * sum_i delta_i ("dare",
 task arithmetic over the sparsified deltas), or with TIES sign election ("dare_ties"): the sign of sum_i delta_i is
-elected per element and only the deltas that agree with it are summed.
+elected per element and only the deltas that agree with it are summed. Both configure the generalized task
+arithmetic of layerswap/merge/task_arithmetic.py: DARE's drop is its sparsification.
 
 The keep/drop draw is seeded per block of 2^16 elements by (seed, tensor name, input index, block index): a merge is
 bit-identical on rerun (for a given torch version: the draw is torch's CPU generator), independent of the order in
@@ -24,6 +25,7 @@ import hashlib
 
 from layerswap.merge.params import REQUIRED, Method, Param
 from layerswap.merge.shared import check_density
+from layerswap.merge.task_arithmetic import TaskArithmetic
 
 BLOCK = 1 << 16  # elements per seeded draw
 
@@ -59,43 +61,20 @@ def keep_mask(seed: int, name: str, index: int, start: int, stop: int, density: 
     return out
 
 
-class Compute:
-    """DARE of the node's inputs against its base, tensor chunk by chunk; `elect`: TIES sign election."""
+class Compute(TaskArithmetic):
+    """DARE: task arithmetic over the dropped and rescaled deltas; `elect`: with TIES sign election (a sum)."""
 
     def __init__(self, node, elect: bool) -> None:
-        self.node, self.elect = node, elect
-        p = node.params
-        self.density, self.lam, self.seed = p["density"], p["lam"], p["seed"]
+        super().__init__(node)
+        self.consensus = elect
+        self.density, self.seed = node.params["density"], node.params["seed"]
 
-    def prepare(self) -> None:
-        pass
+    def sparsify(self, name: str, index: int, start: int, stop: int, delta) -> None:
+        if self.density < 1.0:
+            import torch
 
-    def fill(self, name: str, start: int, stop: int, dest) -> None:
-        import torch
-
-        node, n = self.node, stop - start
-        if not dest.is_floating_point():
-            node.copy(node.inputs[0], name, start, stop, dest)
-            return
-        base = node.read(node.base, name, start, stop, "base")
-        keep = node.buffer("keep", torch.float32, n)
-        deltas = []
-        for i, src in enumerate(node.inputs):
-            d = node.read(src, name, start, stop, f"d{i}").sub_(base)
-            if self.density < 1.0:
-                d.mul_(keep_mask(self.seed, name, i, start, stop, self.density, keep)).div_(self.density)
-            deltas.append(d)
-        total = node.buffer("sum", torch.float32, n).copy_(deltas[0])
-        for d in deltas[1:]:
-            total.add_(d)
-        if self.elect:  # keep the deltas whose sign agrees with their sum's (+1 where the sum is >= 0)
-            sign = torch.sign(total, out=node.buffer("sign", torch.float32, n)).add_(0.5).sign_()
-            total.zero_()
-            for d in deltas:
-                total.add_(d.mul_(torch.mul(d, sign, out=keep).sign_().clamp_(min=0.0)))
-        if self.lam != 1.0:
-            total.mul_(self.lam)
-        dest.copy_(base.add_(total))
+            keep = self.node.buffer("keep", torch.float32, stop - start)
+            delta.mul_(keep_mask(self.seed, name, index, start, stop, self.density, keep)).div_(self.density)
 
 
 DARE = Method(

@@ -1,6 +1,8 @@
 """TIES-merging (Yadav et al. 2023): per tensor, trim each task vector (W_i - W_base) to its top-k |delta| (k =
 density * numel), elect the sign of the summed trimmed deltas, take the disjoint mean of the deltas that agree with
-it, scale by lambda and add to the base. mergekit's `ties` with its defaults (normalize: true)."""
+it, scale by lambda and add to the base. mergekit's `ties` with its defaults (normalize: true): the generalized task
+arithmetic of layerswap/merge/task_arithmetic.py with the magnitude trim as its sparsification, sign consensus and a
+disjoint mean."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import math
 
 from layerswap.merge.params import REQUIRED, Method, Param
 from layerswap.merge.shared import check_density
+from layerswap.merge.task_arithmetic import TaskArithmetic
 
 SAMPLE = 1 << 18  # sample size used to bracket the TIES threshold before the exact selection
 SMALL = 1 << 16  # tensors up to this size get an exact kthvalue directly
@@ -37,69 +40,25 @@ def kth_largest_bracket(sample, n: int, k: int, widen: float = 1.0) -> tuple[flo
     return lo, hi
 
 
-class TiesChunk:
-    """Per-chunk TIES: trim by per-expert threshold, elect sign by summed deltas, disjoint mean, scale, add base."""
+def trim_(delta, threshold: float, tmp) -> None:
+    """Zero the entries of `delta` with |delta| < threshold (`tmp`: a float32 buffer of its size)."""
+    import torch
 
-    def __init__(self) -> None:
-        self.num = self.cnt = self.tmp = self.sign = self.mask = None
-
-    def _bufs(self, n: int):
-        import torch
-
-        if self.num is None or self.num.numel() < n:
-            self.num = torch.empty(n, dtype=torch.float32)
-            self.cnt = torch.empty(n, dtype=torch.float32)
-            self.tmp = torch.empty(n, dtype=torch.float32)
-            self.sign = torch.empty(n, dtype=torch.float32)
-            self.mask = torch.empty(n, dtype=torch.bool)
-        assert self.cnt is not None and self.tmp is not None and self.sign is not None and self.mask is not None
-        return self.num[:n], self.cnt[:n], self.tmp[:n], self.sign[:n], self.mask[:n]
-
-    def trim_(self, delta, threshold: float) -> None:
-        """Zero the entries of `delta` with |delta| < threshold."""
-        import torch
-
-        _, _, tmp, _, _ = self._bufs(delta.numel())
-        torch.abs(delta, out=tmp)
-        tmp.sub_(threshold).sign_().add_(1.0).clamp_(max=1.0)  # 1 where |delta| >= threshold (exact), else 0
-        delta.mul_(tmp)
-
-    def merge_(self, base, deltas: list, lam: float):
-        """base <- base + lam * disjoint mean of the trimmed deltas that agree with the elected sign."""
-        import torch
-
-        num, cnt, tmp, sign, _ = self._bufs(base.numel())
-        num.copy_(deltas[0])
-        for d in deltas[1:]:
-            num.add_(d)
-        torch.sign(num, out=sign)  # elected sign: +1 where the sum is >= 0, else -1
-        sign.add_(0.5).sign_()
-        num.zero_()
-        cnt.zero_()
-        for d in deltas:
-            agree = torch.mul(d, sign, out=tmp)
-            agree.sign_().clamp_(min=0.0)  # 1 where d is non-zero with the elected sign, else 0
-            cnt.add_(agree)
-            d.mul_(agree)
-            num.add_(d)
-        cnt.clamp_(min=1.0)
-        num.div_(cnt)
-        if lam != 1.0:
-            num.mul_(lam)
-        return base.add_(num)
+    torch.abs(delta, out=tmp)
+    tmp.sub_(threshold).sign_().add_(1.0).clamp_(max=1.0)  # 1 where |delta| >= threshold (exact), else 0
+    delta.mul_(tmp)
 
 
-class Compute:
-    """TIES of the node's inputs against its base, tensor chunk by chunk (thresholds once per tensor)."""
+class Compute(TaskArithmetic):
+    """TIES: task arithmetic over the trimmed deltas with sign consensus and a disjoint mean (thresholds once per
+    tensor)."""
+
+    consensus = normalize = True
 
     def __init__(self, node) -> None:
-        self.node = node
-        self.density, self.lam = node.params["density"], node.params["lam"]
-        self.chunk = TiesChunk()
+        super().__init__(node)
+        self.density = node.params["density"]
         self._thresholds: tuple[str, list[float | None]] = ("", [])
-
-    def prepare(self) -> None:
-        pass
 
     def threshold(self, src, name: str) -> float | None:
         """The k-th largest |delta| over the tensor, k = max(1, int(density * numel)) as mergekit; None keeps all.
@@ -145,22 +104,16 @@ class Compute:
             d.sub_(node.read(node.base, name, start, stop, "base")).abs_()
         return float(torch.kthvalue(full, n - k + 1).values)
 
-    def fill(self, name: str, start: int, stop: int, dest) -> None:
-        node = self.node
-        if not dest.is_floating_point():
-            node.copy(node.inputs[0], name, start, stop, dest)
-            return
+    def start(self, name: str) -> None:
         if self._thresholds[0] != name:
-            self._thresholds = (name, [self.threshold(src, name) for src in node.inputs])
-        base = node.read(node.base, name, start, stop, "base")
-        deltas = []
-        for i, (src, thr) in enumerate(zip(node.inputs, self._thresholds[1])):
-            d = node.read(src, name, start, stop, f"d{i}")
-            d.sub_(base)
-            if thr is not None:
-                self.chunk.trim_(d, thr)
-            deltas.append(d)
-        dest.copy_(self.chunk.merge_(base, deltas, self.lam))
+            self._thresholds = (name, [self.threshold(src, name) for src in self.node.inputs])
+
+    def sparsify(self, name: str, index: int, start: int, stop: int, delta) -> None:
+        threshold = self._thresholds[1][index]
+        if threshold is not None:
+            import torch
+
+            trim_(delta, threshold, self.node.buffer("trim", torch.float32, stop - start))
 
 
 METHOD = Method(
