@@ -145,15 +145,12 @@ def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
         "checkpoints": [],
     }
     checkpoints: list[str] = []
-    evals_root = Path(layout.evals())
-    by_language = Path(layout.relative(layout.language_evals("*"), layout.evals())).parts[0]
     for e in evals:
         out["evaluations"].append(entry(e))
         samples = e[: -len(".json")] + ".samples.jsonl"
         if Path(samples).exists() or samples in files:
             out["samples"].append(entry(samples))
-        rel = Path(e).parent.relative_to(evals_root)
-        model_id = str(Path(*rel.parts[2:]) if rel.parts[0] == by_language else rel)  # by_language/<lang>/<id>
+        model_id = layout.evaluated_model(e)
         if model_id.startswith("merge/"):
             recipe = str(Path(layout.recipe(*merge_model_parts(model_id))))
             out["recipes"].append(entry(recipe))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from layerswap.contracts import merge_model_id
 
@@ -149,6 +150,13 @@ class Layout:
         """The index of a run's checkpoint evaluations (`index.json`), or of one part of them (`index.<part>.json`:
         a benchmark, or `other`); in the evaluations folder `folder` (default: this layout's)."""
         return f"{folder or self.evals()}/ckpt/{run}/index{'.' + part if part else ''}.json"
+
+    def evaluated_model(self, path: str | os.PathLike) -> str:
+        """The model id of an evaluation file (`eval_file`'s, or in a `language_evals` folder): its folder relative to
+        the evaluations folder, less `by_language/<lang>/`."""
+        rel = Path(path).parent.relative_to(self.evals())
+        by_language = Path(self.language_evals("-")).parent.relative_to(self.evals())
+        return str(Path(*rel.parts[2:]) if rel.parts[: len(by_language.parts)] == by_language.parts else rel)
 
     def language_evals(self, lang: str, folder: str | os.PathLike | None = None) -> str:
         """The folder of the evaluations of language `lang` alone (Table 2's extra MGSM languages):
