@@ -56,7 +56,7 @@ if config["world"] == "toy":
             layout.log("toy_data", "eval_{dataset}"),
 
 
-# in: the expert's sources (results/data/raw/...); out: results/data/sft/{expert}.jsonl, {expert}.manifest.json
+# in: the expert's sources results/data/raw/<source file>; out: results/data/sft/{expert}.jsonl, {expert}.manifest.json
 rule sft_mix:
     input:
         lambda w: [s["path"] for s in spec.data.mix_sources(w.expert)],

@@ -6,8 +6,8 @@
 # its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
 # those evaluations and the tables, not selection, merges or their evaluations.
 #   in:  <big>/experts/{run}/checkpoints.json (rules/train.smk sft; <big>: storage.scratch's folder, else results)
-#   out: results/evals/ckpt/{run}/index.json (single layout: index.{benchmark}.json), and beside it each
-#        checkpoint's evaluations ckpt/{run}/<checkpoint>/{benchmark}.json, which the index names
+#   out: results/evals/ckpt/{run}/index.json, or with one job per task results/evals/ckpt/{run}/index.{benchmark}.json;
+#        beside it each checkpoint's evaluations ckpt/{run}/<checkpoint>/{benchmark}.json, which the index names
 rule evaluate_checkpoints:
     """Selection benchmarks of every checkpoint of a run, in the languages selection reads (single layout: one
     benchmark); the index names their files."""
