@@ -294,6 +294,7 @@ def test_cli_accepts_task_set_and_backend():
     ev.add_arguments(parser)
     args = parser.parse_args(
         ["--benchmarks-json", "{}", "--model", "a=b", "--out-dir", "o", "--task-set", "paper", "--backend", "vllm"]
+        + ["--batch-size", "16"]  # required: its one default is the config's (evaluation.batch_size)
     )
     assert args.task_set == "paper" and args.backend == "vllm" and args.data_dir is None
 
