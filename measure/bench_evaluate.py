@@ -13,7 +13,7 @@ evaluation in a fresh child process, as a Snakemake job would, and splits the ch
   model load first model: from_pretrained + HFLM; later ones: build the merged state dict + load_state_dict
   evaluate   lm_eval.evaluator.evaluate per model (+ writing its JSON files)
 The models are `--models` layer-swap recipes (bottom 2, top 1) over 3 "task" x 3 "language" experts (base weights plus
-seeded noise, saved as checkpoints) built in memory by layerswap.merge.build_state_dict with one shared ExpertCache;
+seeded noise, saved as checkpoints) built in memory by merge.engine.build_state_dict with one shared ExpertCache;
 `--standin-merge` replaces layerswap.merge by a stand-in (base weights plus seeded noise, no checkpoints read).
 A random model never emits "\n", so every MGSM generation runs the full max_gen_toks (32): an upper bound; a trained
 toy model stops after ~16 tokens ("3 + 4 = 7 . the answer is 7 \n").

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from layerswap.merge import build_state_dict, write_merged
+from layerswap.merge.engine import build_state_dict, write_merged
 from measure.bench_merge import mergekit_config, our_recipe
 from measure.common import load_weights, random_model
 

@@ -11,11 +11,11 @@ import pytest
 pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
 
-from layerswap import merge  # noqa: E402
 from layerswap.errors import UserError  # noqa: E402
 from layerswap.evaluation import evaluate as ev  # noqa: E402
 from layerswap.evaluation import evaluate_merges  # noqa: E402
 from layerswap.evaluation import tasks as et  # noqa: E402
+from layerswap.merge import engine as merge  # noqa: E402
 
 LANGS = ["en", "toy_swh"]
 WORDS = {

@@ -10,7 +10,7 @@ import torch
 
 from layerswap.cli import main
 from layerswap.errors import UserError
-from layerswap.merge import build_state_dict, write_merged
+from layerswap.merge.engine import build_state_dict, write_merged
 from layerswap.merge.recipes import Recipe, validate_recipe
 from layerswap.workflow.layout import Layout
 

@@ -10,8 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from layerswap.merge import build_state_dict, write_merged
-from layerswap.merge.engine import ExpertCache
+from layerswap.merge.engine import ExpertCache, build_state_dict, write_merged
 from layerswap.merge.methods.layer_swap import layer_plan
 from layerswap.merge.recipes import Recipe, model_dir_of, recipe_hash
 

@@ -209,7 +209,7 @@ def test_checkpoint_record_is_checked_against_its_folder(work, capsys):
 def test_each_weight_file_is_hashed_once_per_job(work, monkeypatch):
     from layerswap import fingerprint, hashcache
     from layerswap.checkpoints import Checkpoint
-    from layerswap.merge import build_state_dict
+    from layerswap.merge.engine import build_state_dict
 
     monkeypatch.setattr(hashcache, "_MEMORY", {})  # a job is a fresh process (the fixture's writer hashed them)
     hashed: list[str] = []
@@ -224,7 +224,7 @@ def test_each_weight_file_is_hashed_once_per_job(work, monkeypatch):
 
 def test_a_sharded_checkpoint_is_checked_shard_by_shard(work):
     from layerswap.checkpoints import Checkpoint
-    from layerswap.merge import write_merged
+    from layerswap.merge.engine import write_merged
     from layerswap.train.sft import write_manifest
 
     run = work / "experts" / "sharded"
@@ -421,7 +421,7 @@ def test_full_and_read_only_disks_are_one_line_and_lose_nothing(work, capsys, tm
 def test_exports_and_merges_follow_the_umask(tiny_base, tmp_path, mask, file_mode, dir_mode):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from layerswap.merge import write_merged
+    from layerswap.merge.engine import write_merged
     from layerswap.train.training import export_model
 
     model = AutoModelForCausalLM.from_pretrained(tiny_base)

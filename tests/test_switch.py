@@ -12,7 +12,6 @@ import pytest
 pytest.importorskip("lm_eval")
 torch = pytest.importorskip("torch")
 
-from layerswap import merge  # noqa: E402
 from layerswap.evaluation import evaluate_merges  # noqa: E402
 from layerswap.merge import engine, recipes  # noqa: E402
 from tests.test_evaluate import make_args, make_data, make_model  # noqa: E402
@@ -60,7 +59,7 @@ def test_switch_builds_only_the_changed_tensors(grid):
     assert len(first) == len(held) == LAYERS * PER_LAYER + NON_LAYER
     assert len(changed) == 2 * PER_LAYER + NON_LAYER
     assert all(re.match(r"model\.layers\.[03]\.", n) or "layers" not in n for n in changed)
-    full = merge.build_state_dict(_recipe(grid, "t0xl1"))
+    full = engine.build_state_dict(_recipe(grid, "t0xl1"))
     assert set(keys) == set(full)
     for name, tensor in full.items():
         assert torch.equal(tensor, changed[name] if name in changed else first[name]), name

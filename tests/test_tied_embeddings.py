@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 
 from layerswap.errors import UserError
 from layerswap.evaluation.evaluate import ModelHost
-from layerswap.merge import build_state_dict, write_merged
+from layerswap.merge.engine import build_state_dict, write_merged
 from layerswap.merge.merger import Merger
 from layerswap.merge.recipes import Recipe
 

@@ -1,7 +1,7 @@
 """The vLLM host's in-place weight path against a stand-in engine, in the test environment (no vLLM in it): a minimal
 stand-in for lm-eval's VLLM wrapper and its `vllm.LLM` (`collective_rpc`, `reset_prefix_cache`) records what the
 host hands to the engine. What is checked is the host's own behaviour: which path it takes, that the tensors loaded
-are exactly `layerswap.merge.build_state_dict`'s output (HF names, shapes, dtypes), that the prefix cache is reset
+are exactly `merge.engine.build_state_dict`'s output (HF names, shapes, dtypes), that the prefix cache is reset
 after every load, that input the engine cannot take is refused before the engine is touched, and that a vLLM which
 cannot update falls back with one log line. That vLLM itself takes these weights: tests/test_vllm_engine.py (a real
 vLLM on the CPU)."""
@@ -17,9 +17,9 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from layerswap import merge
 from layerswap.errors import UserError
 from layerswap.evaluation.hosts import VLLMHost
+from layerswap.merge import engine as merge
 from layerswap.merge import merger as merger_module
 from layerswap.merge.merger import Merger
 from layerswap.merge.recipes import Recipe

@@ -189,7 +189,7 @@ def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
 def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tmp_path):
     from safetensors.torch import load_file
 
-    from layerswap.merge import build_state_dict
+    from layerswap.merge.engine import build_state_dict
     from layerswap.merge.recipes import Recipe
 
     work = tmp_path / "work"
