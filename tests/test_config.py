@@ -706,7 +706,7 @@ def test_embedded_default_config_checked_first(tmp_path, content):
     shutil.copytree(
         ROOT,
         repo,
-        ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "tests", "__pycache__", "*.egg-info"),
+        ignore=shutil.ignore_patterns(".git", ".venv*", "results", ".snakemake", "tests", "__pycache__", "*.egg-info"),
     )
     (repo / "config" / "config.yaml").write_bytes(content)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
