@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 
+from layerswap.data import hub_retry
 from layerswap.data.hub import MODEL_PATTERNS, describe, gated_hint, load_error, open_dataset, repo_files
 from layerswap.errors import UserError
 
@@ -179,22 +180,26 @@ def check_dataset(item: dict, scan_cap: int = 2_000_000) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------------ all
-def verify(items: list[dict], base_layers: int | None, out=None) -> bool:
+def verify(items: list[dict], base_layers: int | None, out=None, policy: hub_retry.Policy = hub_retry.Policy()) -> bool:
     """Check every artefact (`layerswap.workflow.prestage.artefacts`; the base model's layer count against
-    `base_layers`, the config's `base.num_layers`); print one line each; True when all pass."""
+    `base_layers`, the config's `base.num_layers`); print one line each; True when all pass. A check that fails for a
+    transient reason (a reset, a timeout, 429, 5xx) is run again as `policy` says, with a line per retry
+    (`layerswap.data.hub_retry`); only what still fails after its tries, or fails for good, is a FAIL line."""
     out = out or sys.stdout
     start = time.monotonic()
 
+    def check(item: dict) -> str:
+        if item["kind"] == "model":
+            return check_model(item, base_layers if item.get("purpose") == "base model" else None)
+        return check_dataset(item)
+
     def one(item: dict) -> tuple[bool, str]:
         try:
-            if item["kind"] == "model":
-                layers = base_layers if item.get("purpose") == "base model" else None
-                return True, check_model(item, layers)
-            return True, check_dataset(item)
-        except UserError as err:
-            return False, str(err)
+            return True, hub_retry.call(describe(item), lambda: check(item), policy, out)
         except Exception as err:  # noqa: BLE001 - a check must never take the others down
-            return False, f"{type(err).__name__}: {err}"
+            what = str(err) if isinstance(err, UserError) else f"{type(err).__name__}: {err}"
+            tries = f" (still failing after {policy.tries} tries)" if hub_retry.transient(err) else ""
+            return False, what + tries
 
     # Import the HF libraries here, in one thread, before the checks start: a first `import transformers` is not
     # thread-safe, and a `datasets` call in another thread that finds the half-imported module fails
@@ -206,7 +211,8 @@ def verify(items: list[dict], base_layers: int | None, out=None) -> bool:
     with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
         for item, (passed, what) in zip(items, pool.map(one, items)):
             ok &= passed
-            print(f"{'ok  ' if passed else 'FAIL'}  {describe(item)}: {what}", file=out, flush=True)
+            out.write(f"{'ok  ' if passed else 'FAIL'}  {describe(item)}: {what}\n")  # one write: retries print too
+            out.flush()
     failed = "all passed" if ok else "FAILED: fix the lines marked FAIL before queueing jobs"
     print(
         f"{len(items)} artefacts checked in {time.monotonic() - start:.1f} s against "

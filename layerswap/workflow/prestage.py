@@ -20,8 +20,9 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from layerswap.data import hub
+from layerswap.data import hub, hub_retry
 from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec
+from layerswap.errors import UserError
 from layerswap.hf_cache import use_hf_home
 from layerswap.train.gguf_base import is_gguf_source
 
@@ -152,22 +153,35 @@ def prestage(
     fetch_model: Callable[[dict], Path] | None = None,
     fetch_dataset: Callable[[dict], object] | None = None,
     ablations_dir: str | Path | None = None,
+    policy: hub_retry.Policy = hub_retry.Policy(),
 ) -> list[dict]:
+    """Download every artefact into the HF cache, each retried on a transient failure as `policy` says (a line per
+    retry); an artefact that still fails is a FAIL line, the others are still fetched, and the command then stops
+    with one line naming how many failed."""
     out = out or sys.stdout
     items = artefacts(config, ablations_dir)
+    failed = []
     for item in items:
         print(("would fetch " if dry_run else "fetching ") + describe(item), file=out, flush=True)
         if dry_run:
             continue
         if item["kind"] == "model":
-            (fetch_model or (lambda i: hub.snapshot(i, local_files_only=False)))(item)
+            fetch = fetch_model or (lambda i: hub.snapshot(i, local_files_only=False))
         else:
-            (fetch_dataset or hub.load_dataset)(item)
-    print(
-        f"{len(items)} artefacts {'listed' if dry_run else 'staged'}"
-        + ("" if dry_run else f" in {os.environ.get('HF_HOME', '~/.cache/huggingface')}"),
-        file=out,
-    )
+            fetch = fetch_dataset or hub.load_dataset
+        try:
+            hub_retry.call(describe(item), lambda: fetch(item), policy, out)
+        except UserError as err:
+            tries = f" (still failing after {policy.tries} tries)" if hub_retry.transient(err) else ""
+            print(f"FAIL  {describe(item)}: {err}{tries}", file=out, flush=True)
+            failed.append(item)
+    where = "" if dry_run else f" in {os.environ.get('HF_HOME', '~/.cache/huggingface')}"
+    print(f"{len(items) - len(failed)} artefacts {'listed' if dry_run else 'staged'}{where}", file=out, flush=True)
+    if failed:
+        raise UserError(
+            f"{len(failed)} of {len(items)} artefacts could not be downloaded (the FAIL lines above); "
+            "run `layerswap prestage` again: what is in the cache is kept"
+        )
     return items
 
 
@@ -188,6 +202,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-verify", action="store_true", help="download without running the pre-flight check first")
     parser.add_argument(
+        "--tries",
+        type=int,
+        default=hub_retry.Policy.tries,
+        help="attempts per artefact when the Hub fails for a transient reason: a connection reset or refused, a "
+        "timeout, 429 (its Retry-After waited), 5xx (default: %(default)s); gated, missing or bad answers fail at once",
+    )
+    parser.add_argument(
+        "--retry-wait",
+        type=float,
+        default=hub_retry.Policy.first_wait,
+        help=f"seconds before the first retry, doubling for each next one, at most {hub_retry.Policy.max_wait:g} s "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
         "--hf-home",
         default=None,
         help="HF cache (default: storage.hf_home, else the site file's hf_home, else HF_HOME)",
@@ -206,6 +234,10 @@ def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
     from layerswap.workflow.site import Site, parse
 
+    try:
+        policy = hub_retry.Policy(tries=args.tries, first_wait=args.retry_wait)
+    except ValueError as err:
+        raise UserError(f"--tries / --retry-wait: {err}") from None
     config = load_config(args.configfile)
     site = Site.locate().is_file() and parse(Site.locate())  # the site file's cache, which the jobs will read
     use_hf_home(args.hf_home or (config.get("storage") or {}).get("hf_home") or (site.hf_home if site else None))
@@ -213,8 +245,8 @@ def run(args: argparse.Namespace) -> None:
     if args.verify or not (args.dry_run or args.no_verify):
         from layerswap.data.preflight import verify
 
-        if not verify(artefacts(config, ablations_dir), config["base"].get("num_layers")):
+        if not verify(artefacts(config, ablations_dir), config["base"].get("num_layers"), policy=policy):
             raise SystemExit(1)
         if args.verify:
             return
-    prestage(config, dry_run=args.dry_run, ablations_dir=ablations_dir)
+    prestage(config, dry_run=args.dry_run, ablations_dir=ablations_dir, policy=policy)
