@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import HANG_GUARD, REPO, snakemake
-from hub_replica import Replica
+from hub_replica import Replica, reset, status
 from hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
 from layerswap.workflow.layout import Layout, R
@@ -80,7 +80,7 @@ EXPECTED = {  # artefact line prefix -> the reason its line gives
 
 
 def test_prestage_answers_each_broken_artefact_with_one_line_and_writes_nothing(tmp_path):
-    with Replica(tmp_path / "hub", breaks=BREAKS, lifetime=300) as hub:
+    with Replica(tmp_path / "hub", breaks=BREAKS, lifetime=900) as hub:
         cfg = write_shaped(tmp_path / "shaped.yaml", hub.url)
         hf_home = tmp_path / "hf"
         proc = _prestage(cfg, _env(hub, hf_home, token=False))
@@ -101,7 +101,9 @@ def test_prestage_answers_each_broken_artefact_with_one_line_and_writes_nothing(
     unexplained = [
         line for line in checks if line.startswith("FAIL") and not any(f"  {artefact}" in line for artefact in EXPECTED)
     ]
-    assert unexplained == []  # nothing else fails
+    assert unexplained == []  # nothing else fails (a reset or timeout of the loaded replica is retried)
+    retried = [line for line in lines if line.startswith("retry ")]
+    assert not [line for line in retried if any(f" {artefact}" in line for artefact in EXPECTED)], retried
     assert len([line for line in checks if line.startswith("ok")]) > 30
     assert "FAILED" in lines[-1]
     # nothing was downloaded: no dataset built, no data file or weights in the cache (only the cards `datasets` keeps)
@@ -110,6 +112,74 @@ def test_prestage_answers_each_broken_artefact_with_one_line_and_writes_nothing(
     assert not [
         f for f in files if f.endswith((".parquet", ".jsonl", ".json", ".csv", ".gz", ".arrow", ".safetensors"))
     ], files
+
+
+def _lines(stdout: str, repo: str, prefix: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith(prefix) and f" {repo}" in line]
+
+
+#: network faults for the retry tests: two transient answers that end in `ok`, a persistent reset, a missing repository
+TRANSIENT = {
+    "CohereForAI/Global-MMLU": reset(first=2),  # its first two requests reset
+    "facebook/belebele": status(503, first=2),
+    "juletxara/mgsm": status(429, first=1, retry_after=1),
+}
+PERSISTENT = {"openlanguagedata/flores_plus": reset()}  # every request reset
+MISSING = {"kunishou/databricks-dolly-15k-ja": status(404)}  # every request: 404
+
+
+def test_prestage_check_retries_transient_failures_and_fails_persistent_ones_after_bounded_tries(tmp_path):
+    """`prestage --verify` against a replica that resets, rate-limits and fails: artefacts whose first requests fail
+    end `ok` after printed retries; a persistently reset one is one FAIL line per artefact after exactly `--tries`
+    attempts; a missing one fails at once, without a retry."""
+    with Replica(tmp_path / "hub", faults={**TRANSIENT, **PERSISTENT, **MISSING}, lifetime=600) as hub:
+        cfg = write_shaped(tmp_path / "shaped.yaml", hub.url)
+        proc = _prestage(cfg, _env(hub, tmp_path / "hf"), "--verify", "--tries", "3", "--retry-wait", "0.2")
+        broken = hub.broken()
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
+    for repo in TRANSIENT:  # every fault was met, and ended in ok lines
+        assert any(f"/{repo}/" in line for line in broken), (repo, broken)
+        assert _lines(out, repo, "ok  ") and not _lines(out, repo, "FAIL"), _lines(out, repo, "")
+    assert any("Connection reset by peer" in line for line in _lines(out, "CohereForAI/Global-MMLU", "retry "))
+    flores = _lines(out, "openlanguagedata/flores_plus", "FAIL")
+    assert flores and all("still failing after 3 tries" in line for line in flores), flores
+    retries = _lines(out, "openlanguagedata/flores_plus", "retry ")
+    assert len(retries) == 2 * len(flores)  # 3 tries: 2 retries per artefact, then its FAIL line
+    assert all(line.startswith(("retry 1/2 ", "retry 2/2 ")) for line in retries), retries
+    missing = _lines(out, "kunishou/databricks-dolly-15k-ja", "FAIL")
+    assert missing and not [line for line in missing if "still failing" in line], missing
+    assert not _lines(out, "kunishou/databricks-dolly-15k-ja", "retry ")
+    failed = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == len(flores) + len(missing), failed  # nothing else fails
+
+
+def test_prestage_download_retries_transient_failures_and_fetches_the_rest_past_a_persistent_one(tmp_path):
+    """`prestage --no-verify` (downloads only): the base model's and a dataset's first requests reset, retried to `ok`;
+    a persistently reset artefact is one FAIL line after its tries, every other artefact is still fetched, and the
+    command ends in one line that says how many failed."""
+    faults = {"meta-llama/Llama-3.1-8B": reset(first=2), "CohereForAI/Global-MMLU": reset(first=2), **PERSISTENT}
+    hf_home = tmp_path / "hf"
+    with Replica(tmp_path / "hub", faults=faults, lifetime=600) as hub:
+        cfg = write_shaped(tmp_path / "shaped.yaml", hub.url)
+        proc = _prestage(cfg, _env(hub, hf_home), "--no-verify", "--tries", "3", "--retry-wait", "0.2")
+        broken = hub.broken()
+    out = proc.stdout
+    assert proc.returncode == 1, out[-3000:] + proc.stderr[-3000:]
+    assert {repo for repo in faults if any(f"/{repo}/" in line for line in broken)} == set(faults), broken
+    failed = [line for line in out.splitlines() if line.startswith("FAIL")]
+    flores = _lines(out, "openlanguagedata/flores_plus", "FAIL")
+    assert failed == flores and all("still failing after 3 tries" in line for line in flores), failed
+    listed = subprocess.run(
+        [LAYERSWAP, "prestage", "--configfile", str(cfg), "--dry-run"], capture_output=True, text=True, cwd=REPO
+    ).stdout.splitlines()
+    assert f"{len(listed) - 1 - len(flores)} artefacts staged" in out
+    err = proc.stderr.strip().splitlines()  # progress bars, then the one line
+    assert f"{len(flores)} of {len(listed) - 1} artefacts could not be downloaded" in err[-1], err[-5:]
+    assert "Traceback" not in proc.stderr
+    # the retried model is in the cache, safetensors only
+    snapshots = list((hf_home / "hub" / "models--meta-llama--Llama-3.1-8B" / "snapshots").glob("*/*.safetensors"))
+    assert len(snapshots) == 4, snapshots
 
 
 @pytest.mark.workflow

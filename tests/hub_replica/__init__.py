@@ -6,7 +6,12 @@ itself after `lifetime` seconds.
     with Replica(tmp_path, breaks={"drop_column": ("CohereForAI/aya_dataset", "targets")}) as hub:
         subprocess.run([...], env={**os.environ, **hub.env()})
 
-Deliberate faults (`breaks`, for the pre-flight tests): see `repos.BREAKS`.
+Deliberate faults (`breaks`, for the pre-flight tests): see `repos.BREAKS`. Network faults (`faults`, for the retry
+tests): per repository id, its first N requests (or every one) reset, answered with a status, or delayed:
+
+    with Replica(tmp_path, faults={"CohereForAI/Global-MMLU": reset(first=2)}) as hub: ...
+
+(`serve.Front`; each broken request is a line of `root/faults.log`).
 """
 
 from __future__ import annotations
@@ -65,13 +70,32 @@ def _commit_repo(path: Path, repo: Repo) -> dict[str, str]:
     return refs
 
 
-def build(root: Path, breaks: dict | None = None) -> dict:
+def reset(first: int | None = None) -> dict:
+    """A network fault: the repository's first `first` requests (None: every one) end in a TCP reset."""
+    return {"mode": "reset", "first": first}
+
+
+def status(code: int, first: int | None = None, retry_after: float | None = None) -> dict:
+    """A network fault: the repository's first `first` requests (None: every one) answered `code` (Retry-After)."""
+    return {"mode": "status", "status": code, "first": first, "retry_after": retry_after}
+
+
+def delay(seconds: float, first: int | None = None) -> dict:
+    """A network fault: the repository's first `first` requests (None: every one) held `seconds` before olah."""
+    return {"mode": "delay", "seconds": seconds, "first": first}
+
+
+def build(root: Path, breaks: dict | None = None, faults: dict | None = None) -> dict:
     """Write every replica repository under root/mirrors, the external files under root/external, and
-    root/replica.json (gated repositories, token, refs). Returns that metadata."""
+    root/replica.json (gated repositories, token, refs, network faults). Returns that metadata."""
     repos = all_repos()
     for name, arg in (breaks or {}).items():
         BREAKS[name](repos, arg)
-    meta = {"gated": [], "token": TOKEN, "refs": {}}
+    known = {repo.repo_id for repo in repos}
+    unknown = sorted(set(faults or {}) - known)
+    if unknown:
+        raise ValueError(f"faults for repositories the replica does not have: {unknown}")
+    meta = {"gated": [], "token": TOKEN, "refs": {}, "faults": faults or {}}
     for repo in repos:
         kind = "datasets" if repo.kind == "dataset" else "models"
         key = f"{kind}/{repo.repo_id}"
@@ -92,10 +116,15 @@ def free_port() -> int:
 
 
 class Replica:
-    def __init__(self, root: Path, breaks: dict | None = None, lifetime: float = 900):
-        self.root, self.breaks, self.lifetime = Path(root), breaks, lifetime
+    def __init__(self, root: Path, breaks: dict | None = None, lifetime: float = 900, faults: dict | None = None):
+        self.root, self.breaks, self.lifetime, self.faults = Path(root), breaks, lifetime, faults
         self.proc: subprocess.Popen | None = None
         self.port = 0
+
+    def broken(self) -> list[str]:
+        """The requests the network faults broke so far, one line each (`<mode> #<n> <path>`)."""
+        log = self.root / "faults.log"
+        return log.read_text().splitlines() if log.exists() else []
 
     @property
     def url(self) -> str:
@@ -119,7 +148,7 @@ class Replica:
 
     def __enter__(self) -> "Replica":
         self.root.mkdir(parents=True, exist_ok=True)
-        build(self.root, self.breaks)
+        build(self.root, self.breaks, self.faults)
         self.port = free_port()
         log = open(self.root / "server.log", "w")
         self.proc = subprocess.Popen(

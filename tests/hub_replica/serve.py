@@ -9,18 +9,27 @@ over the git repositories that `hub_replica.build` wrote, plus two things olah d
   only from its proxy cache, never from a mirror, so the middleware asks for `.../revision/main`, as the Hub means;
 and a static mount `/external/` for files a loading script read from outside the Hub (allenai/nllb's TSV files).
 
+With network faults (`replica.json`'s `faults`, for the retry tests), a small TCP front (`Front`) listens on the
+public port instead and passes each HTTP request on to olah on a private port, except the requests it breaks: per
+repository, the first N requests whose path names it (or every one), answered by a TCP reset (SO_LINGER 0: the
+client reads "Connection reset by peer"), an HTTP status of our choice (429 with Retry-After, 503), or a delay. A
+reset must happen below HTTP (an ASGI app can only answer), hence the front.
+
     python tests/hub_replica/serve.py --root DIR --port N [--lifetime SECONDS]
 
-`DIR` holds `mirrors/` (olah's mirror layout), `external/`, and `replica.json` (gated repositories, token, refs).
-The server exits by itself after --lifetime seconds (default 900), whatever the caller does.
+`DIR` holds `mirrors/` (olah's mirror layout), `external/`, and `replica.json` (gated repositories, token, refs,
+faults). The server exits by itself after --lifetime seconds (default 900), whatever the caller does.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
+import socket
+import struct
 import threading
 from pathlib import Path
 from urllib.parse import quote
@@ -80,6 +89,106 @@ class Shim:
         return await self.app(scope, receive, send)
 
 
+class Front:
+    """The faults' TCP front: reads each request's head (and its Content-Length body) from the client, decides by
+    its path, and either breaks it or passes it to `upstream` (olah), whose answers are copied back as they come.
+
+    `faults`: {repo_id: {"mode": "reset" | "status" | "delay", "first": N or None (every request), "status": 503,
+    "retry_after": seconds, "seconds": delay}}. A request belongs to a repository when its path holds
+    `/<repo_id>/` (API, resolve and tree paths alike). Counts are per repository, across connections; the log
+    (`faults.log` in the root) has one line per request broken."""
+
+    def __init__(self, faults: dict, upstream_port: int, log: Path):
+        self.faults, self.upstream_port, self.log = faults, upstream_port, log
+        self.seen: dict[str, int] = {}
+
+    def fault(self, path: str) -> dict | None:
+        for repo, spec in self.faults.items():
+            if f"/{repo}/" in path + "/":
+                n = self.seen[repo] = self.seen.get(repo, 0) + 1
+                if spec.get("first") is None or n <= spec["first"]:
+                    with open(self.log, "a") as log:
+                        log.write(f"{spec['mode']} #{n} {path}\n")
+                    return spec
+        return None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        upstream: asyncio.StreamWriter | None = None
+        pump: asyncio.Task | None = None
+        try:
+            while True:
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except (asyncio.IncompleteReadError, ConnectionError):
+                    return
+                lines = head.decode("latin-1").split("\r\n")
+                path = lines[0].split(" ")[1].split("?")[0] if len(lines[0].split(" ")) > 1 else "/"
+                headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in lines[1:] if h)}
+                body = await reader.readexactly(int(headers.get("content-length") or 0))
+                spec = self.fault(path)
+                if spec and spec["mode"] == "reset":
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    writer.transport.abort()
+                    return
+                if spec and spec["mode"] == "status":
+                    extra = f"Retry-After: {spec['retry_after']}\r\n" if spec.get("retry_after") is not None else ""
+                    writer.write(
+                        f"HTTP/1.1 {spec['status']} Replica Fault\r\n{extra}Content-Length: 0\r\n"
+                        "Connection: close\r\n\r\n".encode()
+                    )
+                    await writer.drain()
+                    return
+                if spec and spec["mode"] == "delay":
+                    await asyncio.sleep(spec["seconds"])
+                if upstream is None:
+                    up_reader, upstream = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+                    pump = asyncio.create_task(self.copy(up_reader, writer))
+                upstream.write(head + body)
+                await upstream.drain()
+                if "chunked" in headers.get("transfer-encoding", ""):  # no request of these clients; pass it as is
+                    await self.copy(reader, upstream)
+                    return
+        finally:
+            if pump:
+                pump.cancel()
+            for w in (upstream, writer):
+                if w is not None and not w.transport.is_closing():
+                    w.close()
+
+    @staticmethod
+    async def copy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            if not writer.transport.is_closing():
+                writer.close()
+
+
+async def serve(app, port: int, faults: dict, log: Path) -> None:
+    """uvicorn on `port`, or with faults on a private port behind a `Front` on `port` (started once uvicorn is)."""
+    import uvicorn
+
+    if not faults:
+        await uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).serve()
+        return
+    private = socket.socket()
+    private.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    task = asyncio.create_task(server.serve(sockets=[private]))
+    while not server.started:
+        if task.done():
+            return task.result()
+        await asyncio.sleep(0.05)
+    front = Front(faults, private.getsockname()[1], log)
+    async with await asyncio.start_server(front.handle, "127.0.0.1", port):
+        await task
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--root", required=True, type=Path)
@@ -98,7 +207,6 @@ def main() -> None:
     timer.daemon = True
     timer.start()
 
-    import uvicorn
     from fastapi.staticfiles import StaticFiles
     from olah.configs import OlahConfig
     from olah.server import AppSettings, app
@@ -107,7 +215,7 @@ def main() -> None:
     app.state.logger = build_logger("olah", "olah.log", logger_dir=str(root / "logs"))
     app.state.app_settings = AppSettings(config=OlahConfig(str(toml)))
     app.mount("/external", StaticFiles(directory=root / "external"), name="external")
-    uvicorn.run(Shim(app, meta), host="127.0.0.1", port=args.port, log_level="warning")
+    asyncio.run(serve(Shim(app, meta), args.port, meta.get("faults") or {}, root / "faults.log"))
 
 
 if __name__ == "__main__":
