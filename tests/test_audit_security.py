@@ -268,6 +268,11 @@ def test_records_of_experts_selections_and_the_config_are_checked(tmp_path, rule
 
 
 # ------------------------------------------------------------------------------------------- config checks (6)
+#: a hang guard, not a speed claim (a check that listed 1e15 checkpoints would never end; one that counts them ends in
+#: well under a second on an idle machine): a bound the machine's load cannot reach, so the outcome is not a race
+HANG_GUARD_S = 60.0
+
+
 def _check(tmp_path, edit) -> tuple[int, str, float]:
     config = yaml.safe_load(MICRO.read_text())
     edit(config)
@@ -298,13 +303,13 @@ def test_check_config_refuses_values_that_break_jobs_later(tmp_path, capsys, edi
     code, seconds = _check(tmp_path, edit)
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 1 and len(err) == 1 and f"config key '{key}" in err[0], err
-    assert seconds < 1.0
+    assert seconds < HANG_GUARD_S
 
 
 def test_check_config_counts_checkpoints_without_listing_them(tmp_path, capsys):
     """1000 checkpoints per run is allowed and answered at once; the count is arithmetic."""
     code, seconds = _check(tmp_path, lambda c: c["sft"]["defaults"].update(num_samples=16 * 1000))
-    assert code == 0 and seconds < 5.0, capsys.readouterr()
+    assert code == 0 and seconds < HANG_GUARD_S, capsys.readouterr()
 
 
 # ----------------------------------------------------------------------------------------------------- cosmetic
