@@ -266,13 +266,13 @@ def schema_defs() -> dict:
         "additionalProperties": False,
         "required": ["shots"],
         "properties": {
-            "shots": {"type": "integer", "minimum": 0},
+            "shots": {"$ref": "#/$defs/shots"},
             "languages": {"$ref": "#/$defs/language_list"},
-            "max_new_tokens": {"$ref": "#/$defs/count"},
+            "max_new_tokens": {"$ref": "#/$defs/tokens"},
             "batch_size": {
                 "description": "this benchmark's evaluation batch size, in place of evaluation.batch_size (a "
                 "job evaluating several benchmarks takes the smallest of theirs)",
-                "$ref": "#/$defs/count",
+                "$ref": "#/$defs/batch",
             },
             "execute_code": {
                 "description": "run model-written code against the tests (sandboxed); off unless opted in",
@@ -291,7 +291,7 @@ def schema_defs() -> dict:
         "task_list": {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": list(NAMES)}},
         "benchmark_sizes": {
             "description": "items per language of each toy evaluation set (default: layerswap/benchmarks.py)",
-            "properties": {n: {"$ref": "#/$defs/count", "default": b.toy_size} for n, b in BENCHMARKS.items()},
+            "properties": {n: {"$ref": "#/$defs/items", "default": b.toy_size} for n, b in BENCHMARKS.items()},
         },
     }
 

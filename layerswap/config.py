@@ -37,11 +37,13 @@ from layerswap.benchmarks import BENCHMARKS
 from layerswap.config_schema import SCHEMA_PATH, key_error, read_config_file, validate_config
 from layerswap.contracts import SELECTION_METRICS
 from layerswap.data.config_checks import check_mixes, check_prompt
+from layerswap.data.hub import is_local_source
 from layerswap.data.mixes import language_mix
 from layerswap.errors import UserError
 from layerswap.languages import HF_LANGUAGES
 from layerswap.merge.params import ParamError
 from layerswap.merge.registry import METHODS, SWAP
+from layerswap.train.gguf_base import is_gguf_source
 
 #: The paper's target languages (hf world).
 PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
@@ -174,9 +176,30 @@ def check(config: dict) -> None:
             for key in ("toy_model", "toy_pretrain"):
                 if key not in base:
                     raise key_error(f"base.{key}", "required key is missing (base.source is toy)")
+        elif not (is_gguf_source(base["source"]) or is_local_source(base["source"])):
+            raise key_error(
+                "base.source",
+                f"'{base['source']}' reads like a hub id, which needs world: hf (pre-staged from the hub)",
+                "toy, a local HF model directory, or a GGUF file",
+            )
     else:
         if config["base"]["source"] == "toy":
             raise key_error("base.source", "'toy' needs world: toy", "a local HF model directory or a hub id")
+        if "toy_world" in config:
+            raise key_error("toy_world", "is read only by world: toy (this config is world: hf); remove it")
+    source = config["base"]["source"]
+    if is_local_source(source) and not is_gguf_source(source) and not Path(source).expanduser().is_dir():
+        raise key_error(
+            "base.source",
+            f"'{source}' is not a directory (a local HF model directory: config.json, tokenizer and *.safetensors)",
+        )
+    # keys of the toy base that another base would silently ignore
+    for key in ("toy_model", "toy_pretrain"):
+        if key in config["base"] and config["base"]["source"] != "toy":
+            raise key_error(
+                f"base.{key}",
+                f"is read only when base.source is toy (it is '{config['base']['source']}'); remove it",
+            )
 
     # languages
     for i, lang in enumerate(languages):

@@ -14,6 +14,7 @@ from layerswap.errors import UserError
 from layerswap.fingerprint import command_hash
 from layerswap.hashcache import ENV as HASH_CACHE_ENV, folder as hash_cache_folder
 from layerswap.inputs import ROOTS_ENV as INPUT_ROOTS_ENV, roots_value as input_roots
+from layerswap.data.hub import is_local_source
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.workflow.resources import Requests

@@ -110,6 +110,10 @@ if config["world"] == "hf":
             "layerswap hub-data --spec-json {params.spec} --seed {params.seed} --out {output.rows} "
             "--manifest {output.manifest} {params.hf_home} > {log} 2>&1"
 
+
+# A local HF model directory (either world) or a pre-staged hub snapshot (hf world): linked, never copied.
+if config["world"] == "hf" or is_local_source(config["base"]["source"]):
+
     # out: results/base/config.json (the base folder results/base/)
     rule prepare_base:
         output:

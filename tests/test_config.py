@@ -525,6 +525,44 @@ BAD = [
         {"quantile": 0.5},
         ["config key 'analysis.heatmap_thresholds': unknown key 'lang'; allowed: language, math, joint"],
     ),
+    # counts and sizes that reach memory, a shape or a seed: each bounded, the limit in the line (a float such as
+    # 1e20 passes `type: integer`; these once ended in an OverflowError traceback at parse time, in numpy inside the
+    # SFT job, or in a data job whose memory grew without bound)
+    ("layers", "base.num_layers", 1e20, ["config key 'base.num_layers': 1e+20 is greater than the maximum of 1024"]),
+    ("sft seed", "sft.defaults.seed", 1e29, ["config key 'sft.defaults.seed'", "maximum of 4294967295"]),
+    ("run seed", "sft.runs.math_1.seed", 2**32, ["config key 'sft.runs.math_1.seed'", "maximum of 4294967295"]),
+    ("workflow seed", "seed", -1, ["config key 'seed': -1 is less than the minimum of 0"]),
+    ("toy eval size", "toy_world.sizes.mgsm", 1e21, ["config key 'toy_world.sizes.mgsm'", "maximum of 10000000"]),
+    ("toy corpus", "toy_world.sizes.pretrain_docs", 1e9, ["'toy_world.sizes.pretrain_docs'", "maximum of 10000000"]),
+    ("mix count", "mixes.math.toy_orca_math", 1e21, ["config key 'mixes.math.toy_orca_math'", "maximum of 10000000"]),
+    ("toy width", "base.toy_model.hidden_size", 1e9, ["'base.toy_model.hidden_size'", "maximum of 131072"]),
+    ("toy heads", "base.toy_model.num_attention_heads", 4096, ["'base.toy_model.num_attention_heads'", "of 1024"]),
+    ("context", "base.toy_model.max_position_embeddings", 1e12, ["max_position_embeddings'", "maximum of 1048576"]),
+    ("sft batch", "sft.defaults.batch_size", 1e6, ["config key 'sft.defaults.batch_size'", "maximum of 65536"]),
+    ("sft length", "sft.defaults.seq_len", 1e7, ["config key 'sft.defaults.seq_len'", "maximum of 1048576"]),
+    ("eval batch", "evaluation.batch_size", 1e9, ["config key 'evaluation.batch_size'", "maximum of 65536"]),
+    ("shots", "evaluation.tasks.mgsm.shots", 1000, ["config key 'evaluation.tasks.mgsm.shots'", "maximum of 64"]),
+    ("new tokens", "evaluation.tasks.mgsm.max_new_tokens", 1e9, ["mgsm.max_new_tokens'", "maximum of 1048576"]),
+    ("bootstrap", "analysis.bootstrap_draws", 1e12, ["config key 'analysis.bootstrap_draws'", "maximum of 1000000"]),
+    # keys the chosen world or base never reads
+    (
+        "toy keys of a local base",
+        "base.source",
+        str(ROOT / "config"),  # a directory
+        ["config key 'base.toy_model': is read only when base.source is toy (it is '", "'); remove it"],
+    ),
+    (
+        "a missing local base",
+        "base.source",
+        "./models/my-llama",
+        ["config key 'base.source': './models/my-llama' is not"],
+    ),
+    (
+        "a hub id in the toy world",
+        "base.source",
+        "meta-llama/Llama-3.1-8B",
+        ["config key 'base.source'", "reads like a hub id, which needs world: hf", "allowed: toy, a local HF model"],
+    ),
 ]
 
 
@@ -609,6 +647,11 @@ def test_paper_missing_language_mix(paper):
 def test_paper_unknown_data_source_key(paper):
     paper["data_sources"]["aya"]["langs"] = {}
     assert "config key 'data_sources.aya': unknown key 'langs'" in error_of(paper)
+
+
+def test_paper_toy_world_section_rejected(paper):
+    paper["toy_world"] = yaml.safe_load((ROOT / "config" / "micro.yaml").read_text())["toy_world"]
+    assert "config key 'toy_world': is read only by world: toy" in error_of(paper)
 
 
 def test_paper_toy_base_rejected(paper):

@@ -114,6 +114,11 @@ def flores_artefacts(lang: str) -> list[dict]:
     ]
 
 
+def is_local_source(source: str) -> bool:
+    """Whether base.source names a local directory (a path, or an existing directory) rather than a hub id."""
+    return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir()
+
+
 def describe(item: dict) -> str:
     parts = [item["kind"], item["hub_id"]]
     for key in ("subset", "split", "builder", "data_files", "revision"):

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from layerswap.checkpoints import PICKLE_SUFFIXES, weight_files
-from layerswap.data.hub import MODEL_PATTERNS, snapshot
+from layerswap.data.hub import MODEL_PATTERNS, is_local_source, snapshot
 from layerswap.errors import UserError
 from layerswap.hashcache import sha256
 from layerswap.hf_cache import use_hf_home
@@ -45,7 +45,7 @@ def prepare_base(source: str, out: Path, revision: str | None = None, snapshot_f
     local = Path(source).expanduser()
     if local.is_dir():
         directory = local.resolve()
-    elif source.startswith(("/", ".", "~")):
+    elif is_local_source(source):
         raise UserError(f"base.source {source}: no such directory")
     else:
         item = {"kind": "model", "hub_id": source, "revision": revision, "allow_patterns": MODEL_PATTERNS}

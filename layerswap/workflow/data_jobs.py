@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from layerswap.data.mixes import language_mix
-from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.runs import Runs
@@ -68,7 +67,7 @@ class DataJobs:
         if config["world"] == "toy":  # rules/data.smk toy_source (a source file of the user's is no output)
             made = set(toyworld.datasets(sorted(config["toy_world"]["languages"])))
             raw = [s["path"] for s in mixed if Path(s["path"]).name.removesuffix(".jsonl") in made]
-            if not is_gguf_source(config["base"]["source"]):  # toy_corpus: what the toy base pretrains on
+            if config["base"]["source"] == "toy":  # toy_corpus: what the toy base pretrains on
                 raw += [layout.pretrain_corpus(), layout.vocab()]
         else:  # hub_data: rows + their manifest, of the hub sources
             raw = [

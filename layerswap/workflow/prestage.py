@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from layerswap.data import hub, hub_retry
-from layerswap.data.hub import MODEL_PATTERNS, describe, needed_sources, source_spec
+from layerswap.data.hub import MODEL_PATTERNS, describe, is_local_source, needed_sources, source_spec
 from layerswap.errors import UserError
 from layerswap.hf_cache import use_hf_home
 from layerswap.train.gguf_base import is_gguf_source
@@ -30,7 +30,7 @@ from layerswap.train.gguf_base import is_gguf_source
 def base_is_local(config: dict) -> bool:
     """A local directory, or a GGUF file (a path or a package's file, `layerswap.train.gguf_base`): nothing to stage."""
     source = config["base"]["source"]
-    return source.startswith(("/", ".", "~")) or Path(source).expanduser().is_dir() or is_gguf_source(source)
+    return is_local_source(source) or is_gguf_source(source)
 
 
 def artefacts(config: dict, ablations_dir: str | Path | None = None) -> list[dict]:
