@@ -301,3 +301,69 @@ def test_trust_remote_code_off_by_default():
         assert "trust_remote_code" not in inspect.signature(fn).parameters
     schema = (REPO / "config" / "schema.yaml").read_text()
     assert "trust_remote_code" not in schema or "default: false" in schema.split("trust_remote_code", 1)[1][:120]
+
+
+@pytest.mark.workflow
+def test_hard_kill_then_unlock_and_run_again_rebuilds_incomplete_outputs(tmp_path):
+    """The README's recovery after a hard kill: `snakemake --unlock`, then the same command again, with no extra flag.
+    A job's output that exists while Snakemake still has it marked incomplete (killed between the job's end and
+    Snakemake's bookkeeping, or between a job's two outputs) is rebuilt by the default profile's rerun-incomplete;
+    without it the rerun stops on IncompleteFilesException. The state is made by conditions, not times: Snakemake is
+    stopped (SIGSTOP) once the job has started, the job finishes on its own, then everything is killed (SIGKILL)."""
+    import os
+    import time
+
+    from conftest import MICRO, snakemake
+
+    from layerswap.workflow.layout import Layout, R
+
+    target = str(Path(Layout.at(R).base_config()))  # toy_corpus, then toy_base (a pretraining of several seconds)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path)]
+    cmd += ["--configfile", str(MICRO), "--cores", "2", target]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    marker, log = tmp_path / ".snakemake" / "incomplete", tmp_path / Layout.at(R).log("toy_base")
+
+    def wait_for(condition, what: str) -> None:
+        deadline = time.monotonic() + 600  # a hang guard
+        while not condition():
+            assert time.monotonic() < deadline, f"{what} never happened"
+            time.sleep(0.05)
+
+    try:
+        wait_for(lambda: log.exists() and any(marker.glob("*")), "toy_base starting")
+        os.kill(proc.pid, signal.SIGSTOP)  # Snakemake stops; its job goes on
+        wait_for(lambda: (tmp_path / target).exists(), "toy_base writing its output")
+        os.killpg(proc.pid, signal.SIGKILL)  # Snakemake and its job, as a lost session does
+    finally:
+        proc.wait()
+    assert any(marker.glob("*")) and any((tmp_path / ".snakemake" / "locks").glob("*"))
+    assert snakemake(tmp_path, "--unlock").returncode == 0
+    again = snakemake(tmp_path, target)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "toy_base" in again.stdout + again.stderr  # rebuilt, not taken as it was
+    dry = snakemake(tmp_path, "-n", target)
+    assert "Nothing to be done" in dry.stdout + dry.stderr
+
+
+def test_toy_world_with_a_local_base_links_it_instead_of_pretraining(tmp_path):
+    """A toy config whose base is a local HF directory (toy_model / toy_pretrain removed, as check-config asks): the
+    dry run links the directory (prepare_base) and plans no toy base or pretraining corpus. (Once it planned toy_base,
+    which died in a KeyError on the missing toy_pretrain.) Every later job is one any real base takes: the GGUF base
+    of config/smollm2.yaml goes the same way."""
+    import yaml
+    from conftest import MICRO, snakemake
+
+    base = tmp_path / "my-llama"
+    base.mkdir()
+    config = yaml.safe_load(MICRO.read_text())
+    config["base"] = {"source": str(base), "num_layers": config["base"]["num_layers"]}
+    path = tmp_path / "local_base.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["check-config", str(path)]) == 0
+    dry = snakemake(tmp_path / "work", "-n", configfile=path)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    rules = {
+        line.split()[1].rstrip(":") for line in dry.stdout.splitlines() if line.startswith(("rule ", "localrule "))
+    }
+    assert "prepare_base" in rules and not rules & {"toy_base", "toy_corpus"}, sorted(rules)
