@@ -165,6 +165,13 @@ def validate_config(config: dict, schema_path: str | Path = SCHEMA_PATH) -> dict
     return config
 
 
+def schema_maximum(definition: str, schema_path: str | Path = SCHEMA_PATH) -> int:
+    """The `maximum` of the schema's `$defs/<definition>` (e.g. `seed`): the one owner of a bound that a check outside
+    the config schema (an ablation file's) also applies."""
+    path = Path(schema_path)
+    return _schema(str(path), path.stat().st_mtime)["$defs"][definition]["maximum"]
+
+
 def schema_defaults(definition: str, schema_path: str | Path = SCHEMA_PATH) -> dict:
     """The `default` of each property of the schema's `$defs/<definition>`: the one owner of defaults that a job
     also applies when run by hand (without the config check that fills them)."""

@@ -492,3 +492,18 @@ def test_the_dare_and_ties_sweeps_run_through_the_generic_merge_jobs(tmp_path):
             job = rf"rule {rule}:\n(?:    .*\n)*?    wildcards: cfg={cfg}, lang=toy_swh"
             assert re.search(job, proc.stdout), (rule, cfg)
     assert "cfg=ties_d05, lang=toy_swh" in proc.stdout  # the sweep's density 0.5 is micro.yaml's ties_d05
+
+
+def test_counts_and_seeds_of_an_ablation_file_are_bounded(tmp_path):
+    """As the config's: a seed that numpy cannot take and a draw count that would plan a billion merge configs are
+    refused in one line naming the file's key and the limit."""
+    spec = {"variants": [{"kind": "random", "seed": 0, "draws": 10**9}]}
+    spec_file = tmp_path / "draws.yaml"
+    spec_file.write_text(yaml.safe_dump(spec))
+    with pytest.raises(UserError, match=r"variants\[0\]\.draws: must be from 1 to 1000"):
+        abl.expand(abl.load(spec_file), _config(MICRO))
+    base = {"variants": [{"kind": "bottom_top"}], "bases": {"b2": {"toy": {"seed": 10**29}}}}
+    base["expert_sets"] = [{"name": "b2", "experts": ["math", "languages"], "base": "b2", "lang_from": "main"}]
+    d = _write(tmp_path, "seeds", base)
+    with pytest.raises(UserError, match=r"bases\.b2\.toy\.seed: expected an integer from 0 to 4294967295"):
+        abl.plan(_config(MICRO, enabled="seeds"), d)

@@ -120,6 +120,7 @@ def check_toy_base_shape(where: str, main_model: dict, other_model: dict, depth:
 def plan(name: str, spec: dict, config: dict, variants: list[dict]) -> dict:
     """Extra runs, bases, selections and merge configs of an expert-set ablation (see the module docstring)."""
     from layerswap.config import check, effective_runs, expert_type, validate_config
+    from layerswap.config_schema import schema_maximum
 
     toy = config["world"] == "toy"
     depth = int(config["base"]["num_layers"])
@@ -130,7 +131,10 @@ def plan(name: str, spec: dict, config: dict, variants: list[dict]) -> dict:
             t = b.get("toy") or {}
             model = {**config["base"].get("toy_model", {}), **(t.get("model") or {})}
             check_toy_base_shape(where, config["base"].get("toy_model", {}), model, depth)
-            bases[bname] = {"model": model, "seed": int(t.get("seed", config["seed"]))}
+            seed, most = t.get("seed", config["seed"]), schema_maximum("seed")
+            if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= most:
+                raise fail(f"{where}.toy.seed", f"expected an integer from 0 to {most} (numpy's seeding), got {seed!r}")
+            bases[bname] = {"model": model, "seed": seed}
         else:
             pb = b.get("paper") or {}
             if not pb.get("source"):

@@ -59,6 +59,10 @@ def _default_counts(config: dict) -> dict[str, int]:
     return {k: int(cfg.get(k) or 0) for k in SWAP_KEYS}
 
 
+#: random layer sets per variant: each is a merge config of every expert pair, evaluated
+MAX_DRAWS = 1000
+
+
 def _int(where: str, value: Any, default: int) -> int:
     """A count of a variant: `default` for 'default', else checked as a merge param of kind int."""
     return default if value == "default" else check_value(where, value, "int")
@@ -177,8 +181,8 @@ def _placed(where: str, v: dict, depth: int, n: int) -> list[Row]:
         return [(label, _layer_config([cands[math.floor((j + 0.5) * len(cands) / n)] for j in range(n)]), "")]
     seed = _int(f"{where}.seed", v.get("seed", 0), 0)  # kind random
     draws = _int(f"{where}.draws", v.get("draws", 1), 1)
-    if draws < 1:
-        raise fail(f"{where}.draws", "must be >= 1")
+    if not 1 <= draws <= MAX_DRAWS:
+        raise fail(f"{where}.draws", f"must be from 1 to {MAX_DRAWS} (each draw is a merge config of every pair)")
     return [
         (
             f"{v.get('label') or 'random'} {n} (seed {seed + d})",
