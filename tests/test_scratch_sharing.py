@@ -222,3 +222,24 @@ def test_a_namespace_recorded_for_another_id_is_refused_and_its_command_works(tm
     (command,) = [c for c in _backticked(str(err.value)) if c.startswith("mv ")]
     subprocess.run(command, shell=True, check=True, cwd=tmp_path)
     assert claim(str(scratch), a)[0] == ns and json.loads((Path(ns) / OWNER).read_text())["id"] == read_id(a)
+
+
+def test_an_owner_record_edited_to_name_a_copy_never_tells_the_owner_to_give_its_namespace_away(tmp_path):
+    """The namespace's record edited to name a later copy of the folder (both carry the id): the folder that made
+    the namespace is told to keep it and the copy to take its own id; the command works as printed."""
+    scratch = tmp_path / "scratch"
+    a = tmp_path / "a" / R
+    ns_a, _ = claim(str(scratch), a)
+    copy = tmp_path / "copy" / R
+    shutil.copytree(a, copy)  # its marker is a new file: a later inode change time
+    owner = Path(ns_a) / OWNER
+    owner.write_text(json.dumps({"id": read_id(a), "results": str(copy.resolve())}))  # the forged record
+    with pytest.raises(UserError) as err:
+        claim(str(scratch), a)
+    line = str(err.value)
+    assert "\n" not in line and "this folder keeps its namespace" in line and str(a / MARKER) not in line, line
+    (command,) = [c for c in _backticked(line) if c.startswith("rm ")]
+    assert str(copy.resolve() / MARKER) in command
+    subprocess.run(command, shell=True, check=True)
+    assert claim(str(scratch), a)[0] == ns_a  # the owner runs on, in its namespace, and the record names it again
+    assert json.loads(owner.read_text())["results"] == str(a.resolve())

@@ -13,6 +13,7 @@ import pytest
 
 from layerswap.checkpoints import export_record
 from layerswap.contracts import EXPORT_META, WEIGHTS_RECORD
+from layerswap.errors import UserError
 from layerswap.train import training
 from layerswap.train.export import export_key, make_export_callback
 from layerswap.train.training import Background, export_model
@@ -88,3 +89,17 @@ def test_a_failed_export_stops_training_at_the_next_save(tiny, tmp_path, monkeyp
     assert str(out) in str(err.value)  # named: the one-line report names the export, not its hidden folder
     assert not out.exists() and not (tmp_path / ".tmp-s0000016").exists()
     background.wait()  # the error is reported once
+
+
+def test_a_file_in_the_way_of_the_export_folder_is_named(tiny, tmp_path):
+    """A file (not a folder an export made) where the export's hidden temporary folder goes: one line naming that
+    file, nothing written through it, the file left as it was. (It used to surface as
+    `.../layerswap_meta.json: Not a directory`, naming a file that does not exist.)"""
+    model, tokenizer = tiny
+    blocker = tmp_path / ".tmp-s0000016"
+    blocker.write_text("someone's notes\n")
+    with pytest.raises(UserError) as err:
+        export_model(model, tokenizer, tmp_path / "s0000016", {"run_key": "k"})
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(f"{blocker}: a file is in the way of the export"), line
+    assert blocker.read_text() == "someone's notes\n" and not (tmp_path / "s0000016").exists()

@@ -15,6 +15,7 @@ from transformers import PreTrainedTokenizerBase, TrainerCallback
 
 from layerswap.checkpoints import export_record
 from layerswap.contracts import WEIGHTS_RECORD, naming, replace_dir, write_text_atomic
+from layerswap.errors import UserError
 
 
 class TokenDataset(torch.utils.data.Dataset):
@@ -129,7 +130,11 @@ def export_model(
     """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(".tmp-" + out_dir.name)
-    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tmp, ignore_errors=True)  # an interrupted export's folder
+    if tmp.exists() or tmp.is_symlink():  # a file or link: not one an export made; name it, never write through it
+        raise UserError(
+            f"{tmp}: a file is in the way of the export of {out_dir} (its temporary folder); move it away and run again"
+        )
     try:
         with naming(out_dir):  # disk full, read-only, ...: one line naming the export
             model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)

@@ -132,12 +132,7 @@ def _claim(scratch: str, results: Path) -> tuple[str, list[str]]:
             )
         if other != mine:
             if _holds(other, ident):
-                raise UserError(
-                    f"{ns}: this scratch namespace belongs to the results folder {other} ({owner_path}), and "
-                    f"{path} carries its id (a copy of that folder?); two results folders never share one: give "
-                    f"this one its own with `rm {shlex.quote(str(path.resolve()))}` and run again (its experts "
-                    "and merged models are then made anew)"
-                )
+                raise UserError(_shared_id_line(ns, owner_path, mine, other, ident))
             _replace(owner_path, record)
             lines.append(
                 f"scratch: {ns} now belongs to {mine} ({other}, its owner before, no longer holds id {ident}: "
@@ -150,6 +145,37 @@ def _claim(scratch: str, results: Path) -> tuple[str, list[str]]:
             f"this results folder's big files live under {ns}"
         )
     return str(ns), lines
+
+
+def _shared_id_line(ns: Path, owner_path: Path, mine: Path, other: Path, ident: str) -> str:
+    """Two results folders carry one id: the later one is a copy (`cp -r` carries the marker; the copy's marker
+    file is made anew, so its inode change time, which no tool sets back, is the later). The copy is told to take its
+    own id, whatever the owner record says: a record edited to name the copy never tells the folder that made the
+    namespace to give it away. Where the two times cannot tell, the line gives both choices."""
+    made = {}
+    for folder in (mine, other):
+        try:
+            made[folder] = marker(folder).stat().st_ctime_ns
+        except OSError:
+            made[folder] = None
+    if None in made.values() or made[mine] == made[other]:
+        return (
+            f"{ns}: the results folders {mine} and {other} (named by {owner_path}) both carry its id {ident}; two "
+            f"never share one namespace: give the copy its own id (`rm <the copy>/{MARKER}`; its experts and merged "
+            "models are then made anew) and run again"
+        )
+    if made[mine] > made[other]:  # this folder is the copy: the usual case
+        return (
+            f"{ns}: this scratch namespace belongs to the results folder {other} ({owner_path}), and "
+            f"{marker(mine)} carries its id (a copy of that folder?); two results folders never share one: give "
+            f"this one its own with `rm {shlex.quote(str(marker(mine)))}` and run again (its experts "
+            "and merged models are then made anew)"
+        )
+    return (
+        f"{ns}: its owner record {owner_path} names {other}, a later copy of this results folder ({mine}: its "
+        f"{MARKER} is the older); this folder keeps its namespace: give the copy its own id with "
+        f"`rm {shlex.quote(str(marker(other)))}` and run again"
+    )
 
 
 def _holds(results: Path, ident: str) -> bool:
