@@ -118,17 +118,21 @@ def check_store(manifest: dict, root: Path, reevaluate: bool = False) -> tuple[l
         entry = _entry_dir(store, key)
         if entry is None or not entry.is_dir():
             kept = recorded.get(key)
-            if reevaluate and entry is not None and entry_key(kept) == key and p.endswith(".json"):
+            if reevaluate and entry is not None and entry_key(kept) == key:
                 notes.append(
-                    f"store: {p}: copied from entry {key[:16]}…, which is gone; evaluated again from "
-                    "the manifest's record of the entry"
+                    f"store: {p}: copied from entry {key[:16]}…, which is gone; evaluated again from the manifest's "
+                    "record of the entry"
                 )
-                fresh_checks.setdefault(key, (entry, kept, []))[2].append(p)
+                fresh_checks.setdefault(key, (entry, kept, []))[2].append(p)  # sample logs too: no entry holds them
                 continue
             problems.append(
-                f"store: {p}: copied from entry {key[:16]}…, which is gone (the result cannot be checked against it"
-                + ("" if reevaluate else "; `layerswap audit --reevaluate-store` evaluates it again")
-                + f", or evaluate it again by its job: rm {p} && snakemake {p})"
+                f"store: {p}: copied from entry {key[:16]}…, which is gone ("
+                + (
+                    "`layerswap audit --reevaluate-store` evaluates it again from the manifest's record of the entry"
+                    if entry_key(kept) == key
+                    else "the manifest holds no record of it to evaluate it again"
+                )
+                + f"; or evaluate it again by its job: rm {p} && snakemake {p})"
             )
             continue
         try:
