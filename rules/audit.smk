@@ -24,3 +24,12 @@ rule manifest:
     shell:
         f"layerswap manifest --root {layout.root} --out {{output}} --metadata-dir .snakemake/metadata "
         "--config-json {params.config} > {log} 2>&1"
+
+
+# A run that fails after Snakemake removed results/manifest.json to rerun its job (the manifest job refused to record
+# a changed result, or failed) gets back the manifest it started with (layerswap/audit/kept.py): the folder stays as
+# auditable as the run found it.
+onerror:
+    from layerswap.audit.kept import put_back
+
+    put_back(layout.manifest(), ".snakemake/metadata")

@@ -65,7 +65,10 @@ def test_manifest_covers_every_result_with_its_job(micro_run):
     assert table["inputs"][L.selection("math")] == files[L.selection("math")]["sha256"]
     weights = [p for p in files if p.startswith(L.checkpoint("math_1", "s")) and p.endswith("model.safetensors")]
     assert weights and all(m["jobs"][files[w]["job"]]["rule"] == "sft" for w in weights)
-    assert all(files[w].get("hash_from_record") for w in weights)  # hashed once, by sft (checkpoints.json)
+    # hashed from the bytes on disk (issue 49: no recorded or cached hash), equal to what sft recorded
+    assert all(files[w]["sha256"] == sha256_file(micro_run.parent / w) for w in weights)
+    recorded = json.loads((micro_run.parent / L.checkpoints_record("math_1")).read_text())["checkpoints"]
+    assert {files[f"{c['path']}/model.safetensors"]["sha256"] for c in recorded} == {c["sha256"] for c in recorded}
     # an undeclared evaluation file and its sample log: the job of the index that lists it (not of its neighbour)
     evaluation = Path(L.eval_file(checkpoint_model_id("math_1", "s0000016"), "mmlu"))
     for path in (evaluation, evaluation.with_name("mmlu.samples.jsonl")):

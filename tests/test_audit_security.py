@@ -110,20 +110,21 @@ def test_repair_refuses_files_under_a_folder_outside_the_root(folder, capsys):
     line = _one_line_refusal(capsys, ["audit", "--repair", "--run"])
     assert "../victimdir/" in line
     assert victim.read_text() == "precious too\n"
-    # and the repair plan itself never removes outside the root, whoever calls it
+    # and the repair plan itself never removes outside the root, whoever calls it: the layout names no job's output
+    # there, so the file is named and left, and nothing runs
     from layerswap.audit.confine import Roots
 
     roots = Roots(Path("results"), (Path.cwd() / "results",), ((Path.cwd() / "results").resolve(),))
     from layerswap.audit.repair import repair
 
-    with pytest.raises(UserError, match="outside the results root"):
-        repair(
-            json.loads(Path("results/manifest.json").read_text()),
-            [Drift("changed", "../victimdir/data.bin")],
-            [],
-            True,
-            roots,
-        )
+    assert not repair(
+        json.loads(Path("results/manifest.json").read_text()),
+        [Drift("changed", "../victimdir/data.bin")],
+        [],
+        True,
+        roots,
+    )
+    assert "../victimdir/data.bin: the results layout names no job's output there" in capsys.readouterr().out
     assert victim.exists()
 
 
@@ -151,11 +152,90 @@ def test_a_root_outside_the_working_directory_is_refused(folder, capsys, root):
     _one_line_refusal(capsys, ["audit"])
 
 
+# ----------------------------------------------- the results root is the command's, not the manifest's (issue 49)
+def _sha_of(path: str) -> dict:
+    return _sha(Path(path))
+
+
+def test_a_hostile_root_never_reaches_the_working_directory(folder, capsys):
+    """`"root": "."`: `--remove-foreign` deleted a file of the working directory, and `--repair --run` ran `rm -r .`
+    (a `files` entry with a `layerswap_meta.json` beside it). Now the manifest's root must be the command's."""
+    Path("victim.txt").write_text("precious\n")
+    Path("layerswap_meta.json").write_text("{}\n")
+    _write(folder, root=".", foreign={"victim.txt": _sha_of("victim.txt")})
+    line = _one_line_refusal(capsys, ["audit", "--remove-foreign"])
+    assert "its results root '.' is not the results folder this command works on (results)" in line
+    _write(
+        folder,
+        root=".",
+        files={
+            "victim.txt": {"size": 1, "sha256": "0" * 64, "job": "tables:results/tables/t.csv"},
+            "layerswap_meta.json": {**_sha_of("layerswap_meta.json"), "job": "tables:results/tables/t.csv"},
+        },
+    )
+    _one_line_refusal(capsys, ["audit", "--repair", "--run"])
+    for root in (".", "results/.."):  # nor may the command itself be pointed at the working directory
+        assert "the working directory or a folder above it" in _one_line_refusal(capsys, ["audit", "--root", root])
+    assert Path("victim.txt").read_text() == "precious\n" and Path("results/tables/t.csv").is_file()
+
+
+def test_a_root_reached_through_a_symlink_inside_results_is_refused(folder, tmp_path, capsys):
+    """`results/evil -> elsewhere` and `"root": "results/evil"`: the link's target became an allowed root and
+    `--remove-foreign` deleted the file there."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tables").mkdir(parents=True)
+    victim = elsewhere / "tables" / "t.csv"  # named as a layout would name a table
+    victim.write_text("precious\n")
+    os.symlink(elsewhere, "results/evil")
+    _write(folder, root="results/evil", foreign={"results/evil/tables/t.csv": _sha(victim)})
+    line = _one_line_refusal(capsys, ["audit", "--remove-foreign"])
+    assert "its results root 'results/evil' is not the results folder" in line
+    _write(folder, foreign={"results/evil/tables/t.csv": _sha(victim)})  # the right root, a path through the link
+    assert "outside its results root" in _one_line_refusal(capsys, ["audit", "--remove-foreign"])
+    assert victim.read_text() == "precious\n"
+
+
+def test_the_root_is_never_taken_for_an_export_folder(folder, capsys):
+    """`files` naming `results/layerswap_meta.json` (root `results`): `--repair --run` took the root for an export
+    and ran `rm -r results`. An export folder is one the layout names; a file the layout names as no job's output
+    is named and left."""
+    Path("results/layerswap_meta.json").write_text("{}\n")
+    job = "tables:results/tables/t.csv"
+    _write(folder, files={"results/layerswap_meta.json": {"size": 1, "sha256": "0" * 64, "job": job}})
+    assert main(["audit", "--repair", "--run"]) == 1
+    out = capsys.readouterr()
+    assert "repair: changed results/layerswap_meta.json: the results layout names no job's output there" in out.out
+    assert "rm " not in out.out and "repair: nothing to rebuild" in out.out
+    assert Path("results/layerswap_meta.json").is_file() and Path("results/tables/t.csv").is_file()
+    # a checkpoint export the layout names is still removed first, and only it
+    from layerswap.audit.confine import Roots
+
+    ckpt = Path("results/experts/r/s0000016")
+    ckpt.mkdir(parents=True)
+    for name in ("model.safetensors", "layerswap_meta.json"):
+        (ckpt / name).write_text("w\n")
+    m = json.loads(_write(folder).read_text())
+    m["files"].update(
+        {
+            str(ckpt / n): {"size": 2, "sha256": "0" * 64, "job": "sft:x"}
+            for n in ("model.safetensors", "layerswap_meta.json")
+        }
+    )
+    m["jobs"]["sft:x"] = {"rule": "sft", "params": [], "outputs": ["results/experts/r/checkpoints.json"]}
+    p = plan(m, [Drift("changed", str(ckpt / "model.safetensors"))])
+    assert p.remove == [str(ckpt)] and p.targets == ["results/experts/r/checkpoints.json"]
+    roots = Roots(Path("results"), (Path.cwd() / "results",), ((Path.cwd() / "results").resolve(),))
+    assert roots.removable(ckpt, folder=True) is None
+    assert roots.removable("results", folder=True) and roots.removable("results/experts/r", folder=True)
+    assert roots.removable("results/layerswap_meta.json") and roots.removable("results/manifest.json")
+    assert roots.removable("results/tables/t.csv") is None
+
+
 def test_a_confined_manifest_audits_as_before(folder, capsys):
     _write(folder)
     assert main(["audit"]) == 0
     assert "1 files match" in capsys.readouterr().out
-    roots = confine(json.loads(Path("results/manifest.json").read_text()), Path("results/manifest.json"), [])
+    roots = confine(json.loads(Path("results/manifest.json").read_text()), Path("results/manifest.json"), extra=[])
     assert roots.inside("results/tables/t.csv") and not roots.inside("results/../x")
 
 
@@ -165,9 +245,9 @@ def test_a_storage_root_is_allowed(folder, tmp_path):
     (scratch / "ckpt" / "w.bin").write_text("w")
     path = _write(folder, files={str(scratch / "ckpt" / "w.bin"): {"size": 1, "sha256": "0" * 64, "job": None}})
     m = json.loads(path.read_text())
-    confine(m, path, [scratch])
+    confine(m, path, extra=[scratch])
     with pytest.raises(UserError, match="outside its results root"):
-        confine(m, path, [])
+        confine(m, path, extra=[])
 
 
 # ------------------------------------------------------------------------ an edited result is never laundered (1)
@@ -236,6 +316,32 @@ def test_the_manifest_job_refuses_to_launder(folder, tmp_path, monkeypatch):
     manifest_mod.refuse_laundering(new, tmp_path / "none.json")  # a first run: nothing to compare with
 
 
+def test_the_manifest_hashes_what_is_on_disk(tmp_path, monkeypatch):
+    """Issue 49: the manifest took a sha256 from the verify-once cache, keyed by (device, inode, size, mtime), so an
+    edit in place with the time set back was recorded with a hash the file does not have. Its own states include
+    the ctime, which no edit can set back: an untouched file is not read again, an edited one always is."""
+    from layerswap.audit import files
+
+    monkeypatch.setattr(files, "RACY_SECONDS", -1.0)  # no timestamp tick to wait for here
+    read = []
+    monkeypatch.setattr(files, "file_sha256", lambda p: read.append(p) or file_sha256(p))
+    table = tmp_path / "t.csv"
+    table.write_text("a,b\n1,2\n")
+    states: dict = {}
+    first = files.hash_files([table], states)
+    assert first[str(table)]["sha256"] == file_sha256(table) and len(read) == 1
+    assert files.hash_files([table], states) == first and len(read) == 1  # the same state: not read again
+    st = table.stat()
+    table.write_text("a,b\n1,3\n")  # the same size
+    os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the time set back: the verify-once cache's key
+    from layerswap.hashcache import state
+
+    assert state(table.stat()) == state(st)
+    assert files.hash_files([table], states)[str(table)]["sha256"] == file_sha256(table) != first[str(table)]["sha256"]
+    assert len(read) == 2
+    assert files.hash_files([table])[str(table)]["sha256"] == file_sha256(table)  # no states: always read
+
+
 # ---------------------------------------------------------------------- records put back are cross-checked (4)
 def test_a_recipe_record_is_checked_against_the_recipe(tmp_path):
     recipe = tmp_path / "l1m1.json"
@@ -265,6 +371,107 @@ def test_records_of_experts_selections_and_the_config_are_checked(tmp_path, rule
 
     assert mismatch(rule, params(honest), str(path)) is None
     assert mismatch(rule, params(forged), str(path)) is not None
+
+
+def _evaluation_record(benchmarks: dict, seed: int = 0, index: str | None = None) -> tuple[list, str]:
+    """(params, shell command) of an evaluation job's record, as Snakemake keeps them (sorted reprs)."""
+    word = "'" + json.dumps(benchmarks) + "'"
+    params = sorted([repr(""), repr("87bf81aaa502dd5c"), repr(word), repr("hf"), repr("toy"), str(seed), "16"])
+    shell = (
+        f"layerswap evaluate --data-dir results/data/eval --benchmarks-json {word} --model base=results/base "
+        f"--out-dir results/evals --batch-size 16 --seed {seed} --task-set toy --backend hf --threads 1 "
+        + (f"--index {index} " if index else "")
+        + "--store results/store/evals > results/logs/evaluate/base.log 2>&1"
+    )
+    return params, shell
+
+
+def test_an_evaluation_record_is_checked_against_its_files(tmp_path):
+    """Issue 49: what an evaluation file records of its job (shots, limit, task keys, seed, budget, code off) must be
+    the record's, for a declared file and for each file an index lists; a record whose params and shell command
+    disagree is refused too."""
+    doc = {
+        "model_id": "base",
+        "benchmark": "mgsm",
+        "scores": {"en": 0.5, "toy_swh": 0.25},
+        "shots": 1,
+        "lm_eval_tasks": {"en": "toy_mgsm_en", "toy_swh": "toy_mgsm_toy_swh"},
+        "seed": 0,
+        "limit": None,
+    }
+    path = tmp_path / "mgsm.json"
+    path.write_text(json.dumps(doc))
+    honest = {"mgsm": {"languages": ["en", "toy_swh"], "limit": None, "shots": 1}}
+    assert (
+        mismatch("evaluate_base_select", *_evaluation_record(honest)[:1], str(path), _evaluation_record(honest)[1])
+        is None
+    )
+    for forged, why in [
+        ({"mgsm": {**honest["mgsm"], "shots": 0}}, "its shots is not the record's"),
+        ({"mgsm": {**honest["mgsm"], "limit": 4}}, "its limit is not the record's"),
+        ({"mgsm": {**honest["mgsm"], "languages": ["toy_swh"]}}, "its languages is not the record's"),
+        ({"mgsm": {**honest["mgsm"], "max_new_tokens": 8}}, "its max_new_tokens is not the record's"),
+        ({"belebele": {"shots": 0}}, "its benchmark 'mgsm' is not one the record evaluates"),
+    ]:
+        params, shell = _evaluation_record(forged)
+        assert mismatch("evaluate_base_select", params, str(path), shell) == why
+    params, shell = _evaluation_record(honest, seed=1)
+    assert mismatch("evaluate_base_select", params, str(path), shell) == "its seed is not the record's"
+    params, _ = _evaluation_record({"mgsm": {**honest["mgsm"], "shots": 0}})  # params forged, shell command not
+    assert "not its params'" in mismatch("evaluate_base_select", params, str(path), _evaluation_record(honest)[1])
+    # an index (checkpoint evaluations, Table 2's): each file it lists
+    index = tmp_path / "index.json"
+    index.write_text(json.dumps({"run": "r", "files": {"ckpt/r/s1": {"mgsm": str(path)}}}))
+    params, shell = _evaluation_record({"mgsm": {**honest["mgsm"], "shots": 0}}, index=str(index))
+    assert mismatch("evaluate_checkpoints", params, str(index), shell) == f"{path}: its shots is not the record's"
+    # code off: MBPP says it did not run model-written code; a record saying execute_code true does not describe it
+    mbpp = tmp_path / "mbpp.json"
+    mbpp.write_text(
+        json.dumps(
+            {
+                **doc,
+                "benchmark": "mbpp",
+                "shots": 0,
+                "skipped": "mbpp not run: it executes model-written code, which is off",
+            }
+        )
+    )
+    code = {"mbpp": {"languages": ["en", "toy_swh"], "limit": None, "shots": 0, "execute_code": True}}
+    assert mismatch("evaluate_base", *_evaluation_record(code)[:1], str(mbpp), _evaluation_record(code)[1]) == (
+        "its execute_code is not the record's"
+    )
+
+
+def test_records_of_mixes_and_the_toy_base_are_checked(tmp_path):
+    """An SFT mix's manifest and the toy base's config and meta carry what made them: a forged record is named."""
+    manifest = tmp_path / "math.manifest.json"
+    src = {"name": "toy_orca_math", "lang": "en", "schema": "orca_math", "path": "results/data/raw/orca_math.jsonl"}
+    manifest.write_text(json.dumps({"seed": 0, "sources": [{**src, "available": 298, "taken": 64}]}))
+
+    def mix(n, seed):
+        word = "'" + json.dumps([{**src, "n": n}]) + "'"
+        shell = f"layerswap mix --sources-json {word} --seed {seed} --out results/data/sft/math.jsonl"
+        return sorted([repr("55cabf371308bb26"), repr(word), str(seed)]), shell
+
+    assert mismatch("sft_mix", *mix(64, 0)[:1], str(manifest), mix(64, 0)[1]) is None
+    assert mismatch("sft_mix", *mix(32, 0)[:1], str(manifest), mix(32, 0)[1]) == "its sources is not the record's"
+    assert mismatch("sft_mix", *mix(64, 1)[:1], str(manifest), mix(64, 1)[1]) == "its seed is not the record's"
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text(json.dumps({"hidden_size": 32, "num_hidden_layers": 4}))
+    (base / "layerswap_meta.json").write_text(json.dumps({"seed": 0, "tokens_seen": 10240}))
+
+    def toy(layers, steps):
+        model, train = json.dumps({"hidden_size": 32}), json.dumps({"steps": steps, "batch_size": 8, "seq_len": 64})
+        shell = f"layerswap toy-base --out results/base --model-json '{model}' --train-json '{train}' " + (
+            f"--num-layers {layers} --seed 0"
+        )
+        return sorted([repr("34ae2953c59df62d"), repr(f"'{model}'"), repr(f"'{train}'"), "0", str(layers)]), shell
+
+    out = str(base / "config.json")
+    assert mismatch("toy_base", *toy(4, 20)[:1], out, toy(4, 20)[1]) is None
+    assert mismatch("toy_base", *toy(8, 20)[:1], out, toy(8, 20)[1]) == "its num_layers is not the record's"
+    assert mismatch("ablation_toy_base", *toy(4, 40)[:1], out, toy(4, 40)[1]) == "its tokens seen is not the record's"
 
 
 # ------------------------------------------------------------------------------------------- config checks (6)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import logging
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -124,10 +125,10 @@ def test_a_store_entry_edited_with_its_key_is_named_by_the_audit(grid, tmp_path,
     manifest = build_manifest(root, root / "manifest.json", tmp_path / "no-metadata", tmp_path, None)
     fed = manifest["store"]
     assert len(fed) == 2 * 2 * 2 and fed[edited]["entry"] == entry.name  # 2 models x 2 benchmarks x (json, samples)
-    problems, notes, _ = check_store(manifest)
+    problems, notes, _ = check_store(manifest, root)
     assert problems == [] and len(notes) == 8 and all("not evaluated by its job" in n for n in notes)
     assert any(n.startswith(f"store: {edited}: copied from entry") for n in notes)
-    _, _, again = check_store(manifest, reevaluate=True)
+    _, _, again = check_store(manifest, root, reevaluate=True)
     problems = [line for entry, doc, paths in again for line in reevaluate_entry(entry, doc, paths)]
     assert problems == [
         f"store: {edited}: differs from a fresh evaluation of merge/swap/toy_swh/t0xl0 (store entry {entry} is "
@@ -137,5 +138,18 @@ def test_a_store_entry_edited_with_its_key_is_named_by_the_audit(grid, tmp_path,
     other = str(evals / "merge/swap/toy_swh/t1xl1/belebele.json")
     (other_entry,) = [k.parent for k in store.rglob("key.json") if "t1xl1" in k.read_text()]
     (other_entry / "belebele.json").write_text("{}\n")
-    problems, _, _ = check_store(manifest)
+    problems, _, _ = check_store(manifest, root)
     assert len(problems) == 1 and problems[0].startswith(f"store: {other}: the entry's file"), problems
+    # the store deleted (a cache): the manifest still says which entry fed each result, with what evaluates its
+    # model again (issue 49)
+    assert set(manifest["store_entries"]) == {entry.name, other_entry.name}
+    shutil.rmtree(store)
+    problems, _, _ = check_store(manifest, root)
+    gone = f"store: {edited}: copied from entry {entry.name[:16]}…, which is gone"
+    assert len(problems) == 8 and any(line.startswith(gone) for line in problems)
+    _, _, again = check_store(manifest, root, reevaluate=True)
+    problems = [line for e, doc, paths in again for line in reevaluate_entry(e, doc, paths)]
+    assert problems == [
+        f"store: {edited}: differs from a fresh evaluation of merge/swap/toy_swh/t0xl0 (store entry {entry} is "
+        f"wrong: rm {edited} && snakemake {edited})"
+    ]

@@ -345,7 +345,7 @@ def test_config_lora_on_a_full_run_and_bad_launcher(toy_config):
 
 def test_manifest_of_sharded_checkpoints(full_run, tmp_path):
     """transformers 4.x shards a large export (5 GB shards): checkpoints.json then hashes the index and every shard,
-    and the audit reuses those hashes; a missing shard is named."""
+    and the audit reads which files it lists; a missing shard is named."""
     from safetensors.torch import save_file
 
     from layerswap.audit.files import recorded_hashes

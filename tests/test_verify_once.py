@@ -144,7 +144,7 @@ def test_a_recipe_input_outside_the_runs_folders_is_refused_or_recorded(tiny_bas
     assert f"set {ALLOW_ENV}=1" in line
     monkeypatch.setenv(ALLOW_ENV, "1")
     Recipe.load(recipe)
-    recorded = verified_inputs(tmp_path / "results", {})["outside_inputs"]
+    recorded = verified_inputs(tmp_path / "results", {}, {}, {})["outside_inputs"]
     assert list(recorded) == [str(outside)]
     assert recorded[str(outside)]["recipes"] == [str(recipe)]
     assert recorded[str(outside)]["files"]["model.safetensors"] == fingerprint.file_sha256(

@@ -7,9 +7,10 @@ another config, `layerswap.audit.provenance`) are named by `foreign:` lines, not
 them. Run logs (training `log.jsonl`: wall-clock timings) are listed by the manifest but
 compared only with `--logs`, so an identical run audited against another run's manifest passes. `--trace` traces a
 table cell (`layerswap.audit.trace`); `--repair` prints, and with `--run` runs, the command that rebuilds what
-drifted (`layerswap.audit.repair`). Before any of this, every path the manifest names is confined to its results
-root (`layerswap.audit.confine`): a manifest naming anything outside is refused in one line, nothing read, hashed
-or deleted.
+drifted (`layerswap.audit.repair`). Before any of this, every path the manifest names is confined to the results
+root the command runs on (`--root`, default `results`; never the manifest's word for it: `layerswap.audit.confine`):
+a manifest naming anything outside, or another root, is refused in one line, nothing read, hashed or deleted; and
+nothing is deleted that the results layout does not name as a job's output (`layerswap.audit.outputs`).
 """
 
 from __future__ import annotations
@@ -28,14 +29,16 @@ from layerswap.workflow.layout import Layout
 
 
 def load_manifest(path: Path) -> dict:
+    from layerswap.audit.kept import kept_copy_hint
+
     try:
         data = json.loads(Path(path).read_text())
     except OSError as err:
-        raise UserError(f"{path}: cannot read manifest ({err.strerror})") from None
+        raise UserError(f"{path}: cannot read manifest ({err.strerror}){kept_copy_hint(path)}") from None
     except ValueError as err:
-        raise UserError(f"{path}: not a JSON manifest ({err})") from None
+        raise UserError(f"{path}: not a JSON manifest ({err}){kept_copy_hint(path)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict) or "root" not in data:
-        raise UserError(f"{path}: not a layerswap manifest (no 'files'/'root')")
+        raise UserError(f"{path}: not a layerswap manifest (no 'files'/'root'){kept_copy_hint(path)}")
     return data
 
 
@@ -56,9 +59,10 @@ class Drift:
         return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
 
 
-def drift(manifest: dict, manifest_path: Path, logs: bool = False) -> list[Drift]:
-    """Every drift between the manifest and the disk, sorted by path (extra files last)."""
-    root = Path(manifest["root"])
+def drift(manifest: dict, manifest_path: Path, root: Path, logs: bool = False) -> list[Drift]:
+    """Every drift between the manifest and the disk under the results root `root`, sorted by path (extra files
+    last)."""
+    root = Path(root)
     out = []
     files = recorded(manifest, logs)
     for p, entry in sorted(files.items()):
@@ -92,22 +96,24 @@ def foreign_files(manifest: dict) -> list[str]:
     return sorted(p for p in manifest.get("foreign") or {} if Path(p).is_file())
 
 
-def remove_foreign(manifest: dict, roots: Roots) -> tuple[list[str], list[str]]:
-    """Delete the foreign files that still have the bytes the manifest recorded, then the directories that held only
-    them; never a path outside `roots` (`layerswap.audit.confine`: checked again here, where it is deleted). Returns
-    (the paths removed, those left because their bytes changed since)."""
-    root = Path(manifest["root"]).resolve()
+def remove_foreign(manifest: dict, roots: Roots) -> tuple[list[str], list[tuple[str, str]]]:
+    """Delete the foreign files that still have the bytes the manifest recorded and that the results layout names as
+    a job's output, then the directories that held only them; never a path outside `roots` or the root itself
+    (`layerswap.audit.confine`: checked again here, where it is deleted). Returns (the paths removed, (path, why)
+    of those left)."""
     removed, left = [], []
     for p in foreign_files(manifest):
         if not roots.inside(p) or Path(p).is_symlink():
             raise UserError(f"foreign: {p}: outside the results root {roots.root}/: refused (nothing deleted)")
         entry = manifest["foreign"][p]
         same = Path(p).stat().st_size == entry.get("size") and file_sha256(Path(p)) == entry.get("sha256")
-        (removed if same else left).append(p)
+        why = roots.removable(p) if same else "changed since the manifest named it"
+        (left.append((p, why)) if why else removed.append(p))
+    tops = list(roots.real)
     for p in removed:
         Path(p).unlink()
         d = Path(p).parent
-        while d.resolve() != root and d.resolve().is_relative_to(root) and not any(d.iterdir()):
+        while d.resolve() not in tops and any(d.resolve().is_relative_to(t) for t in tops) and not any(d.iterdir()):
             d.rmdir()
             d = d.parent
     return removed, left
@@ -115,6 +121,12 @@ def remove_foreign(manifest: dict, roots: Roots) -> tuple[list[str], list[str]]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--manifest", default=Layout().manifest())
+    parser.add_argument(
+        "--root",
+        default=Layout().root,
+        help="the results folder to audit (the manifest must name it as its root; nothing outside it, or its "
+        "namespace on the site's scratch, is read or deleted)",
+    )
     parser.add_argument(
         "--logs",
         action="store_true",
@@ -158,17 +170,17 @@ def run(args: argparse.Namespace) -> None:
     if args.snakemake_args and not args.repair:
         raise UserError(f"unexpected arguments {' '.join(args.snakemake_args)} (Snakemake options go with --repair)")
     manifest = load_manifest(Path(args.manifest))
-    roots = confine(manifest, Path(args.manifest))  # before any path it names is read, hashed or deleted
+    roots = confine(manifest, Path(args.manifest), args.root)  # before any path it names is read or deleted
     if args.trace:
         from layerswap.audit.trace import print_trace, trace
 
-        t = trace(manifest, *args.trace)
+        t = trace(manifest, roots.root, *args.trace)
         print(json.dumps(t, indent=1)) if args.json else print_trace(t)
         return
     machine = manifest.get("hardware")
     for line in hardware_diff(machine, hardware()) if isinstance(machine, dict) else []:
         print(line)
-    found = drift(manifest, Path(args.manifest), args.logs)
+    found = drift(manifest, Path(args.manifest), roots.root, args.logs)
     for d in found:
         print(d)
     foreign, left = foreign_files(manifest), []
@@ -179,11 +191,11 @@ def run(args: argparse.Namespace) -> None:
             f"foreign: {p} (not from this config: no job of it makes this file"
             + ("; removed)" if args.remove_foreign else ")")
         )
-    for p in left:
-        print(f"foreign: {p} (not from this config; changed since the manifest named it: left, remove it by hand)")
+    for p, why in left:
+        print(f"foreign: {p} (not from this config; {why}: left, remove it by hand)")
     from layerswap.audit.store_check import check_store
 
-    store_problems, store_notes, again = check_store(manifest, args.reevaluate_store)
+    store_problems, store_notes, again = check_store(manifest, roots.root, args.reevaluate_store)
     if again:
         from layerswap.audit.reevaluate import reevaluate_entry
 

@@ -5,18 +5,27 @@ store, `layerswap.evaluation.store`: a cache keyed by content whose files are co
 at its top, the manifest itself and the scratch marker (`scratch.json`, layerswap/workflow/scratch.py). Two kinds:
 reproducible results (the same bytes from the same config, code and machine type: compared by every audit) and run
 logs (`RUN_LOGS`: training progress with wall-clock timings and throughput: listed with their hashes, compared only
-when asked). Large weights are hashed once: a sha256 already recorded by the job that wrote the file (expert
-`checkpoints.json`, evaluation `index*.json`) is reused when the file is not newer than that record.
+when asked). Every file's sha256 is what is on disk (`hash_files`, issue 49): neither the sha256 a job recorded
+(`checkpoints.json`, an evaluation index) nor the verify-once cache (`layerswap.hashcache`) is reused, because both
+are keyed by (device, inode, size, mtime): an edit in place that keeps the size and sets the modification time back
+keeps that key. The manifest job keeps its own states instead (`.snakemake/layerswap/manifest.hashes.json`): a file
+is not read again only while its state, its ctime included, is the one it was hashed in. The ctime cannot be set
+back (every write, `touch -d`, `os.utime`, `chmod` or rename sets it to the present), so such an edit is hashed
+again; a state that could repeat within a timestamp tick (ctime less than 2 s before the hash ended) is not kept.
+`recorded_hashes` reads the jobs' records only to tell which files a record lists
+(`layerswap.audit.provenance.ownership`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import NamedTuple
 
-from layerswap.hashcache import sha256 as cached_sha256
+from layerswap.fingerprint import file_sha256
+from layerswap.hashcache import RACY_SECONDS
 from layerswap.workflow.layout import LOGS, STORE, Layout
 from layerswap.workflow.scratch import MARKER
 
@@ -83,15 +92,27 @@ def recorded_hashes(root: Path) -> dict[str, Recorded]:
     return known
 
 
-def hash_files(files: list[Path], known: dict[str, Recorded] | None = None) -> dict[str, dict]:
-    known = known or {}
+def state(st: os.stat_result) -> list[int]:
+    """The state a sha256 of the manifest job stays valid for: (device, inode, size, mtime_ns, ctime_ns)."""
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def hash_files(files: list[Path], states: dict | None = None) -> dict[str, dict]:
+    """{path: {size, sha256}} of each file, from its bytes (see the module's docstring). `states`: {path: [*state,
+    sha256]} of the files this command hashed before; a file still in that state is not read again; updated with
+    what is hashed here."""
     out = {}
     for p in files:
-        st = p.stat()
-        rec = known.get(os.path.normpath(str(p)))
-        if rec is not None and st.st_mtime <= rec.mtime:
-            digest, reused = rec.sha256, True
+        st = os.stat(p)
+        key = state(st)
+        known = (states or {}).get(str(p))
+        if isinstance(known, list) and len(known) == 6 and known[:5] == key and isinstance(known[5], str):
+            digest = known[5]
         else:
-            digest, reused = cached_sha256(p), False  # the cache of verified hashes (layerswap.hashcache)
-        out[str(p)] = {"size": st.st_size, "sha256": digest, **({"hash_from_record": True} if reused else {})}
+            digest = file_sha256(p)
+            if states is not None:
+                states.pop(str(p), None)
+                if state(os.stat(p)) == key and time.time() - st.st_ctime > RACY_SECONDS:
+                    states[str(p)] = [*key, digest]
+        out[str(p)] = {"size": st.st_size, "sha256": digest}
     return out

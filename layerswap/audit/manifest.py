@@ -1,6 +1,7 @@
 """`layerswap manifest`: `results/manifest.json`, the last job of the DAG.
 
-- `files`: every reproducible result under the results root (`layerswap.audit.files`) with its size and sha256;
+- `files`: every reproducible result under the results root (`layerswap.audit.files`) with its size and the sha256
+  of its bytes on disk (never a recorded or cached hash);
   `run_logs`: the training logs (wall-clock timings), the same way, apart: an audit compares them only when asked.
 - `jobs`: what made each file: Snakemake's own per-output record (`.snakemake/metadata/`, written by Snakemake after
   each job, so it holds the params *as evaluated*, lambdas included, and the exact shell command), reduced to rule,
@@ -13,9 +14,14 @@
   without git), `software` (Python, packages), `hardware` (`layerswap.machine`), `seeds`, the run's `config`
   and a few reproducibility-relevant environment variables.
 - Never laundered (issue 43): a file whose sha256 differs from the previous manifest's (`--previous`: the copy the
-  check before the run keeps, `layerswap.audit.provenance.PREVIOUS`) although no job rewrote it since (the
+  check before the run keeps, `layerswap.audit.kept.PREVIOUS`) although no job rewrote it since (the
   records' `endtime`s of its job's outputs are the previous manifest's) is refused with one line naming it and the
   repair; nothing is written (`refuse_laundering`).
+- `store` and `store_entries`: the results the evaluation store fed and the entries that fed them
+  (`layerswap.audit.store_check`), kept from the previous manifest while the result is unchanged and its job did not
+  rerun, so deleting the store never erases the fact.
+- After it is written, a copy is kept beside Snakemake's records (`layerswap.audit.kept`): the check before the next
+  run puts it back if `results/manifest.json` is deleted or damaged.
 - Secrets never go in: any config key, environment variable or param whose name contains TOKEN, KEY, SECRET or
   PASSWORD is dropped, and the values of such environment variables are redacted wherever they would appear.
 """
@@ -32,15 +38,8 @@ import sys
 from pathlib import Path
 
 from layerswap.audit.files import hash_files, is_run_log, recorded_hashes, walk
-from layerswap.audit.provenance import (
-    declared,
-    job_run_options,
-    ownership,
-    previous_manifest,
-    read_record,
-    record_fields,
-    spec_of,
-)
+from layerswap.audit.kept import keep_copy, previous_manifest, read_json_manifest
+from layerswap.audit.provenance import declared, job_run_options, ownership, read_record, record_fields, spec_of
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
@@ -160,16 +159,25 @@ def environment() -> dict[str, str]:
 
 
 def build_manifest(
-    root: Path, out: Path, meta_dir: Path, workflow_dir: Path, config: dict | None, outputs: set[str] | None = None
+    root: Path,
+    out: Path,
+    meta_dir: Path,
+    workflow_dir: Path,
+    config: dict | None,
+    outputs: set[str] | None = None,
+    previous: dict | None = None,
+    states: dict | None = None,
 ) -> dict:
     """`outputs`: the files the config's jobs declare (`audit.provenance.declared`); files under the root that are
-    not the config's (`audit.provenance.ownership`) go to `foreign`, not `files`. None: every file is the run's."""
+    not the config's (`audit.provenance.ownership`) go to `foreign`, not `files`. None: every file is the run's.
+    `previous`: the manifest as the run started (its store records are kept, `store_check.carried_forward`);
+    `states`: the files' states when this job last hashed them (`files.hash_files`), updated."""
     secrets = secret_values()
     known = recorded_hashes(root)
     ours, foreign = (
         ownership(root, outputs, {out}) if outputs is not None else ([str(p) for p in walk(root, {out})], [])
     )
-    hashed = hash_files([Path(p) for p in ours], known)
+    hashed = hash_files([Path(p) for p in ours], states)
     jobs = attach_jobs(hashed, meta_dir, secrets, {p: rec.record for p, rec in known.items()}, outputs)
     files = {p: e for p, e in hashed.items() if not is_run_log(p)}
     run_logs = {p: e for p, e in hashed.items() if is_run_log(p)}
@@ -198,9 +206,9 @@ def build_manifest(
         "run_logs": run_logs,
         "jobs": jobs,
         "foreign": {
-            p: {k: e[k] for k in ("size", "sha256")} for p, e in hash_files([Path(p) for p in foreign]).items()
+            p: {k: e[k] for k in ("size", "sha256")} for p, e in hash_files([Path(p) for p in foreign], states).items()
         },
-        **verified_inputs(root, files),
+        **verified_inputs(root, files, jobs, previous or {}),
     }
     text = redact(json.dumps(manifest, indent=1, sort_keys=True), secrets)
     return json.loads(text)
@@ -227,14 +235,12 @@ def laundered(manifest: dict, previous: dict) -> list[str]:
     return out
 
 
-def refuse_laundering(manifest: dict, previous_path: Path) -> None:
-    """One-line UserError when `laundered` finds a file (see the module's docstring); nothing is written."""
-    try:
-        previous = json.loads(previous_path.read_text())
-    except (OSError, ValueError):
+def refuse_laundering(manifest: dict, previous_path: Path, previous: dict | None = None) -> None:
+    """One-line UserError when `laundered` finds a file (see the module's docstring); nothing is written.
+    `previous`: the manifest at `previous_path`, already read (else read here; none: a first run)."""
+    previous = read_json_manifest(previous_path) if previous is None else previous
+    if not previous:
         return  # no previous manifest (a first run): nothing recorded to compare with
-    if not isinstance(previous, dict) or not isinstance(previous.get("files"), dict):
-        return
     found = laundered(manifest, previous)
     if found:
         old, new = previous["files"][found[0]]["sha256"], manifest["files"][found[0]]["sha256"]
@@ -247,18 +253,26 @@ def refuse_laundering(manifest: dict, previous_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------- store and outside inputs
-def verified_inputs(root: Path, files: dict[str, dict]) -> dict:
-    """Two sections, present only where they have entries: `store`, {result file: {entry, sha256}} for each listed
-    file a job copied from the evaluation store (its record in `<root>/store/fed/`, still matching the file's bytes),
-    which `layerswap audit` checks against the entry (layerswap.audit.store_check); and `outside_inputs`, the
-    checkpoints a recipe reads outside the run's folders under LAYERSWAP_ALLOW_OUTSIDE_INPUTS=1, with the sha256 of
-    their files (layerswap.inputs, layerswap.audit.store_check)."""
-    from layerswap.audit.store_check import fed_records, outside_inputs
+def verified_inputs(root: Path, files: dict[str, dict], jobs: dict, previous: dict) -> dict:
+    """Sections present only where they have entries: `store`, {result file: {entry, sha256}} for each listed file
+    a job copied from the evaluation store (its record in `<root>/store/fed/`, still matching the file's bytes, or
+    the previous manifest's record while the file and its job are unchanged), which `layerswap audit` checks
+    against the entry, and `store_entries`, {entry key: {job, model, args}} of those entries (from their key.json,
+    else the previous manifest), which evaluate their models again where the store is gone
+    (layerswap.audit.store_check); and `outside_inputs`, the checkpoints a recipe reads outside the run's folders
+    under LAYERSWAP_ALLOW_OUTSIDE_INPUTS=1, with the sha256 of their files (layerswap.inputs)."""
+    from layerswap.audit.store_check import carried_forward, entry_docs, fed_records, outside_inputs
 
     out: dict = {}
     fed = fed_records(root, files)
+    fed.update(carried_forward(files, jobs, fed, previous))
     if fed:
-        out["store"] = fed
+        out["store"] = dict(sorted(fed.items()))
+        keys = {rec["entry"] for rec in fed.values()}
+        kept = previous.get("store_entries") if isinstance(previous.get("store_entries"), dict) else {}
+        docs = {k: kept[k] for k in keys if isinstance(kept.get(k), dict)}
+        docs.update(entry_docs(root, keys))
+        out["store_entries"] = dict(sorted(docs.items()))
     outside = outside_inputs(root)
     if outside:
         out["outside_inputs"] = outside
@@ -295,9 +309,19 @@ def run(args: argparse.Namespace) -> None:
         raise UserError(f"--root {root}: not a directory")
     workflow_dir = Path(args.workflow_dir) if args.workflow_dir else checkout()
     outputs = config_outputs(config, workflow_dir) if config is not None else None
-    manifest = build_manifest(root, Path(args.out), Path(args.metadata_dir), workflow_dir, config, outputs)
-    refuse_laundering(manifest, Path(args.previous) if args.previous else previous_manifest(Path(args.metadata_dir)))
+    previous_path = Path(args.previous) if args.previous else previous_manifest(Path(args.metadata_dir))
+    previous = read_json_manifest(previous_path)
+    states_path = previous_manifest(Path(args.metadata_dir)).with_name(STATES)
+    states = _read_states(states_path) if not args.previous else None  # the workflow's own manifest job's
+    manifest = build_manifest(
+        root, Path(args.out), Path(args.metadata_dir), workflow_dir, config, outputs, previous, states
+    )
+    refuse_laundering(manifest, previous_path, previous)
     write_json_atomic(Path(args.out), manifest)
+    if states is not None:  # the workflow's own manifest: its copy for the check before the next run, its states
+        keep_copy(Path(args.out), previous_path)
+        listed = {**manifest["files"], **manifest["run_logs"], **manifest["foreign"]}
+        write_json_atomic(states_path, {"format": 1, "states": {p: s for p, s in states.items() if p in listed}})
     print(
         f"manifest: {len(manifest['files'])} files, {len(manifest['run_logs'])} run logs, "
         f"{len(manifest['jobs'])} jobs -> {args.out}"
@@ -308,6 +332,18 @@ def run(args: argparse.Namespace) -> None:
             else ""
         )
     )
+
+
+STATES = "manifest.hashes.json"  # the manifest job's file states, beside the kept copy (layerswap.audit.files)
+
+
+def _read_states(path: Path) -> dict:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    states = doc.get("states") if isinstance(doc, dict) and doc.get("format") == 1 else None
+    return dict(states) if isinstance(states, dict) else {}
 
 
 def config_outputs(config: dict, workflow_dir: Path) -> set[str] | None:

@@ -23,7 +23,10 @@ differs from the manifest's, was changed after its job wrote it (edited by hand,
 line naming it and the repair (`layerswap audit --repair --run`: the file removed, its job rerun), before Snakemake
 would rebuild the tables from it and the manifest re-hash it. Only files newer than their job and the manifest are
 hashed, so a no-op rerun hashes nothing. A copy of the manifest is kept for the manifest job
-(`PREVIOUS`), which refuses to record a changed sha256 whose job did not rerun (`layerswap.audit.manifest`).
+(`layerswap.audit.kept`), which refuses to record a changed sha256 whose job did not rerun
+(`layerswap.audit.manifest`); the same copy stands in for a manifest that is missing or damaged (issue 49: a folder
+with results is no clean slate), and the records put back are cross-checked against what each file records of the
+job that made it, evaluations included (`layerswap.audit.records`).
 
 `results/manifest.json` itself holds no record of its own job: it is rebuilt whenever a job before it reruns (a
 config edit always reruns `config_used`).
@@ -38,11 +41,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
-import tempfile
+import sys
 from pathlib import Path
 
 from layerswap.audit.files import RECORDS, recorded_hashes, walk
+from layerswap.audit.kept import keep_copy, previous_manifest, read_json_manifest, recover
 from layerswap.audit.records import mismatch
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
@@ -61,13 +64,6 @@ RECORD_FIELDS = (
     "input_checksums",
 )
 SHOWN = 3  # files named in a one-line message
-#: Where the check before a run keeps a copy of the results' manifest for the manifest job, which Snakemake lets
-#: start only after removing its output (relative to the metadata folder: `.snakemake/layerswap/...`).
-PREVIOUS = Path("..") / "layerswap" / "manifest.previous.json"
-
-
-def previous_manifest(meta_dir: Path) -> Path:
-    return Path(os.path.normpath(Path(meta_dir) / PREVIOUS))
 
 
 def record_path(meta_dir: Path, output: str) -> Path:
@@ -203,14 +199,6 @@ def _parents_in(path: str, outputs: set[str]):
 
 
 # ------------------------------------------------------------------------------------------ records put back
-def _manifest(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) and isinstance(data.get("files"), dict) else {}
-
-
 def _vouched(manifest: dict, output: str) -> tuple[dict, dict] | None:
     """(the manifest's file entry, the job's) when the manifest can put back the record of `output`: a job of it
     declares `output` (a file, or a directory such as a merged model) and keeps its record fields."""
@@ -233,11 +221,14 @@ def _same_bytes(path: Path, entry: dict, recorded_end) -> bool:
     return _same_time(mtime(path), recorded_end) or file_sha256(path) == entry.get("sha256")
 
 
-def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_path: Path) -> tuple[list, list, dict]:
+def restore(
+    outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_path: Path, manifest: dict | None = None
+) -> tuple[list, list, dict]:
     """Put back the records the manifest vouches for (see the module's docstring), each once cross-checked against
-    the file it describes (`layerswap.audit.records`). Returns (outputs whose record was written, outputs that exist
+    the file it describes (`layerswap.audit.records`). `manifest`: the one at `manifest_path`, already read (its kept
+    copy where it is missing: `layerswap.audit.kept`). Returns (outputs whose record was written, outputs that exist
     with no record and none to put back, {output: why its record in the manifest does not describe it})."""
-    manifest = _manifest(manifest_path)
+    manifest = read_json_manifest(manifest_path) if manifest is None else manifest
     restored, unknown, forged = [], [], {}
     for out in outputs:
         path = Path(out)
@@ -263,7 +254,7 @@ def restore(outputs: list[str], meta_dir: Path, incomplete_dir: Path, manifest_p
             }
             if current is not None and _compared(current) == _compared(record):
                 continue  # the same provenance (the file was touched or copied without its time)
-            why = mismatch(job["rule"], job["params"], out)
+            why = mismatch(job["rule"], job["params"], out, job.get("shellcmd"))
             if why is not None:
                 forged[out] = why  # not put back: the file has no record, and the run stops naming it
             elif _same_bytes(path, entry, (fields.get("endtime") or {}).get(out)):
@@ -365,15 +356,21 @@ def check(
     `--forceall`), and return the lines to print (records put back, files not from this config). `argv`: this
     run's Snakemake options, spelled into the commands the stop line prints."""
     outputs, manifest = declared(spec), Path(Layout.at(root).manifest())
-    vouching = _manifest(manifest)
-    if vouching:  # the manifest as the run starts, for the manifest job's check
-        keep = previous_manifest(meta_dir)
-        keep.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=keep.parent, prefix=".manifest-", suffix=".tmp")  # one per process: two
-        os.close(fd)  # Snakemake processes (a dry run beside a run) never share a temporary name
-        shutil.copyfile(manifest, tmp)
-        os.replace(tmp, keep)
-    restored, unknown, forged = restore(outputs, meta_dir, incomplete_dir, manifest)
+    # a missing or damaged manifest is no clean slate: its kept copy is put back, or the run stops (audit.kept)
+    opts = UNKNOWN_OPTIONS if argv is None else shlex.join(run_options(argv)[0])
+    vouching, said = recover(
+        manifest,
+        meta_dir,
+        outputs,
+        incomplete=record_path(incomplete_dir, str(manifest)).exists(),
+        finished=read_record(meta_dir, str(manifest)) is not None,
+        rebuild_all=None if forced is None else f"snakemake {opts} --forceall".replace("  ", " "),
+    )
+    for line in said:  # now: a stop line below must not hide that the manifest was put back
+        print(line, file=sys.stderr)
+    if vouching and manifest.is_file():  # the manifest as the run starts, for the manifest job's check
+        keep_copy(manifest, previous_manifest(meta_dir))
+    restored, unknown, forged = restore(outputs, meta_dir, incomplete_dir, manifest, vouching)
     unknown = [] if forced is None else [u for u in unknown if u not in forced]
     if forged:
         out, why = next(iter(forged.items()))

@@ -1,5 +1,6 @@
 """`layerswap audit --reevaluate-store`: a model whose results the evaluation store fed is evaluated again, without the
-store, from the arguments its entry records (layerswap.audit.store_check names the results it compares)."""
+store, from the arguments its entry records, or the manifest's record of the entry where the store was deleted
+(layerswap.audit.store_check names the results it compares)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,11 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+
+
+def _redo(entry: Path, path: str) -> str:
+    """The commands that evaluate `path` again by its job, without the entry (removed first where it is there)."""
+    return (f"rm -r {entry} && " if Path(entry).is_dir() else "") + f"rm {path} && snakemake {path}"
 
 
 def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
@@ -24,7 +30,7 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
     if not model_id or not source or command not in ("evaluate", "evaluate-merges"):
         return [
             f"store: {p}: entry {entry} records no arguments to evaluate it again (made by an older version); "
-            f"evaluate it without the store: rm -r {entry} && rm {p} && snakemake {p}"
+            f"evaluate it without the store: {_redo(entry, p)}"
             for p in paths
         ]
     module = evaluate_merges if command == "evaluate-merges" else evaluate
@@ -57,8 +63,7 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
         if _sha256(job) != doc["job"] or model_doc(model_id, model_source) != model:
             return [
                 f"store: {p}: entry {entry} cannot be evaluated again here (its job or model differs from what "
-                f"{source} and this machine give now); evaluate it without the store: rm -r {entry} && rm {p} "
-                f"&& snakemake {p}"
+                f"{source} and this machine give now); evaluate it without the store: {_redo(entry, p)}"
                 for p in paths
             ]
         logging.getLogger("layerswap.evaluate").info(
@@ -72,6 +77,6 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
             if not same:
                 out.append(
                     f"store: {p}: differs from a fresh evaluation of {model_id} (store entry {entry} is wrong: "
-                    f"rm -r {entry} && rm {p} && snakemake {p})"
+                    f"{_redo(entry, p)})"
                 )
     return out

@@ -95,11 +95,12 @@ def _recipe_models(recipe, out: list[str]) -> None:
         out.append(recipe)
 
 
-def trace(manifest: dict, table_file: str, row: str, column: str) -> dict:
+def trace(manifest: dict, root: Path, table_file: str, row: str, column: str) -> dict:
+    """The files behind one cell of a table of the results folder `root` (the command's, `layerswap.audit.confine`)."""
     from layerswap.report import tables
     from layerswap.report.evals import Evals
 
-    root = Path(manifest["root"])
+    root = Path(root)
     stem = Path(table_file).name.split(".", 1)[0]
     params = tables.Params.from_json(tables_params(manifest))
 

@@ -110,11 +110,16 @@ def forged_record(reference: Path, work: Path) -> tuple[bool, str]:
 
 
 def hostile_manifest(reference: Path, work: Path) -> tuple[bool, str]:
-    """Three hostile manifests, one case each: every audit command refuses in one line; the victims stay."""
+    """Five hostile manifests, one case each: every audit command refuses in one line; the victims stay (issue 49:
+    a root of `.`, a root reached through a symbolic link inside results/)."""
     victim, victims = work.parent / "victim.txt", work.parent / "victimdir"
     victim.write_text("precious\n")
     victims.mkdir(exist_ok=True)
     (victims / "model.safetensors").write_text("precious too\n")
+    here = work / "victim.txt"  # a file of the working directory (the checkout, in normal use)
+    here.write_text("precious\n")
+    (work / LAYOUT.root / "evil").unlink(missing_ok=True)
+    (work / LAYOUT.root / "evil").symlink_to(victims)
     clean = json.loads((work / LAYOUT.manifest()).read_text())
     sha = {"size": 9, "sha256": "0" * 64}
     sft = next(j for j, job in clean["jobs"].items() if job["rule"] == "sft")
@@ -141,6 +146,16 @@ def hostile_manifest(reference: Path, work: Path) -> tuple[bool, str]:
             hostile(lambda m: m["files"].update({"../../../../etc/passwd": {**sha, "job": None}})),
             [],
         ),
+        "root '.', foreign victim.txt": (
+            hostile(lambda m: m.update(root=".", foreign={"victim.txt": sha})),
+            ["--remove-foreign"],
+        ),
+        "root results/evil -> ../victimdir": (
+            hostile(
+                lambda m: m.update(root=f"{LAYOUT.root}/evil", foreign={f"{LAYOUT.root}/evil/model.safetensors": sha})
+            ),
+            ["--remove-foreign"],
+        ),
     }
     outcomes = []
     for name, (m, args) in cases.items():
@@ -151,6 +166,8 @@ def hostile_manifest(reference: Path, work: Path) -> tuple[bool, str]:
         say(f"hostile-manifest: {name}: audit {' '.join(args[:2])} exited {proc.returncode}: {last_line(proc.stderr)}")
         outcomes.append((name, ok))
     intact = victim.read_text() == "precious\n" and (victims / "model.safetensors").read_text() == "precious too\n"
+    intact = intact and here.read_text() == "precious\n"
+    (work / LAYOUT.root / "evil").unlink()
     (work / LAYOUT.manifest()).write_text(json.dumps(clean))
     return all(ok for _, ok in outcomes) and intact, (
         "; ".join(f"{n}: refused in one line: {ok}" for n, ok in outcomes) + f"; the victims untouched: {intact}"
