@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -331,7 +332,13 @@ def _open(recipe: Recipe, cache: ExpertCache) -> tuple[Merge, str | None]:
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Chunk ops are memory-bound: one torch thread is as fast and leaves a core for I/O (no OpenMP spin-waits)."""
+    """Chunk ops are memory-bound: one torch thread is as fast and leaves a core for I/O (no OpenMP spin-waits). Only
+    on the main thread: torch's thread count is the process's, so a merge built ahead on a background thread
+    (layerswap/merge/merger.py) leaves it as the evaluation beside it set it (the chunk ops' results do not depend on
+    it: elementwise, exact selections, serial random draws)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
