@@ -7,14 +7,15 @@ hours. So, as git's index does, a file's sha256 is kept with the state of the fi
 
 What the key holds, and why (a verdict "these bytes have sha256 X" is valid while the file holds the bytes it was
 hashed from):
-- the file's resolved path (`os.path.realpath`) and inode number: which file. A replaced file (an atomic write, a
-  rename over it) has another inode. The path tells files of different file systems apart (two file systems may
-  number their files alike), where the device number would too, but on a network file system the device number is
-  the mount's number on each client (NFS gives each node its own `st_dev` for the same mount): keyed on it, every
-  node hashed every file again. The inode number (NFS: the server's file id) and the path (a shared file system is
-  mounted at one path on every node) are the same on every node. A node that mounts it elsewhere sees other paths
-  and hashes those files once (correct, slower);
-- its size and mtime_ns: whether it changed. Any write to the file moves its mtime (the server's clock on NFS: the
+- which file: its inode number on its file system, the file system named by the path it is mounted at (the mount
+  point above the file, resolved). Not the device number: on a network file system that is the mount's number on
+  each client (NFS gives each node its own `st_dev` for the same mount), so keyed on it every node hashed every file
+  again. The inode number (NFS: the server's file id) and the mount point (a shared file system is mounted at one
+  path on every node) are the same on every node; a node that mounts it elsewhere hashes its files once more
+  (correct, slower). Not the file's path: an export is hashed under its temporary name and renamed into place, and a
+  rename keeps the file (its inode), so the verdict goes with it. A replaced file (an atomic write, a rename over it)
+  has another inode;
+- whether it changed: its size and mtime_ns. Any write to the file moves its mtime (on NFS the server's clock: the
   same on every node); so a changed file never keeps its old verdict: it is hashed again. Not ctime: the export's
   own `chmod` (modes follow the umask) and a rename would change it after the export hashed its files, and the first
   job to read each expert would hash it again.
@@ -32,7 +33,7 @@ not see; the audit does (below).
   timestamps; such a state is not cached (a big file takes longer than that to hash: at paper scale every state is
   cached). Nor is a file whose state changed while it was hashed.
 - A cluster: the cache folder is on the shared results file system, and a state is the same on every node that
-  mounts it at the same path: a file hashed by a job on one node is answered by the cache on every other.
+  mounts the file's file system at the same path: a file hashed by a job on one node is answered on every other.
   `hashing:` in every evaluation log says how many files a job hashed and how many the cache answered.
 - Trust: the cache speeds up the jobs' own checks; it is not evidence. `layerswap audit` never reads it (it re-hashes
   every file it compares), so a hand-made cache entry cannot hide a changed file from the audit (docs/AUDITS.md).
@@ -40,6 +41,7 @@ not see; the audit does (below).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,7 +54,7 @@ from layerswap import fingerprint
 ENV = "LAYERSWAP_HASH_CACHE"
 #: A state whose mtime or ctime is this close to the end of its hashing is not cached (timestamp granularity).
 RACY_SECONDS = 2.0
-FORMAT = 2  # 1: keyed on (st_dev, inode, size, mtime_ns); its entries are not read
+FORMAT = 2  # 1: keyed on (st_dev, inode, size, mtime_ns), not read any more
 
 #: What this process hashed and found: files hashed, bytes hashed, seconds hashing, files answered from the cache.
 STATS = {"hashed": 0, "bytes": 0, "seconds": 0.0, "cached": 0}
@@ -60,9 +62,21 @@ _MEMORY: dict[tuple[str, int, int, int], str] = {}  # this process's answers, by
 
 
 def state(path: str | Path, st: os.stat_result) -> tuple[str, int, int, int]:
-    """The state a cached sha256 is valid for: (resolved path, inode, size, mtime_ns) of the file at `path` whose
-    `os.stat` is `st` (the module docstring says why these and not the device number)."""
-    return (os.path.realpath(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    """The state a cached sha256 is valid for: (mount point, inode, size, mtime_ns) of the file at `path` whose
+    `os.stat` is `st` (the module docstring says why these and not the device number or the path)."""
+    return (mount_point(os.path.dirname(os.path.realpath(path))), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def mount_point(folder: str) -> str:
+    """The mount point of the file system holding `folder` (a resolved path): the nearest folder at or above it
+    whose parent is on another device (or `/`)."""
+    dev = os.stat(folder).st_dev
+    while True:
+        parent = os.path.dirname(folder)
+        if parent == folder or os.stat(parent).st_dev != dev:
+            return folder
+        folder = parent
 
 
 def folder(layout) -> str:

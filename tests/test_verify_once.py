@@ -68,14 +68,18 @@ def test_a_hash_cached_on_one_node_answers_on_another_and_a_changed_file_is_hash
     tmp_path, monkeypatch, counted
 ):
     """A cluster: the cache written by a job on one node answers a job on another node, whose device number for the
-    same file differs; there too a file replaced with other bytes (same size, same mtime: a new inode) or grown is
+    same file differs (and the file was renamed into place after it was hashed, as an export is); there too a file replaced with other bytes (same size, same mtime: a new inode) or grown is
     hashed again, never given the old verdict."""
     monkeypatch.setenv(hashcache.ENV, str(tmp_path / "cache"))
-    weights = tmp_path / "model.safetensors"
-    weights.write_bytes(b"a" * 4096)
-    _old(weights)
-    first = hashcache.sha256(weights)  # node A
-    assert counted == ["model.safetensors"]
+    (tmp_path / ".tmp-s1").mkdir()
+    hidden = tmp_path / ".tmp-s1" / "model.safetensors"
+    hidden.write_bytes(b"a" * 4096)
+    _old(hidden)
+    first = hashcache.sha256(hidden)  # node A, as an export hashes its weights before renaming them into place
+    os.rename(tmp_path / ".tmp-s1", tmp_path / "s1")
+    weights = tmp_path / "s1" / "model.safetensors"
+    monkeypatch.setattr(hashcache, "_MEMORY", {})
+    assert hashcache.sha256(weights) == first and counted == ["model.safetensors"]  # a rename keeps the verdict
     monkeypatch.setattr(hashcache, "_MEMORY", {})  # a job on node B
     here = os.stat(weights)
     monkeypatch.setattr(hashcache.os, "stat", _on_another_node(os.stat))

@@ -4,8 +4,9 @@ only the models whose results are not kept there are evaluated (`layerswap.evalu
 
 Each recipe file is read and validated once, here (`Recipe.load`); the Recipe is what the store keys, the host
 loads and the job's `Merger` builds, one merge ahead of the one evaluated (layerswap/merge/merger.py: the GPU does
-not wait for the CPU's build; the log's last lines say how many merges were built ahead). A command of its own so that base and checkpoint evaluations do not import the
-merge engine: an edit to it reruns the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`).
+not wait for the CPU's build; the log's last line says how many merges were built ahead). A command of its own so
+that base and checkpoint evaluations do not import the merge engine: an edit to it reruns the evaluations of merges
+and nothing else (`layerswap.fingerprint.command_hash`).
 """
 
 from __future__ import annotations
