@@ -68,8 +68,9 @@ def test_a_hash_cached_on_one_node_answers_on_another_and_a_changed_file_is_hash
     tmp_path, monkeypatch, counted
 ):
     """A cluster: the cache written by a job on one node answers a job on another node, whose device number for the
-    same file differs (and the file was renamed into place after it was hashed, as an export is); there too a file replaced with other bytes (same size, same mtime: a new inode) or grown is
-    hashed again, never given the old verdict."""
+    same file differs (and the file was renamed into place after it was hashed, as an export is); there too a file
+    replaced with other bytes (same size, same mtime: a new inode) or grown is hashed again, never given the old
+    verdict."""
     monkeypatch.setenv(hashcache.ENV, str(tmp_path / "cache"))
     (tmp_path / ".tmp-s1").mkdir()
     hidden = tmp_path / ".tmp-s1" / "model.safetensors"
