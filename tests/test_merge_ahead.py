@@ -125,3 +125,40 @@ def test_a_host_asking_again_for_other_tensors_gets_a_build_made_for_them(grid):
         want_keys, want = engine.build_changes(recipe, None, held)
         assert keys == want_keys and state.keys() == want.keys()
         assert all(torch.equal(state[n], want[n]) for n in want)
+
+
+def test_a_merge_built_ahead_runs_one_openmp_thread_and_leaves_the_evaluations_alone(grid, monkeypatch):
+    """The evaluation runs with its own torch thread count (here 2) while a merge is built ahead: the build's thread
+    runs one OpenMP thread (two teams would oversubscribe the cores), the evaluation's count never changes."""
+    from layerswap.merge.recipes import Recipe
+
+    recipes = [Recipe.load(p) for _, p in sorted(grid["recipes"].items())]
+    building, release, seen = threading.Event(), threading.Event(), {}
+    real = merger_mod.build_changes
+
+    def build(recipe, cache, held):
+        if threading.current_thread() is not threading.main_thread():
+            seen["build"] = torch.get_num_threads()
+            building.set()
+            assert release.wait(30)
+        return real(recipe, cache, held)
+
+    monkeypatch.setattr(merger_mod, "build_changes", build)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    merger = merger_mod.Merger()
+    try:
+        order = [recipes[i] for i in merger.order(recipes)]
+        keys, _ = merger.changes(order[0], None)
+        assert building.wait(30)
+        seen["evaluation"] = torch.get_num_threads()  # while the next merge is built
+        torch.mm(torch.ones(64, 64), torch.ones(64, 64))
+        seen["evaluation after an op"] = torch.get_num_threads()
+        release.set()
+        merger.changes(order[1], keys)
+        seen["after"] = torch.get_num_threads()
+    finally:
+        release.set()
+        merger.close()
+        torch.set_num_threads(before)
+    assert seen == {"build": 1, "evaluation": 2, "evaluation after an op": 2, "after": 2}

@@ -333,9 +333,10 @@ def _open(recipe: Recipe, cache: ExpertCache) -> tuple[Merge, str | None]:
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
     """Chunk ops are memory-bound: one torch thread is as fast and leaves a core for I/O (no OpenMP spin-waits). Only
-    on the main thread: torch's thread count is the process's, so a merge built ahead on a background thread
-    (layerswap/merge/merger.py) leaves it as the evaluation beside it set it (the chunk ops' results do not depend on
-    it: elementwise, exact selections, serial random draws)."""
+    on the main thread: torch's set_num_threads reaches the other threads too, so a merge built ahead on a background
+    thread (layerswap/merge/merger.py, which limits that thread's own OpenMP team instead) leaves the evaluation beside
+    it as it was set (the chunk ops' results do not depend on the thread count: elementwise, exact selections, serial
+    random draws)."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
