@@ -3,12 +3,25 @@
 A checkpoint's weights are checked against the sha256 their job recorded before anything reads them
 (`layerswap.checkpoints.verify_weights`). At paper scale an fp32 expert is 32 GB (~50 s at the ~630 MiB/s that
 docs/SAFE_IO.md measures), and hundreds of evaluation jobs read the same experts: hashing in every job would cost GPU
-hours. So, as git's index does, a file's sha256 is kept with the state of the file it was computed from: (device,
-inode, size, mtime_ns). Any write to the file moves its mtime, a replaced file has another inode: a changed file never
-keeps its old verdict; it is hashed again. Not ctime: the export's own `chmod` (modes follow the umask) and a rename
-would change it after the export hashed its files, and the first job to read each expert would hash it again. The
-limit: an edit whose mtime is set back to the nanosecond (`touch -d`, `os.utime`) is a deliberate act the jobs' check
-does not see; the audit does (below).
+hours. So, as git's index does, a file's sha256 is kept with the state of the file it was computed from.
+
+What the key holds, and why (a verdict "these bytes have sha256 X" is valid while the file holds the bytes it was
+hashed from):
+- which file: its inode number on its file system, the file system named by the path it is mounted at (the mount
+  point above the file, resolved). Not the device number: on a network file system that is the mount's number on
+  each client (NFS gives each node its own `st_dev` for the same mount), so keyed on it every node hashed every file
+  again. The inode number (NFS: the server's file id) and the mount point (a shared file system is mounted at one
+  path on every node) are the same on every node; a node that mounts it elsewhere hashes its files once more
+  (correct, slower). Not the file's path: an export is hashed under its temporary name and renamed into place, and a
+  rename keeps the file (its inode), so the verdict goes with it. A replaced file (an atomic write, a rename over it)
+  has another inode;
+- whether it changed: its size and mtime_ns. Any write to the file moves its mtime (on NFS the server's clock: the
+  same on every node); so a changed file never keeps its old verdict: it is hashed again. Not ctime: the export's
+  own `chmod` (modes follow the umask) and a rename would change it after the export hashed its files, and the first
+  job to read each expert would hash it again.
+Not the host, the CPU or anything else of the reader: a sha256 of the same bytes is the same everywhere. The limit:
+an edit whose mtime is set back to the nanosecond (`touch -d`, `os.utime`) is a deliberate act the jobs' check does
+not see; the audit does (below).
 
 - Where: the folder named by the environment variable `LAYERSWAP_HASH_CACHE` (the workflow sets it to
   `results/store/hashes`, beside the evaluation store, for every job: rules/common.smk). Unset (a command run by hand,
@@ -19,8 +32,8 @@ does not see; the audit does (below).
   be modified again within the same timestamp tick without changing its state on a file system with coarse
   timestamps; such a state is not cached (a big file takes longer than that to hash: at paper scale every state is
   cached). Nor is a file whose state changed while it was hashed.
-- A cluster: the cache folder is on the shared results file system. Where a network file system gives each node its
-  own st_dev for the same mount, the states differ between nodes and each node hashes a file once (correct, slower):
+- A cluster: the cache folder is on the shared results file system, and a state is the same on every node that
+  mounts the file's file system at the same path: a file hashed by a job on one node is answered on every other.
   `hashing:` in every evaluation log says how many files a job hashed and how many the cache answered.
 - Trust: the cache speeds up the jobs' own checks; it is not evidence. `layerswap audit` never reads it (it re-hashes
   every file it compares), so a hand-made cache entry cannot hide a changed file from the audit (docs/AUDITS.md).
@@ -28,6 +41,7 @@ does not see; the audit does (below).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -40,16 +54,29 @@ from layerswap import fingerprint
 ENV = "LAYERSWAP_HASH_CACHE"
 #: A state whose mtime or ctime is this close to the end of its hashing is not cached (timestamp granularity).
 RACY_SECONDS = 2.0
-FORMAT = 1
+FORMAT = 2  # 1: keyed on (st_dev, inode, size, mtime_ns), not read any more
 
 #: What this process hashed and found: files hashed, bytes hashed, seconds hashing, files answered from the cache.
 STATS = {"hashed": 0, "bytes": 0, "seconds": 0.0, "cached": 0}
-_MEMORY: dict[tuple[int, int, int, int], str] = {}  # this process's answers, by state
+_MEMORY: dict[tuple[str, int, int, int], str] = {}  # this process's answers, by state
 
 
-def state(st: os.stat_result) -> tuple[int, int, int, int]:
-    """The state a cached sha256 is valid for: (device, inode, size, mtime_ns)."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+def state(path: str | Path, st: os.stat_result) -> tuple[str, int, int, int]:
+    """The state a cached sha256 is valid for: (mount point, inode, size, mtime_ns) of the file at `path` whose
+    `os.stat` is `st` (the module docstring says why these and not the device number or the path)."""
+    return (mount_point(os.path.dirname(os.path.realpath(path))), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=256)
+def mount_point(folder: str) -> str:
+    """The mount point of the file system holding `folder` (a resolved path): the nearest folder at or above it
+    whose parent is on another device (or `/`)."""
+    dev = os.stat(folder).st_dev
+    while True:
+        parent = os.path.dirname(folder)
+        if parent == folder or os.stat(parent).st_dev != dev:
+            return folder
+        folder = parent
 
 
 def folder(layout) -> str:
@@ -100,7 +127,7 @@ def sha256(path: str | Path) -> str:
     """The sha256 of a file's bytes: from this process's memory or the cache folder when the file is in the state
     it was hashed in, else hashed (and remembered, unless the state is racy or changed while hashing)."""
     path = Path(path)
-    key = state(os.stat(path))
+    key = state(path, os.stat(path))
     if key in _MEMORY:
         return _MEMORY[key]
     root = location()
@@ -115,7 +142,7 @@ def sha256(path: str | Path) -> str:
     STATS["hashed"] += 1
     STATS["bytes"] += key[2]
     STATS["seconds"] += end - t0
-    after = state(os.stat(path))
+    after = state(path, os.stat(path))
     if after != key:  # written while hashed: the digest belongs to no state
         return digest
     _MEMORY[key] = digest

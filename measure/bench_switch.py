@@ -87,7 +87,8 @@ def main() -> None:
     t0 = time.perf_counter()
     models = grid(args.workdir, args.bottom, args.top)
     print(f"experts ready in {time.perf_counter() - t0:.1f} s", flush=True)
-    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merger=Merger())
+    # ahead=0: each switch timed alone (a merge built ahead would overlap the switch it times)
+    host = ModelHost(batch_size=1, device="cpu", dtype="bfloat16", merger=Merger(ahead=0))
     ordered = host.order(models)
     print("after: order", " ".join(m for m, _ in ordered), flush=True)
     host.load(models[0][1])  # the instance is built once (from_pretrained + the first merge), outside the timings

@@ -1,4 +1,5 @@
-# Evaluation through lm-eval: the base, and merges built in memory (one job per merge config and language).
+# Evaluation through lm-eval: the base, and merges built in memory (one job per merge config and language, or per
+# group of a language's configs: evaluation.merge_configs_per_job, layerswap/workflow/merge_groups.py).
 # evaluation.tasks_per_job: grouped (one job runs all tasks of its models) or single (one job per task, wildcard
 # {benchmark}); output paths are the same either way, so tables read the same files.
 # Every evaluation job (base, checkpoints, merges) keeps its results by content in EVAL_STORE
@@ -112,6 +113,40 @@ use rule evaluate_merges as evaluate_soup_then_swap with:
             layout.log("evaluate", f"merge_{SOUPSWAP}_{{lang}}"),
             layout.log("evaluate", f"merge_{SOUPSWAP}_{{lang}}_{{benchmark}}"),
         ),
+
+
+# With evaluation.merge_configs_per_job > 1: one job per group of a language's merge configs (soup-then-swap counted as
+# one), each a rule of its own without wildcards, evaluate_merge_group_<lang>_<n>[_<benchmark>], which Snakemake
+# prefers to evaluate_merges and evaluate_soup_then_swap for the same files (spec.merge_groups, layerswap/workflow/
+# merge_groups.py: which configs, why). The group's merges are evaluated in one process: imports, the model's start
+# and the experts' reads paid once; the store feeds every model whose result it keeps (a changed config's recipes
+# rerun the group, and only that config's merges are evaluated; a group cut short resumes after its last model).
+#   in:  results/merges/<each config of the group>/<lang>/{pair}.json
+#   out: results/evals/merge/<each config of the group>/<lang>/{pair}/<the group's benchmarks>.json
+for _group in spec.merge_groups.groups:
+
+    rule:
+        name:
+            f"evaluate_merge_group_{_group.name}"
+        input:
+            recipes=spec.merge_groups.recipes(_group),
+            data=evals.task_data_files(_group.benchmarks, [_group.lang]),
+        output:
+            spec.merge_groups.outputs(_group),
+        params:
+            models=spec.merge_groups.model_args(_group),
+            benchmarks=evals.benchmark_params(_group.benchmarks, [_group.lang]),
+            **evals.evaluation_params("evaluate-merges"),
+        threads: evals.threads
+        resources:
+            gpu=evals.gpus,
+            **requests.of(_group.rule),
+        log:
+            spec.merge_groups.log(_group),
+        conda:
+            "../envs/layerswap.yaml"
+        shell:
+            evaluate_shell("evaluate-merges", "{params.models}", tail=f" --store {EVAL_STORE}")
 
 
 # Table 2 shows its language's experts and merges in English and every MGSM language, which their own evaluation

@@ -184,3 +184,62 @@ def test_a_damaged_store_entry_is_evaluated_again(grid, tmp_path, caplog):
     stored.unlink()  # an incomplete entry
     assert evaluate(grid, tmp_path / "d", store, caplog, models) == (0, 1)
     assert files(tmp_path / "d") == fresh
+
+
+# ---- a store on a shared file system serves every node that computes the same numbers -----------------------------
+def _node(cpu_model: str, flags: list[str], gpus: list[str]) -> dict:
+    """What `layerswap.machine.hardware` reports on a node of a cluster."""
+    return {
+        "machine": "x86_64",
+        "cpu_model": cpu_model,
+        "cpu_flags": flags,
+        "torch_cpu_capability": "AVX2",
+        "gpus": gpus,
+        "cuda": "12.8",
+        "platform": f"Linux-{cpu_model}",
+        "cpu_count": 64,
+    }
+
+
+def test_a_gpu_result_kept_on_one_node_type_is_reused_on_another_with_the_same_gpu(grid, tmp_path, monkeypatch):
+    """The job key holds the hardware the numbers depend on: a GPU job's results kept on an Intel node are reused on an
+    AMD node with the same GPU (the CPU's model and flags do not reach them), not under another GPU; a CPU job's
+    results are not reused on another CPU model."""
+    from layerswap import machine
+    from layerswap.evaluation import store as store_mod
+    from layerswap.evaluation.results import result_file, samples_file
+    from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks
+    from layerswap.merge.recipes import Recipe
+
+    intel = _node("Intel(R) Xeon(R) Platinum 8480+", ["avx2", "avx512f", "amx_tile"], ["NVIDIA H100 80GB HBM3"])
+    amd = _node("AMD EPYC 9654 96-Core Processor", ["avx2", "avx512f", "sse4a"], ["NVIDIA H100 80GB HBM3"])
+    a100 = {**amd, "gpus": ["NVIDIA A100-SXM4-80GB"]}
+    plans = plan_benchmarks(grid["data"], parse_benchmarks(json.dumps(BENCHMARKS)))
+    models = [(f"merge/swap/toy_swh/{n}", Recipe.load(p)) for n, p in sorted(grid["recipes"].items())]
+    store = tmp_path / "store"
+
+    def job(node: dict, device: str, out: Path):
+        monkeypatch.setattr(machine, "hardware", lambda: node)
+        args = argparse.Namespace(
+            store=store, out_dir=out, device=device, dtype="auto", seed=0, batch_size=16, threads=1,
+            backend="hf", task_set="toy", hf_home=None, data_dir=grid["data"], benchmarks_json="{}",
+        )  # fmt: skip
+        return store_mod.reuse(args, models, plans, "evaluate-merges")
+
+    for device in ("cuda", "cpu"):  # the first node evaluates every model and keeps its files
+        todo, keeper, keys = job(intel, device, tmp_path / device)
+        assert len(todo) == len(models)
+        for model_id, _ in todo:
+            for p in plans:
+                result = result_file(tmp_path / device, model_id, p.name)
+                result.parent.mkdir(parents=True, exist_ok=True)
+                result.write_text(json.dumps({"model_id": model_id, "device": device}) + "\n")
+                samples_file(result).write_text("{}\n")
+            key, doc, source = keys[model_id]
+            keeper.put(key, doc, tmp_path / device, model_id, plans, source)
+    todo, keeper, _ = job(amd, "cuda", tmp_path / "amd")  # the job cut on Intel goes on on AMD, same GPU
+    assert todo == [] and keeper.reused == len(models)
+    assert files(tmp_path / "amd") == files(tmp_path / "cuda")
+    assert len(job(a100, "cuda", tmp_path / "a100")[0]) == len(models)  # another GPU: evaluated again
+    assert len(job(amd, "cpu", tmp_path / "amd-cpu")[0]) == len(models)  # on the CPU, the CPU model counts
+    assert job(intel, "cpu", tmp_path / "intel-cpu")[0] == []

@@ -29,7 +29,7 @@ DRY_RUN_LIMIT_S = 20.0
 
 
 def is_gpu_rule(rule: str) -> bool:
-    return rule in GPU_RULES or rule.startswith("evaluate_checkpoint")
+    return rule in GPU_RULES or rule.startswith(("evaluate_checkpoint", "evaluate_merge_group_"))
 
 
 def parse_jobs(text: str) -> list[dict]:
@@ -135,10 +135,26 @@ def test_job_counts_per_rule(dry_run):
         and "toy_eval" not in counts
     )
     assert n_configs == 85 and counts["merge_recipes"] == n_configs * len(langs) == 340
-    # merge evaluations only where a table or figure reads them: TIES (Table 2 only) in table2_language alone
+    # merge evaluations only where a table or figure reads them: TIES (Table 2 only) in table2_language alone; in
+    # groups of at most evaluation.merge_configs_per_job configs of one language (soup-then-swap counted as one), as
+    # equal as can be: Swahili 83 + 2 TIES + soup-then-swap = 86 -> 8 groups, the others 84 -> 7
     n_ties = len(paper["merges"]["best_of"]["ties"])
-    assert counts["evaluate_merges"] == (n_configs - n_ties) * len(langs) + n_ties == 334
-    assert counts["soup_then_swap_recipes"] == counts["evaluate_soup_then_swap"] == len(langs)
+    per_job = paper["evaluation"]["merge_configs_per_job"]
+    assert per_job == 12 and "evaluate_merges" not in counts and "evaluate_soup_then_swap" not in counts
+    groups = [j for j in dry_run["jobs"] if j["rule"].startswith("evaluate_merge_group_")]
+    assert all(counts[j["rule"]] == 1 for j in groups) and len(groups) == 8 + 3 * 7
+    evaluated = {tuple(f.split("/")[-4:-2]) for j in groups for f in j["output"].split(", ")}
+    assert len(evaluated) == (n_configs - n_ties) * len(langs) + n_ties + len(langs) == 338
+    assert {c for c, lang in evaluated if lang != paper["analysis"]["table2_language"]} == set(
+        paper["merges"]["configs"]
+    ) - set(paper["merges"]["best_of"]["ties"]) | {"soupswap"}
+    for lang in langs:
+        sizes = [len({f.split("/")[-4] for f in j["output"].split(", ")}) for j in groups if f"_{lang}_" in j["rule"]]
+        assert max(sizes) <= per_job and max(sizes) - min(sizes) <= 1, (lang, sizes)
+        assert sum(len(j["output"].split(", ")) for j in groups if f"_{lang}_" in j["rule"]) == (
+            (n_configs - (0 if lang == paper["analysis"]["table2_language"] else n_ties)) * k * k + 2
+        )
+    assert counts["soup_then_swap_recipes"] == len(langs)
     assert counts["tables"] == 1 and counts["heatmap"] == 1
     # checkpoint evaluations (tasks_per_job: single, one job per run and task): before selection, the tasks selection
     # reads on every checkpoint (math: MGSM; language: Belebele, FLORES, and the constraints' MMLU and MGSM; joint:
@@ -261,7 +277,11 @@ def test_paper_jobs_ask_for_what_an_8b_model_needs(dry_run):
     assert {(gpus, mem) for _, gpus, mem, _ in sft} == {(8, 105000), (4, 89000)}
     assert all(minutes == paper_minutes("sft", gpus, run) for run, gpus, _, minutes in sft)
     assert asks("evaluate_checkpoints") == {(None, 1, 53000, paper_minutes("evaluate_checkpoints", 1))}
-    assert asks("evaluate_merges") == {(None, 1, 149000, paper_minutes("evaluate_merges", 1))}
+    groups = sorted({j["rule"] for j in dry_run["jobs"] if j["rule"].startswith("evaluate_merge_group_")})
+    assert len(groups) == 29
+    for rule in groups:  # each group asks for the time of its own work
+        assert asks(rule) == {(None, 1, 149000, paper_minutes(rule, 1))}
+    assert len({paper_minutes(rule, 1) for rule in groups}) > 1
     assert asks("evaluate_table2") == {(None, 1, 149000, paper_minutes("evaluate_table2", 1))}
     heatmap = next(j for j in dry_run["jobs"] if j["rule"] == "heatmap")["resources"]
     assert (heatmap["slurm_partition"], heatmap["mem_mb"]) == ("cpu_part", "77000")

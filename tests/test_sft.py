@@ -159,24 +159,24 @@ def test_lost_earlier_export_restarts_the_run(tiny_base, mix, full_run, kept_run
 
 
 def test_crash_during_export_leaves_no_partial_checkpoint(tiny_base, mix, full_run, tmp_path, monkeypatch):
-    from transformers import PreTrainedTokenizerBase
+    from transformers import PreTrainedModel
 
-    original = PreTrainedTokenizerBase.save_pretrained
+    original = PreTrainedModel.save_pretrained
 
     def flaky(self, save_directory, *args, **kwargs):  # the second export dies half-way (weights already written)
+        original(self, save_directory, *args, **kwargs)
         if str(save_directory).endswith(".tmp-s0000016"):
             assert (Path(save_directory) / "model.safetensors").is_file()
             raise OSError("disk full")
-        return original(self, save_directory, *args, **kwargs)
 
-    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", flaky)
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", flaky)
     out = tmp_path / "run"
     with pytest.raises(OSError, match="disk full"):
         train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)
     assert sorted(p.name for p in out.glob("s*")) == ["s0000008"]  # no s0000016 without its full file set
     assert FULL_SET <= {p.name for p in (out / "s0000008").iterdir()}
     assert not list(out.glob(".tmp-*")) and not (out / "checkpoints.json").exists()
-    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", original)
+    monkeypatch.setattr(PreTrainedModel, "save_pretrained", original)
     # The Trainer state of the final step was saved before its export died: the rerun starts over (resuming at the
     # final step would take one step too many) and ends identical.
     train_expert(tiny_base, mix, out, PARAMS, TEMPLATE)

@@ -330,17 +330,27 @@ def test_preview_of_micro_and_paper_against_the_cluster(env):
     assert {"sft", "evaluate_merges", "evaluate_checkpoints", "heatmap"} <= {r["rule"] for r in micro}
     for row in micro:
         assert row["partition"] == "cpu" and row["gpus"] == 0 and row["mem_gb"] <= 8 and row["minutes"] <= 120, row
-    paper = {(r["rule"], r["gpus"]): r for r in preview_rows(env, REPO / "config" / "paper.yaml")}
+    rows = preview_rows(env, REPO / "config" / "paper.yaml")
+    paper = {(r["rule"], r["gpus"]): r for r in rows}
     assert (paper["sft", 8]["mem_gb"], paper["sft", 8]["cpus"], paper["sft", 4]["mem_gb"]) == (105, 64, 89)
-    assert (paper["evaluate_merges", 1]["mem_gb"], paper["evaluate_merges", 1]["jobs"]) == (
-        149,
-        334,
-    )  # TIES: Table 2 language only
+    # merge evaluations in groups of a language's configs (evaluation.merge_configs_per_job), one rule each, shown
+    # together; each asks for its own group's work
+    from collections import Counter
+
+    from layerswap.config import load_config
+    from layerswap.workflow.cost import eval_plan
+
+    groups = eval_plan(load_config(REPO / "config" / "paper.yaml")).spec.merge_groups.groups
+    shown = [r for r in rows if r["rule"] == "evaluate_merge_group"]
+    assert {r["mem_gb"] for r in shown} == {149} and sum(r["jobs"] for r in shown) == len(groups) == 29
+    minutes = Counter()
+    for r in shown:
+        minutes[r["minutes"]] += r["jobs"]
+    assert minutes == Counter(min(paper_minutes(g.rule, 1), 240) for g in groups)
     for (rule, gpus), run in {
         ("sft", 8): "jpn_1",
         ("sft", 4): "math_1",
         ("evaluate_table2", 1): None,
-        ("evaluate_merges", 1): None,
     }.items():
         wanted = paper_minutes(rule, gpus, run)  # the uncapped request (tests/test_paper_config.py)
         assert paper[rule, gpus]["minutes"] == min(wanted, 240), (rule, gpus, wanted)  # MaxTime 4 h

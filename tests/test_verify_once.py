@@ -10,6 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -51,6 +52,58 @@ def test_a_file_is_hashed_once_across_jobs_and_again_after_any_change(tmp_path, 
     assert counted == ["model.safetensors", "model.safetensors"]
 
 
+def _on_another_node(real_stat):
+    """`os.stat` as another node of a cluster sees a file of the shared file system: the same inode, size and mtime,
+    another device number (NFS numbers the mount per client)."""
+
+    def stat(path, *args, **kwargs):
+        st = real_stat(path, *args, **kwargs)
+        names = ("st_mode", "st_ino", "st_size", "st_mtime", "st_mtime_ns", "st_ctime_ns")
+        return SimpleNamespace(st_dev=st.st_dev + 7, **{n: getattr(st, n) for n in names})
+
+    return stat
+
+
+def test_a_hash_cached_on_one_node_answers_on_another_and_a_changed_file_is_hashed_again(
+    tmp_path, monkeypatch, counted
+):
+    """A cluster: the cache written by a job on one node answers a job on another node, whose device number for the
+    same file differs (and the file was renamed into place after it was hashed, as an export is); there too a file
+    replaced with other bytes (same size, same mtime: a new inode) or grown is hashed again, never given the old
+    verdict."""
+    monkeypatch.setenv(hashcache.ENV, str(tmp_path / "cache"))
+    (tmp_path / ".tmp-s1").mkdir()
+    hidden = tmp_path / ".tmp-s1" / "model.safetensors"
+    hidden.write_bytes(b"a" * 4096)
+    _old(hidden)
+    first = hashcache.sha256(hidden)  # node A, as an export hashes its weights before renaming them into place
+    os.rename(tmp_path / ".tmp-s1", tmp_path / "s1")
+    weights = tmp_path / "s1" / "model.safetensors"
+    monkeypatch.setattr(hashcache, "_MEMORY", {})
+    assert hashcache.sha256(weights) == first and counted == ["model.safetensors"]  # a rename keeps the verdict
+    monkeypatch.setattr(hashcache, "_MEMORY", {})  # a job on node B
+    here = os.stat(weights)
+    monkeypatch.setattr(hashcache.os, "stat", _on_another_node(os.stat))
+    assert os.stat(weights).st_dev != here.st_dev and os.stat(weights).st_ino == here.st_ino  # the other node's view
+    assert hashcache.sha256(weights) == first and counted == ["model.safetensors"]  # answered by the cache
+    # replaced by another file of the same size whose mtime is set to the old one's to the nanosecond
+    mtime = weights.stat().st_mtime_ns
+    other = tmp_path / "other.tmp"
+    other.write_bytes(b"b" * 4096)
+    os.utime(other, ns=(mtime, mtime))
+    os.replace(other, weights)
+    assert weights.stat().st_mtime_ns == mtime and weights.stat().st_size == 4096
+    monkeypatch.setattr(hashcache, "_MEMORY", {})
+    assert hashcache.sha256(weights) == hashlib.sha256(b"b" * 4096).hexdigest()
+    # grown in place (its mtime set back): the size differs
+    with open(weights, "ab") as f:
+        f.write(b"c")
+    os.utime(weights, ns=(mtime, mtime))
+    monkeypatch.setattr(hashcache, "_MEMORY", {})
+    assert hashcache.sha256(weights) == hashlib.sha256(b"b" * 4096 + b"c").hexdigest()
+    assert counted == ["model.safetensors"] * 3
+
+
 def test_a_racy_state_or_no_cache_folder_is_never_shared(tmp_path, monkeypatch, counted):
     fresh = tmp_path / "fresh.safetensors"
     fresh.write_bytes(b"x" * 100)  # written just now: its timestamp could repeat for another content
@@ -74,7 +127,7 @@ def test_a_forged_cache_entry_for_another_state_is_ignored(tmp_path, monkeypatch
     f = tmp_path / "w.safetensors"
     f.write_bytes(b"z" * 64)
     _old(f)
-    key = hashcache.state(f.stat())
+    key = hashcache.state(f, f.stat())
     entry = hashcache._entry(tmp_path / "cache", key)
     entry.parent.mkdir(parents=True)
     entry.write_text(json.dumps({"format": 1, "state": [0, 0, 0, 0], "sha256": "0" * 64}))

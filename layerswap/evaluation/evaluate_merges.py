@@ -3,13 +3,16 @@ backend: one state dict per recipe, swapped into the held model) or written to a
 only the models whose results are not kept there are evaluated (`layerswap.evaluation.store`).
 
 Each recipe file is read and validated once, here (`Recipe.load`); the Recipe is what the store keys, the host
-loads and the job's `Merger` builds. A command of its own so that base and checkpoint evaluations do not import the
-merge engine: an edit to it reruns the evaluations of merges and nothing else (`layerswap.fingerprint.command_hash`).
+loads and the job's `Merger` builds, one merge ahead of the one evaluated (layerswap/merge/merger.py: the GPU does
+not wait for the CPU's build; the log's last line says how many merges were built ahead). A command of its own so
+that base and checkpoint evaluations do not import the merge engine: an edit to it reruns the evaluations of merges
+and nothing else (`layerswap.fingerprint.command_hash`).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 
 from layerswap.evaluation import evaluate
 from layerswap.merge.merger import Merger
@@ -25,6 +28,11 @@ def run(args: argparse.Namespace) -> dict:
     models = [(m, src if src.is_dir() else Recipe.load(src)) for m, src in evaluate.job_models(args, recipes=True)]
     merger = Merger()
     try:
-        return evaluate.run(args, models, merger)
+        timings = evaluate.run(args, models, merger)
     finally:
         merger.close()
+    if merger.built:
+        logging.getLogger("layerswap.evaluate").info(
+            "evaluate: merges built ahead of their evaluation: %d of %d", merger.built_ahead, merger.built
+        )
+    return timings

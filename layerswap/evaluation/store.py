@@ -11,7 +11,12 @@ files are computed from, so a reused result is the file a fresh evaluation would
 - the job: the benchmark plans (tasks, shots, limits, languages, task config hash) with the sha256 of every data
   file they read, seed, batch size, dtype, device, backend, task set, HF cache argument, torch threads, the code of
   the command (`layerswap.fingerprint.command_hash`), the versions of the packages the numbers depend on, and the
-  hardware float results depend on (CPU model and instruction-set flags, torch's CPU kernel level, GPU names);
+  hardware the numbers depend on, which is where the model computes (`HARDWARE`, `hardware_key`): on a GPU, the name
+  of the GPU the job computes on and the CUDA version, plus what the CPU part of the numbers runs through (a merge's
+  arithmetic: torch's CPU kernel level and the architecture); on a CPU, the CPU model and its instruction-set flags
+  too (matrix kernels dispatch on them). Not a GPU job's CPU model: a job cut on one node type resumes on another
+  node type with the same GPU. Nothing of the node itself (host name, a file system's device number): a store on a
+  shared file system serves every node;
 - the model: its id (written into its files) and what it is: a recipe's bytes as written (canonical JSON) and the
   content of every checkpoint directory it reads, or a checkpoint directory's content (every file at its top level,
   sha256; weights hashed once per process, as their verification does).
@@ -38,9 +43,27 @@ from layerswap.evaluation.tasks import BenchmarkPlan
 
 log = logging.getLogger("layerswap.evaluate")
 
-VERSION = 1
+VERSION = 2  # 2: the hardware by where the model computes (HARDWARE); 1: every node's CPU too
 COMMAND = "evaluate-merges"
-HARDWARE = ("machine", "cpu_model", "cpu_flags", "torch_cpu_capability", "gpus", "cuda")
+#: The hardware a result's numbers depend on (`layerswap.machine.hardware` fields), by where the model computes. Every
+#: job: the architecture and the level torch's CPU kernels dispatch to (merges are built on the CPU, and fused
+#: multiply-adds or vector widths change their last bits). A CPU job: the CPU model and instruction-set flags (BLAS and
+#: oneDNN pick kernels by them). A GPU job: the GPU it computes on and the CUDA version (`gpu`, `cuda`), not the CPU.
+HARDWARE = {
+    "cpu": ("machine", "torch_cpu_capability", "cpu_model", "cpu_flags"),
+    "cuda": ("machine", "torch_cpu_capability", "gpu", "cuda"),
+}
+
+
+def hardware_key(device: str, hw: dict) -> dict:
+    """The hardware part of the job key for a job computing on `device` (`cpu`, `cuda`, `cuda:N`), from
+    `layerswap.machine.hardware()`'s record `hw`: `HARDWARE` says what, and why."""
+    kind, _, index = device.partition(":")
+    if kind != "cuda":
+        return {k: hw.get(k) for k in HARDWARE["cpu"]}
+    gpus = hw.get("gpus") or []
+    i = int(index or 0)
+    return {k: hw.get(k) for k in HARDWARE["cuda"] if k != "gpu"} | {"gpu": gpus[i] if i < len(gpus) else None}
 
 
 def _sha256(obj) -> str:
@@ -79,7 +102,6 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
                 versions[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 versions[name] = None
-    hw = hardware()
     return {
         "version": VERSION,
         "code": command_hash(command),
@@ -93,7 +115,7 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
         "hf_home": getattr(args, "hf_home", None),
         "threads": args.threads,
         "versions": versions,
-        "hardware": {k: hw.get(k) for k in HARDWARE},
+        "hardware": hardware_key(device, hardware()),
     }
 
 

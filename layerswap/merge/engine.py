@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -331,7 +332,14 @@ def _open(recipe: Recipe, cache: ExpertCache) -> tuple[Merge, str | None]:
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """Chunk ops are memory-bound: one torch thread is as fast and leaves a core for I/O (no OpenMP spin-waits)."""
+    """Chunk ops are memory-bound: one torch thread is as fast and leaves a core for I/O (no OpenMP spin-waits). Only
+    on the main thread: torch's set_num_threads reaches the other threads too, so a merge built ahead on a background
+    thread (layerswap/merge/merger.py, which limits that thread's own OpenMP team instead) leaves the evaluation beside
+    it as it was set (the chunk ops' results do not depend on the thread count: elementwise, exact selections, serial
+    random draws)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     old = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

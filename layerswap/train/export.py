@@ -1,13 +1,18 @@
 """Expert checkpoint export during SFT: the Trainer callback that writes `<out>/s<samples>/` at every save (the contract
 is in layerswap/train/sft.py's docstring), the LoRA merge for export, the export dtype, and an export's run key.
 
-Every process calls `trainer.accelerator.get_state_dict(trainer.model)` (a collective under FSDP); only the main
-process writes. The writing is in the training thread; hashing the written weights, the export's meta and its rename
-into place run on a background thread (`training.Background`) while training goes on, and the callback waits for it
-before the Trainer saves its next state (`on_step_end` with `should_save`) and at the end of training. So no Trainer
-state is ever saved past an unfinished export: a run killed while an export is being hashed resumes from the state of
-that very checkpoint, whose export is then made again (`on_train_begin`), and a failed export stops training at the
-next save with its one-line error.
+Every process calls `trainer.accelerator.get_state_dict(trainer.model)` (a collective under FSDP: the full weights
+gathered to the main process, in its CPU memory); only the main process writes, and nobody waits for it: it keeps a
+CPU copy of its own of the weights (the gathered one, or a copy where they are the model's own tensors: one process,
+no FSDP), writes the tokenizer, and hands the rest (writing the weights, hashing them, the export's meta, its rename
+into place) to a background thread (`training.Background`); every process goes on training at once (no barrier: at
+paper scale the fp32 write alone took ~107 s, which every rank waited for). The callback waits for the export in
+flight before the Trainer saves its next state (`on_step_end` with `should_save`: under FSDP the save is collective,
+so the other ranks meet the main one there) and at the end of training. So no Trainer state is ever saved past an
+unfinished export: a run killed while an export is being written or hashed resumes from the state of that very
+checkpoint, whose export is then made again (`on_train_begin`), and a failed export stops training at the next save
+with its one-line error. What stays in the training thread: the gather (a collective), the copy and the dtype cast,
+and for LoRA the merge (it draws from torch's RNG, which must not move under training: `fork_rng`).
 """
 
 from __future__ import annotations
@@ -69,9 +74,24 @@ def merged_lora_model(peft_model, state_dict: dict):
     return skeleton.merge_and_unload()
 
 
+def own_copy(state_dict: dict, model, dtype=None) -> dict:
+    """`state_dict` as CPU tensors no training step changes: a tensor that is on a device or shares its storage with
+    one of `model`'s parameters or buffers (one process, no FSDP: the state dict is the model's own tensors) is
+    copied; a gathered one (FSDP: a CPU copy already) is kept. Floating tensors cast to `dtype` if given."""
+    import itertools
+
+    live = {t.untyped_storage().data_ptr() for t in itertools.chain(model.parameters(), model.buffers())}
+    out = {}
+    for name, t in state_dict.items():
+        to = dtype if dtype is not None and t.is_floating_point() else t.dtype
+        shared = t.device.type != "cpu" or t.untyped_storage().data_ptr() in live
+        out[name] = t.detach().to("cpu", to, copy=True) if shared else t.to(to)
+    return out
+
+
 def export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype, background: Background) -> None:
-    """Export the Trainer's current weights as `out_dir` (called on every process; only the main one writes, and
-    hands the hashing and the rename to `background`)."""
+    """Export the Trainer's current weights as `out_dir` (called on every process: the gather is a collective; only
+    the main one writes, on `background`, from a CPU copy of its own; no process waits for the write)."""
     import torch
 
     from layerswap.train.training import export_model
@@ -85,6 +105,7 @@ def export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype, back
         if accelerator.is_main_process:
             model = accelerator.unwrap_model(trainer.model)
             if meta["params"].get("peft_method", "full") == "lora":
+                state_dict = own_copy(state_dict, model)
                 merged = merged_lora_model(model, state_dict).to(dtype)
 
                 def save_adapter(tmp: Path) -> None:
@@ -92,9 +113,8 @@ def export_checkpoint(trainer, tokenizer, out_dir: Path, meta: dict, dtype, back
 
                 export_model(merged, tokenizer, out_dir, meta, extra=save_adapter, background=background)
             else:
-                cast = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in state_dict.items()}
+                cast = own_copy(state_dict, model, dtype)
                 export_model(model, tokenizer, out_dir, meta, state_dict=cast, background=background)
-        accelerator.wait_for_everyone()
 
 
 def make_export_callback(out_dir: Path, tokenizer, params: dict, meta: dict, dtype):

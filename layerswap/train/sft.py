@@ -39,9 +39,9 @@ layerswap.train.sft ...`: the Trainer picks FSDP (full shard, bf16) up from the 
 export then works as follows, with accelerate's own facilities: every process calls
 `trainer.accelerator.get_state_dict(trainer.model)` (a collective under FSDP: the full state dict is gathered,
 offloaded to CPU, on rank 0 only); only the main process writes the checkpoint directory (layerswap/train/export.py:
-its weights are hashed on a background thread while training goes on) and `checkpoints.json`; all processes then meet
-at `accelerator.wait_for_everyone()`. The Trainer's resumable state is saved by the Trainer itself (sharded under FSDP
-with `fsdp_state_dict_type: SHARDED_STATE_DICT`).
+its weights are written and hashed on a background thread from that CPU copy while every process trains on; the main
+process waits for it before the Trainer's next save) and `checkpoints.json`. The Trainer's resumable state is saved by
+the Trainer itself (sharded under FSDP with `fsdp_state_dict_type: SHARDED_STATE_DICT`).
 
 The run's params that the config check reads too live in layerswap/train/params.py, the checkpoint folder name in
 layerswap/contracts.py. Imports of torch/transformers/peft are deferred to the functions that need them.

@@ -71,12 +71,13 @@ def save_tokenizer(tokenizer: PreTrainedTokenizerBase, directory: Path) -> None:
 
 
 class Background:
-    """One task at a time on a worker thread, so a checkpoint's weights are hashed while training goes on.
+    """One task at a time on a worker thread, so a checkpoint's weights are written and hashed while training goes on.
 
-    At paper scale an fp32 export is 32 GB, ~50 s of sha256 at the ~630 MiB/s docs/SAFE_IO.md measures: done in the
-    training loop, 16 exports cost an SFT job 10.8% of its time (measure/hashing_budget.py). sha256 and file reads
-    release the GIL, so a thread is enough (a process would copy nothing less). `submit` first waits for the task
-    before it, and `wait` re-raises a task's error in the caller: a failed export stops training at the next save."""
+    At paper scale an fp32 export is 32 GB: ~107 s to write (0.3 GB/s measured on an H100 node) and ~50 s of sha256 at
+    the ~630 MiB/s docs/SAFE_IO.md measures; done in the training loop, every rank waited for them at each export.
+    File writes, sha256 and file reads release the GIL, so a thread is enough (a process would copy nothing less).
+    `submit` first waits for the task before it (one export's copy in memory at a time), and `wait` re-raises a
+    task's error in the caller: a failed export stops training at the next save."""
 
     def __init__(self) -> None:
         self._thread: threading.Thread | None = None
@@ -125,8 +126,10 @@ def export_model(
     `layerswap_base.json`, which the merge engine compares across experts. The meta records the sha256 of the weight
     files as written (`weights_sha256`), so a file changed later is never recorded as the export.
 
-    Given `background`, the weights are written here and the rest (hashing them, the meta, the rename into place) is
-    handed to it: the caller goes on while the export finishes (`Background.wait` before relying on it).
+    Given `background`, only the tokenizer is written here; the weights (`save_pretrained` of `state_dict`, `extra`),
+    their hash, the meta and the rename into place are handed to it: the caller goes on while the export is written
+    (`Background.wait` before relying on it). Then `state_dict` must be the caller's own copy: training goes on and
+    changes the model's weights in place (layerswap.train.export.export_checkpoint gives one).
     """
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(".tmp-" + out_dir.name)
@@ -135,19 +138,29 @@ def export_model(
         raise UserError(
             f"{tmp}: a file is in the way of the export of {out_dir} (its temporary folder); move it away and run again"
         )
+
+    def write() -> None:
+        try:
+            with naming(out_dir):  # disk full, read-only, ...: one line naming the export
+                model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
+                if extra is not None:
+                    extra(tmp)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        _finish_export(tmp, out_dir, meta)
+
     try:
-        with naming(out_dir):  # disk full, read-only, ...: one line naming the export
-            model.save_pretrained(tmp, state_dict=state_dict, safe_serialization=True)
-            save_tokenizer(tokenizer, tmp)
-            if extra is not None:
-                extra(tmp)
+        with naming(out_dir):
+            tmp.mkdir(parents=True)
+            save_tokenizer(tokenizer, tmp)  # in the caller's thread: training's data collator pads with it
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if background is None:
-        _finish_export(tmp, out_dir, meta)
+        write()
     else:
-        background.submit(f"export {out_dir.name}", lambda: _finish_export(tmp, out_dir, meta))
+        background.submit(f"export {out_dir.name}", write)
 
 
 def _finish_export(tmp: Path, out_dir: Path, meta: dict) -> None:

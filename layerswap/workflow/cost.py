@@ -26,6 +26,7 @@ import tempfile
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.workflow.merge_groups import family
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -78,7 +79,7 @@ def parse_job_stats(text: str) -> dict[str, int]:
             break
         rule, n = match.group(1), int(match.group(2))
         if rule not in ("total", "all"):
-            counts[rule] = n
+            counts[family(rule)] = counts.get(family(rule), 0) + n  # merge groups: one rule each, counted together
     return counts
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.merge.registry import best_of_methods
+from layerswap.workflow.merge_groups import FAMILY
 
 #: test items per language key of the paper's benchmarks (tests/hub_replica/EVIDENCE.md: MGSM test 250, Belebele 900
 #: per language, FLORES+ devtest 1,012 sentences per direction, Global-MMLU test 14,042, MBPP full test 500)
@@ -179,7 +180,13 @@ class EvalPlan:
             self._add(rows, "evaluate_checkpoints_other", bench, other[bench], False, "the selected checkpoints")
             self._add(rows, "evaluate_base", bench, [(1, self.keys(bench, None))], False)
         mc = spec.report.merge_eval_languages()
+        groups = spec.merge_groups.groups  # evaluation.merge_configs_per_job > 1: one job per group, not per config
         for bench in evals.merge_benchmarks:
+            if groups:
+                jobs = [(g.models, self.keys(bench, [g.lang])) for g in groups if bench in g.benchmarks]
+                note = f"merges some table or figure reads, in groups of <= {spec.merge_groups.per_job} configs"
+                self._add(rows, FAMILY, bench, jobs, True, note)
+                continue
             jobs = [(len(merges.pairs), self.keys(bench, [lang])) for c, langs in mc.items() for lang in langs]
             self._add(rows, "evaluate_merges", bench, jobs, True, "merges some table or figure reads")
             soups = [(len(merges.soups), self.keys(bench, [lang])) for lang in merges.langs]
@@ -210,7 +217,12 @@ class EvalPlan:
         return out
 
     def largest_job_hours(self, rule: str) -> float | None:
-        """Hours of the rule's largest job (None: not an evaluation rule of this plan)."""
+        """Hours of the rule's largest job (None: not an evaluation rule of this plan); a merge group's rule: that
+        group's job."""
+        group = self.spec.merge_groups.of_rule(rule)
+        if group is not None:
+            per_model = sum(self.keys(b, [group.lang]) * self.key_seconds(b) for b in group.benchmarks)
+            return (RATES["job_warmup_s"][0] + group.models * (per_model + self.load_seconds(True))) / 3600
         rows = [r for r in self.rows if r.rule == rule]
         return max(r.largest_job_s for r in rows) / 3600 if rows else None
 
@@ -233,7 +245,7 @@ class EvalPlan:
         lines.append(
             f"model x language evaluations: checkpoints {n('evaluate_checkpoints'):,} (before selection "
             f"{n('evaluate_checkpoints') - n('evaluate_checkpoints_other'):,}, Table 5's on the selected "
-            f"{n('evaluate_checkpoints_other'):,}), base {n('evaluate_base'):,}, merges {n('evaluate_merges'):,}, "
+            f"{n('evaluate_checkpoints_other'):,}), base {n('evaluate_base'):,}, merges {n('evaluate_merge'):,}, "
             f"soup-then-swap {n('evaluate_soup_then_swap'):,}, Table 2 at most {n('evaluate_table2'):,}"
         )
         if self.paper:

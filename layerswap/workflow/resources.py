@@ -25,6 +25,7 @@ import math
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.workflow.merge_groups import family
 
 #: bytes per weight of base.dtype and export_dtype
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp32": 4, "bf16": 2, "fp16": 2}
@@ -44,8 +45,10 @@ CPUS_PER_GPU = 8  # data loading and tokenisation beside each GPU
 
 #: job kinds: which weights (in units of the base's parameters) a job holds in host memory at once, by dtype role.
 #: sft: the base as loaded (base dtype) and a full export gathered on rank 0 (export dtype); one evaluation: one
-#: checkpoint (export dtype); merges: the base, a language and a math expert and the merged state; heatmap: base and
-#: an expert; gguf: the dequantised fp32 weights, twice.
+#: checkpoint (export dtype); merges: the base as loaded (base dtype, while the model is built) and two merged states
+#: (export dtype: the one loaded into the model and the next, built ahead on a thread, layerswap/merge/merger.py; the
+#: experts are read in chunks, not held), counted as 2 base + 2 export, an upper bound with room for the experts'
+#: page cache; heatmap: base and an expert; gguf: the dequantised fp32 weights, twice.
 MEMORY: dict[str, dict[str, float]] = {
     "sft": {"base": 1, "export": 1},
     "evaluate": {"export": 1},
@@ -74,6 +77,7 @@ KINDS = {
     "evaluate_checkpoints": "evaluate",
     "evaluate_checkpoints_other": "evaluate",
     "evaluate_merges": "evaluate_merges",
+    "evaluate_merge_group": "evaluate_merges",  # every evaluate_merge_group_<name> (layerswap/workflow/merge_groups.py)
     "evaluate_soup_then_swap": "evaluate_merges",
     "evaluate_table2": "evaluate_merges",
     "evaluate_ablation_merges": "evaluate_merges",
@@ -198,7 +202,7 @@ class Requests:
     # --- what a rule gets ----------------------------------------------------------------------------------------
     def job(self, rule: str, gpus: int, threads: int, run: str | None = None) -> dict[str, int | str]:
         """The requests of one job of `rule` that uses `gpus` GPUs and `threads` threads (values, no callables)."""
-        kind = KINDS.get(rule, rule)
+        kind = KINDS.get(family(rule), rule)
         if kind in FIXED:
             mem, minutes = FIXED[kind]
         else:
@@ -219,7 +223,7 @@ class Requests:
     def of(self, rule: str) -> dict:
         """`resources:` of a rule, as Snakemake takes them (`**requests.of("sft")`): per-run rules (SFT) get
         functions of the job's wildcards, the others plain values."""
-        kind = KINDS.get(rule, rule)
+        kind = KINDS.get(family(rule), rule)
         if kind == "sft":
 
             def pick(key):

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.workflow.merge_groups import family
 
 REPO = Path(__file__).resolve().parents[2]
 _BLOCK = re.compile(r"^\s*(?:rule (\w+)|use rule \w+ as (\w+) with|rule):\s*$")
@@ -62,7 +63,7 @@ def parse_jobs(text: str) -> list[dict]:
     for line in text.splitlines():
         head = re.fullmatch(r"(?:local)?(?:rule|checkpoint) (\w+):", line.strip())
         if head:
-            job = {"rule": head.group(1), "resources": {}, "threads": 1}
+            job = {"rule": family(head.group(1)), "resources": {}, "threads": 1}  # merge groups counted together
             jobs.append(job)
         elif job is not None and line.startswith("    threads: "):
             job["threads"] = int(line.split(": ", 1)[1])

@@ -8,6 +8,7 @@ rules reach the part they need:
 - `spec.runs`: the expert SFT runs, their params and launch (layerswap/workflow/runs.py);
 - `spec.merges`: languages, expert pairs, merge configs, recipes, merged models (layerswap/workflow/merge_jobs.py);
 - `spec.evals`: the evaluation jobs (layerswap/workflow/evaluation_jobs.py);
+- `spec.merge_groups`: the merge evaluations grouped per language (layerswap/workflow/merge_groups.py);
 - `spec.selection`: the top-k selections (layerswap/workflow/selection_jobs.py);
 - `spec.data`: the data jobs (layerswap/workflow/data_jobs.py);
 - `spec.report`: tables, figures and report pages (layerswap/workflow/report_jobs.py);
@@ -26,10 +27,12 @@ import json
 import shlex
 from pathlib import Path
 
+from layerswap.contracts import SOUP_SWAP, SOUPS
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.data_jobs import DataJobs
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.layout import Layout, R
+from layerswap.workflow.merge_groups import MergeGroups
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.report_jobs import ReportJobs
 from layerswap.workflow.runs import Runs
@@ -78,6 +81,17 @@ class Spec:
         self.selection = SelectionJobs(config, self.layout, self.runs, self.merges, self.evals)
         self.data = DataJobs(config, self.layout, self.runs, self.evals)
         self.report = ReportJobs(config, self.layout, self.runs, self.merges, self.evals)
+        read = set(self.report.table_inputs())
+        soups = [f for l in self.merges.langs for f in self.evals.merge_eval_outputs(SOUP_SWAP, l, SOUPS)]
+        self.merge_groups = MergeGroups(
+            config,
+            self.layout,
+            self.merges,
+            self.evals.merge_benchmarks,
+            self.evals.single_task_jobs,
+            self.report.merge_eval_languages(),
+            bool(soups) and all(f in read for f in soups),
+        )
         self.ablations = AblationJobs(
             config, ablations, selected_ablations, self.layout, self.merges, self.evals, self.selection
         )
