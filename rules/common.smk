@@ -36,12 +36,15 @@ try:
 except UserError as err:  # the files the config came from (--configfile, or the embedded default)
     sys.exit(f"config error: {err} (config file: {', '.join(map(str, workflow.configfiles))})")
 # The rules call `layerswap` from PATH: this Snakemake's environment's (layerswap/evaluation/vllm_check.py), and
-# evaluation.backend: vllm needs one with vLLM: else one line, before any job.
+# a benchmark evaluated with vLLM (evaluation.backend) needs one with vLLM: else one line, before any job. A dry run
+# runs no job: it lists them (what a run from the vLLM environment runs) under the same line as a warning.
 from layerswap.evaluation.vllm_check import environment_refusal, use_own_bin
 
 use_own_bin()
 if environment_refusal(config):
-    sys.exit(f"config error: {environment_refusal(config)} (config file: {', '.join(map(str, workflow.configfiles))})")
+    if not getattr(workflow.output_settings, "dryrun", False):
+        sys.exit(f"config error: {environment_refusal(config)} (config file: {', '.join(map(str, workflow.configfiles))})")
+    print(f"config warning: {environment_refusal(config)} (a run from this environment stops here)", file=sys.stderr)
 try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs per node, cache and scratch paths
     SITE = Site.from_env()
 except UserError as err:
