@@ -118,8 +118,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="the job's context: the longest prompt plus generation budget (evaluation jobs' context_tokens param, "
-        "from the plan); vLLM's max_model_len. Default: the longest the job's requests need, at most the model's "
-        "max_position_embeddings. On either backend a request that does not fit is refused in one line, never cut",
+        "from the plan): vLLM's max_model_len, and HF's where below the model's. Default: on vLLM the longest the "
+        "job's requests need, at most the model's max_position_embeddings; on HF the model's context. On either "
+        "backend a request that does not fit is refused in one line, never cut",
     )
     parser.add_argument(
         "--model",
