@@ -102,7 +102,7 @@ def main() -> None:
             print(json.dumps({"rep": rep, "one": one, "split": split, "files_equal": equal}), flush=True)
             runs["one"].append(one["wall_s"])
             runs["split"].append(split["wall_s"])
-    med = {k: statistics.median(v) for k, v in runs.items()}
+    med = {k: round(statistics.median(v), 2) for k, v in runs.items()}
     print(json.dumps({"median_wall_s": med, "models": len(models), "reps": a.reps}))
 
 

@@ -130,7 +130,9 @@ def test_dag_build_in_an_environment_without_vllm_names_the_one_to_use(tmp_path,
     assert dry.returncode == 0, dry.stderr[-2000:]
     warnings = [line for line in (dry.stdout + dry.stderr).splitlines() if line.startswith("config warning:")]
     assert (
-        len(warnings) == 1 and "has no vLLM" in warnings[0] and "a run from this environment stops here" in warnings[0]
+        len(warnings) == 1
+        and "has no vLLM" in warnings[0]
+        and "a run from this environment stops before its first job" in warnings[0]
     )
     assert "evaluate_merges" in dry.stdout and not (tmp_path / R).exists()
 
