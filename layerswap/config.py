@@ -146,6 +146,16 @@ def known_languages(config: dict) -> list[str]:
     return out
 
 
+def backend_for(evaluation: dict, benchmark: str) -> str:
+    """The backend that evaluates `benchmark` under the `evaluation` config: `evaluation.backend` where it is one
+    backend (hf, vllm), its entry for the benchmark where it is a mapping {benchmark: backend}, hf for a benchmark the
+    mapping leaves out."""
+    backend = evaluation.get("backend", "hf")
+    if isinstance(backend, dict):
+        return backend.get(benchmark, "hf")
+    return backend
+
+
 def mgsm_allowed(config: dict) -> list[str]:
     if config.get("world") == "toy":
         return ["en", *known_languages(config)]
@@ -405,6 +415,10 @@ def _check_evaluation(config: dict) -> None:
         for i, task in enumerate(evaluation[key]):
             if task not in tasks:
                 raise key_error(f"evaluation.{key}[{i}]", f"task '{task}' has no entry in evaluation.tasks", tasks)
+    backend = evaluation.get("backend", "hf")
+    for task in backend if isinstance(backend, dict) else []:
+        if task not in tasks:
+            raise key_error(f"evaluation.backend.{task}", f"task '{task}' has no entry in evaluation.tasks", tasks)
     from layerswap.evaluation.vllm_check import check as check_backend
 
     check_backend(config)  # evaluation.backend: vllm and a model its attention cannot run

@@ -89,6 +89,9 @@ def _error_to_user(error) -> UserError:
     if kind in ("anyOf", "oneOf"):
         # descend into the branch that got furthest into the value (e.g. a wrong count inside a right-shaped mix)
         deeper = [e for e in error.context if len(e.relative_path) > 0]
+        named = [e for e in error.context if "propertyNames" in e.relative_schema_path]  # a mapping's unknown key
+        if named and not deeper:
+            return _error_to_user(named[0])
         if deeper:
             return _error_to_user(max(deeper, key=lambda e: len(e.relative_path)))
         expected = schema.get("description") or " or ".join(

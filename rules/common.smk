@@ -37,12 +37,23 @@ try:
 except UserError as err:  # the files the config came from (--configfile, or the embedded default)
     sys.exit(f"config error: {err} (config file: {', '.join(map(str, workflow.configfiles))})")
 # The rules call `layerswap` from PATH: this Snakemake's environment's (layerswap/evaluation/vllm_check.py), and
-# evaluation.backend: vllm needs one with vLLM: else one line, before any job.
+# a benchmark evaluated with vLLM (evaluation.backend) needs one with vLLM: else a run stops with one line before its
+# first job (`onstart`, which Snakemake calls only when jobs are about to run). What runs no job (a dry run, which
+# lists the jobs a run from the vLLM environment runs; --lint) goes on: a dry run shows the line as a warning.
 from layerswap.evaluation.vllm_check import environment_refusal, use_own_bin
 
 use_own_bin()
-if environment_refusal(config):
-    sys.exit(f"config error: {environment_refusal(config)} (config file: {', '.join(map(str, workflow.configfiles))})")
+ENVIRONMENT_REFUSAL = environment_refusal(config)
+if ENVIRONMENT_REFUSAL and getattr(workflow.output_settings, "dryrun", False):
+    print(f"config warning: {ENVIRONMENT_REFUSAL} (a run from this environment stops before its first job)",
+          file=sys.stderr)
+
+
+onstart:
+    if ENVIRONMENT_REFUSAL:
+        sys.exit(f"config error: {ENVIRONMENT_REFUSAL} (config file: {', '.join(map(str, workflow.configfiles))})")
+
+
 try:  # the site file $LAYERSWAP_SITE names (the cluster profile sets it): GPUs per node, cache and scratch paths
     SITE = Site.from_env()
 except UserError as err:

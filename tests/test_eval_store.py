@@ -222,7 +222,7 @@ def test_a_gpu_result_kept_on_one_node_type_is_reused_on_another_with_the_same_g
         monkeypatch.setattr(machine, "hardware", lambda: node)
         args = argparse.Namespace(
             store=store, out_dir=out, device=device, dtype="auto", seed=0, batch_size=16, threads=1,
-            backend="hf", task_set="toy", hf_home=None, data_dir=grid["data"], benchmarks_json="{}",
+            backend="hf", task_set="toy", hf_home=None, data_dir=grid["data"], benchmarks_json=json.dumps(BENCHMARKS),
         )  # fmt: skip
         return store_mod.reuse(args, models, plans, "evaluate-merges")
 

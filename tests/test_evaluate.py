@@ -442,28 +442,28 @@ def test_scoring_with_oracle_generations(world, tmp_path, monkeypatch):
     assert all(r["correct"] and r["extracted"] == r["target"] for r in rows)
 
 
-def test_architecture_change_and_truncation_warning(world, tmp_path, caplog):
-    """A job may mix architectures (a new instance is built); prompts longer than the context are reported."""
+def test_architecture_change_and_a_context_too_short_refused(world, tmp_path):
+    """A job may mix architectures (a new instance is built); a model whose context cannot hold a request (prompt +
+    generation budget) is refused in one line before any model of the job is evaluated: lm-eval would cut the prompt
+    from the left (layerswap/evaluation/context.py)."""
     from transformers import AutoConfig
 
-    short = tmp_path / "short"
     vocab = set(json.loads((world["ckpt"] / "tokenizer.json").read_text())["model"]["vocab"])
-    make_model(short, vocab, seed=2)
-    cfg = AutoConfig.from_pretrained(short)
-    cfg.max_position_embeddings = 40
-    cfg.save_pretrained(short)
+    for name, positions in (("short", 40), ("other_arch", 200)):
+        make_model(tmp_path / name, vocab, seed=2)
+        cfg = AutoConfig.from_pretrained(tmp_path / name)
+        cfg.max_position_embeddings = positions
+        cfg.save_pretrained(tmp_path / name)
+    bench = {"mgsm": {"shots": 2, "languages": ["en"], "limit": 2}}
     out = tmp_path / "out"
-    with caplog.at_level("WARNING", logger="layerswap.evaluate"):
-        ev.run(
-            make_args(
-                world["data"],
-                out,
-                [("a", world["ckpt"]), ("short", short)],
-                {"mgsm": {"shots": 2, "languages": ["en"], "limit": 2}},
-            )
-        )
-    assert "toy_mgsm_en: 2 prompts" in caplog.text and "40 tokens" in caplog.text
-    assert _load(out, "a", "mgsm")["n"] == _load(out, "short", "mgsm")["n"] == {"en": 2}
+    with pytest.raises(UserError) as err:
+        ev.run(make_args(world["data"], out, [("a", world["ckpt"]), ("short", tmp_path / "short")], bench))
+    line = str(err.value)
+    assert "\n" not in line and line.startswith("mgsm en item ") and "+ generation budget 32 = " in line
+    assert "over the context of 40 tokens (the model's context (lm-eval's max_length))" in line
+    assert not out.exists(), "nothing evaluated, nothing written"
+    ev.run(make_args(world["data"], out, [("a", world["ckpt"]), ("other", tmp_path / "other_arch")], bench))
+    assert _load(out, "a", "mgsm")["n"] == _load(out, "other", "mgsm")["n"] == {"en": 2}
 
 
 def test_too_few_items_for_the_fewshot_pool(tmp_path):

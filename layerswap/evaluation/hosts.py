@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.evaluation.results import result_leaves
-from layerswap.evaluation.tasks import BenchmarkPlan
 from layerswap.evaluation.vllm_weights import layer_groups
 
 log = logging.getLogger("layerswap.evaluate")
@@ -54,7 +52,7 @@ def resolve_dtype(dtype: str, device: str, torch) -> str:
     return "bfloat16" if on_gpu else "float32"
 
 
-def _arch_key(model_dir: Path) -> str:
+def arch_key(model_dir: Path) -> str:
     """Models with equal keys can share one instance: config (minus bookkeeping) and tokenizer files."""
     cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
     for k in ("_name_or_path", "transformers_version", "torch_dtype", "dtype", "architectures_version"):
@@ -158,7 +156,7 @@ class ModelHost(_MergesInMemory):
         model_dir = source if recipe is None else Path(recipe.model_dir)
         if recipe is not None:
             check_model_dir(model_dir)
-        key = _arch_key(model_dir)
+        key = arch_key(model_dir)
         if key != self.key:
             self.held = None  # a new instance: every tensor is loaded
         state = keys = None
@@ -265,10 +263,21 @@ class VLLMHost(_MergesInMemory):
     No merged checkpoint is kept on either path (storage.keep_merged is served by the merge_checkpoint rule)."""
 
     def __init__(
-        self, batch_size: int, device: str, dtype: str, tmp_dir: Path, seed: int = 0, merger=None, make_lm=None
+        self,
+        batch_size: int,
+        device: str,
+        dtype: str,
+        tmp_dir: Path,
+        seed: int = 0,
+        merger=None,
+        make_lm=None,
+        context_for=None,
     ):
         self.batch_size, self.device, self.dtype, self.tmp_dir, self.seed = batch_size, device, dtype, tmp_dir, seed
         self.merger = merger
+        # model dir -> the engine's max_model_len (evaluate: layerswap.evaluation.context, which refuses a request that
+        # does not fit); None: the model's max_position_embeddings
+        self.context_for = context_for
         self.make_lm = make_lm  # tests only: a stand-in for lm-eval's VLLM
         self.lm = None
         self.key: str | None = None  # architecture of the engine held
@@ -295,7 +304,8 @@ class VLLMHost(_MergesInMemory):
 
         from layerswap.evaluation.vllm_weights import engine_error, engine_kwargs, hf_decoding
 
-        engine = engine_kwargs(model_dir, self.dtype, self.batch_size)
+        context = self.context_for(model_dir) if self.context_for is not None else None
+        engine = engine_kwargs(model_dir, self.dtype, self.batch_size, context)
         log.info("evaluate: vLLM engine: %s", ", ".join(f"{k}={v}" for k, v in engine.items()))
         try:
             return hf_decoding(VLLM)(**kwargs, **engine)
@@ -311,7 +321,7 @@ class VLLMHost(_MergesInMemory):
         from layerswap.evaluation.vllm_weights import cannot_reload, engine_of
 
         model_dir = source if recipe is None else Path(recipe.model_dir)
-        key = _arch_key(model_dir)
+        key = arch_key(model_dir)
         if self.lm is None or key != self.key:
             t1 = time.perf_counter()
             check_model_dir(model_dir)
@@ -459,29 +469,3 @@ def _quiet_hflm():
             return super().generate_until(requests, disable_tqdm=True)
 
     return QuietHFLM
-
-
-def check_truncation(lm, plans: list[BenchmarkPlan], results: dict) -> None:
-    """HFLM cuts prompts longer than the model's context from the LEFT without a word; say so (once per model
-    architecture: prompts are the same for every model)."""
-    tok, max_len = lm.tokenizer, lm.max_length
-    for plan in plans:
-        if plan.skipped:
-            continue
-        for t in plan.run_tasks:
-            over = 0
-            for s in (s for leaf in result_leaves(results, t.name) for s in results["samples"][leaf]):
-                args = s["arguments"]
-                if isinstance(args[0][1], str):
-                    n = max(len(tok(a[0] + a[1]).input_ids) for a in args)
-                else:
-                    n = len(tok(args[0][0]).input_ids) + int(args[0][1].get("max_gen_toks", 256))
-                over += n > max_len
-            if over:
-                log.warning(
-                    "evaluate: WARNING %s: %d prompts (+ generation budget) exceed the model's %d tokens; "
-                    "lm-eval cuts them from the left",
-                    t.name,
-                    over,
-                    max_len,
-                )

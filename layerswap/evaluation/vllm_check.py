@@ -32,8 +32,24 @@ ENVIRONMENTS = (
 )
 
 
-def backend(config: dict) -> str:
-    return config["evaluation"].get("backend", "hf")
+def uses_vllm(config: dict) -> bool:
+    """Some benchmark of the config is evaluated with vLLM: `evaluation.backend` is vllm, or a mapping that gives
+    vllm to a benchmark of evaluation.tasks (layerswap.config.backend_for)."""
+    backend = config["evaluation"].get("backend", "hf")
+    if isinstance(backend, dict):
+        return any(backend.get(task) == "vllm" for task in config["evaluation"]["tasks"])
+    return backend == "vllm"
+
+
+def named(config: dict) -> str:
+    """The config's vLLM benchmarks as a refusal names them: `evaluation.backend: vllm`, or, for a mapping,
+    `evaluation.backend: vllm for mgsm, flores`."""
+    backend = config["evaluation"].get("backend", "hf")
+    if not isinstance(backend, dict):
+        return "evaluation.backend: vllm"
+    return "evaluation.backend: vllm for " + ", ".join(
+        t for t in config["evaluation"]["tasks"] if backend.get(t) == "vllm"
+    )
 
 
 def gpu_visible() -> bool:
@@ -70,7 +86,7 @@ def head_size(shape: dict) -> int | None:
 def refusal(config: dict, on_gpu: bool | None = None) -> str | None:
     """None where the backend runs the config's base model, else why not: one line naming `evaluation.backend` and
     the model. `on_gpu`: whether the toy world's jobs run on a GPU (default: this machine has one)."""
-    if backend(config) != "vllm":
+    if not uses_vllm(config):
         return None
     known = base_shape(config)
     if known is None:
@@ -89,12 +105,12 @@ def refusal(config: dict, on_gpu: bool | None = None) -> str | None:
             f"{shape['num_attention_heads']})"
         )
         return (
-            f"evaluation.backend: vllm cannot run {where}: {size}; vLLM's CPU attention takes head sizes "
+            f"{named(config)} cannot run {where}: {size}; vLLM's CPU attention takes head sizes "
             f"{', '.join(map(str, CPU_HEAD_SIZES))} (e.g. hidden_size {32 * int(shape.get('num_attention_heads') or 1)}"
             f" with {shape.get('num_attention_heads')} heads); or set evaluation.backend: hf"
         )
     if dtype not in CPU_DTYPES:
-        return f"evaluation.backend: vllm cannot run {where} in {dtype} on a CPU; or set evaluation.backend: hf"
+        return f"{named(config)} cannot run {where} in {dtype} on a CPU; or set evaluation.backend: hf"
     return None
 
 
@@ -116,7 +132,7 @@ def use_own_bin() -> None:
 
 def environment_refusal(config: dict) -> str | None:
     """None where the jobs' environment runs the config's backend, else one line naming the environment to use."""
-    if backend(config) != "vllm":
+    if not uses_vllm(config):
         return None
     import importlib.util
 
@@ -124,12 +140,12 @@ def environment_refusal(config: dict) -> str | None:
     own = Path(sys.executable).parent
     if exe is None or Path(exe).parent != own:
         return (
-            f"evaluation.backend: vllm: the jobs would run `layerswap` from {exe or 'nowhere (not on PATH)'}, not "
+            f"{named(config)}: the jobs would run `layerswap` from {exe or 'nowhere (not on PATH)'}, not "
             f"from this Snakemake's environment ({own}); run Snakemake from the vLLM environment: {ENVIRONMENTS}"
         )
     if importlib.util.find_spec("vllm") is None:
         return (
-            f"evaluation.backend: vllm: this environment ({Path(sys.prefix).name}/) has no vLLM; run Snakemake "
+            f"{named(config)}: this environment ({Path(sys.prefix).name}/) has no vLLM; run Snakemake "
             f"from one that has: {ENVIRONMENTS}; or set evaluation.backend: hf"
         )
     return None

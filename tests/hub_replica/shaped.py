@@ -58,13 +58,15 @@ def shaped(paper: dict) -> dict:
     ev.update(threads=1, limit=LIMIT)
     for name in ("mgsm", "flores", "mbpp"):
         ev["tasks"][name]["max_new_tokens"] = NEW_TOKENS
+    ev["backend"] = "hf"  # the test environment's (no vLLM); a backend per benchmark: tests/test_vllm_dag.py
     return cfg
 
 
 #: Leaf keys (dotted; * is any one key) in which the paper-shaped config may differ from config/paper.yaml: sizes,
-#: plus three that are not: the accelerate config (2 CPU processes, no GPU node), where the files of allenai/nllb's
-#: loading script live (the replica serves them on loopback instead of AllenNLP's bucket) and the selection
-#: constraints' margins (1 item per task makes every score noise).
+#: plus four that are not: the accelerate config (2 CPU processes, no GPU node), where the files of allenai/nllb's
+#: loading script live (the replica serves them on loopback instead of AllenNLP's bucket), the selection
+#: constraints' margins (1 item per task makes every score noise) and the evaluation backend (hf: the run is on a CPU
+#: in the test environment, which has no vLLM).
 ALLOWED = [
     "base.num_layers",
     "mixes.*",
@@ -86,6 +88,7 @@ ALLOWED = [
     "sft.accelerate_config",
     "data_sources.nllb.data_files",
     "selection.constraints.*.*",
+    "evaluation.backend",
 ]
 
 
