@@ -105,6 +105,8 @@ class Row:
     note: str = ""
 
 
+#: rules whose jobs have a {benchmark} wildcard in the single layout (evaluation.tasks_per_job: single)
+SINGLE = ("evaluate_checkpoints", "evaluate_base", "evaluate_merges", "evaluate_soup_then_swap")
 NOTES = {
     "evaluate_checkpoints": "every checkpoint, what selection reads",
     "evaluate_checkpoints_other": "the selected checkpoints",
@@ -209,7 +211,7 @@ class EvalPlan:
 
         def add(rule: str, wc: dict, bench: str, models: int, keys: list[str], merged: bool) -> None:
             if models and keys and not evals.skipped(bench):
-                wc = {**wc, "benchmark": bench} if single and rule != "evaluate_table2" else wc
+                wc = {**wc, "benchmark": bench} if single and rule in SINGLE else wc
                 jobs.append(Job(rule, tuple(sorted(wc.items())), bench, models, keys, merged))
 
         for run in spec.runs.main:
@@ -319,6 +321,8 @@ class EvalPlan:
         such job in the plan (not an evaluation job of this plan, or one that evaluates nothing)."""
         wanted = set(wildcards.items())
         found = [j for j in self.jobs if j.rule == rule and set(j.wildcards) <= wanted]
+        if not found and wanted:  # a `use rule` that inherits its parent's requests: the job with these wildcards
+            found = [j for j in self.jobs if set(j.wildcards) == wanted]
         return sum(j.seconds for j in found) / 3600 if found else None
 
     def largest_job_hours(self, rule: str) -> float | None:

@@ -13,7 +13,8 @@ for what an 8B model needs. Three inputs:
   limit, where `sinfo` answers (`Site.limits`).
 
 Memory: a fixed process overhead plus the weights the job holds in host memory (MEMORY below), x1.5. Time: the work at
-the rates below, x2, plus 15 minutes of start-up, at least 15 minutes. Every figure is a sizing rule, not a
+the rates below, x2, plus 15 minutes of start-up, at least 15 minutes; an evaluation job on a GPU: its own work in the
+evaluation plan (start-up included), x2, at least 15 minutes (`job_runtime`: a function of the job's wildcards). Every figure is a sizing rule, not a
 measurement: `layerswap cost --resources` prints what a config will ask for, and `--set-resources` on the
 command line overrides any of it (docs/CLUSTER.md).
 """
@@ -36,6 +37,7 @@ MEMORY_MARGIN = 1.5
 TIME_MARGIN = 2.0
 STARTUP_MIN = 15  # queue-side start-up: Snakemake re-parsing the workflow in the job, imports, model loading
 MIN_RUNTIME = 15
+MAX_RUNTIME = 24 * 60 - 1  # under a day: a 24-hour partition limit; an evaluation job cut there resumes from its store
 #: training throughput in parameters x tokens per second per device: 1.24B-parameter Llama shapes at ~25.7k tokens/s
 #: on one H100 in bf16 (the project's first GPU measurements, 2026-11-26); the toy world's 0.45M-parameter base at
 #: ~12.7k tokens/s on two CPU threads
@@ -216,6 +218,16 @@ class Requests:
             out["slurm_partition"] = self.site.gpu_partition
         return out
 
+    def job_runtime(self, rule: str, wildcards: dict) -> int:
+        """Minutes of one evaluation job on a GPU: its own planned work (models x keys x items, start-up and loads
+        included; layerswap/workflow/eval_plan.py) x TIME_MARGIN, at least MIN_RUNTIME, under a day (MAX_RUNTIME),
+        capped by the partition."""
+        hours = self.plan.job_hours(rule, wildcards)
+        if hours is None:
+            hours = self.plan.largest_job_hours(rule) or 0.0
+        minutes = min(MAX_RUNTIME, max(MIN_RUNTIME, int(math.ceil(TIME_MARGIN * hours * 60))))
+        return self._cap("runtime", minutes, 1)
+
     def of(self, rule: str) -> dict:
         """`resources:` of a rule, as Snakemake takes them (`**requests.of("sft")`): per-run rules (SFT) get
         functions of the job's wildcards, the others plain values."""
@@ -230,4 +242,7 @@ class Requests:
             return {key: pick(key) for key in keys}
         gpus = self.spec.evals.gpus if rule.startswith("evaluate") else 0  # merged_model: a merge written on a CPU
         threads = self.spec.evals.threads if rule.startswith("evaluate") else 1
-        return self.job(rule, gpus, threads)
+        out = self.job(rule, gpus, threads)
+        if gpus and self.plan.largest_job_hours(rule) is not None:  # each job's own planned work
+            out["runtime"] = lambda w: self.job_runtime(rule, dict(w.items()))
+        return out
