@@ -15,8 +15,8 @@ for what an 8B model needs. Three inputs:
 Memory: a fixed process overhead plus the weights the job holds in host memory (MEMORY below), x1.5. Time: the work at
 the rates below, x2, plus 15 minutes of start-up, at least 15 minutes; an evaluation job on a GPU: its own work in the
 evaluation plan (start-up included), x2, at least 15 minutes (`job_runtime`: a function of the job's wildcards).
-Every figure is a sizing rule, not a measurement: `layerswap cost --resources` prints what a config will ask for, and `--set-resources` on the
-command line overrides any of it (docs/CLUSTER.md).
+Every figure is a sizing rule, not a measurement: `layerswap cost --resources` prints what a config will ask for,
+and `--set-resources` on the command line overrides any of it (docs/CLUSTER.md).
 """
 
 from __future__ import annotations
