@@ -53,6 +53,7 @@ from layerswap import hashcache
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.errors import UserError
 from layerswap.evaluation import model_lists, store
+from layerswap.evaluation.batches import per_task_batches
 from layerswap.evaluation.hosts import (
     ModelHost,
     VLLMHost,
@@ -68,6 +69,7 @@ from layerswap.evaluation.tasks import (
     TASK_SETS,
     BenchmarkPlan,
     job_batch_size,
+    key_batch_sizes,
     paper_samples,
     parse_benchmarks,
     plan_benchmarks,
@@ -221,6 +223,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
     if args.batch_size < 1 or args.threads < 1:
         raise UserError("--batch-size and --threads must be >= 1")
     batch_size = job_batch_size(spec, args.batch_size)
+    args.batch_sizes = {b: cfg.batch_sizes for b, cfg in spec.items() if cfg.batch_sizes}  # the store's key has them
     for plan in plans:
         if plan.skipped:
             log.info("evaluate: SKIPPED %s: %s", plan.name, plan.skipped)
@@ -314,7 +317,8 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
             host = VLLMHost(batch_size, args.device, args.dtype, Path(tmp) / "models", seed=args.seed, merger=merger)
         else:
             host = ModelHost(batch_size, args.device, args.dtype, quiet=not args.verbose, merger=merger)
-        job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
+        batches = key_batch_sizes(spec, plans, task_dict) if task_dict is not None else {}
+        job = Job(plans, task_dict, Path(args.out_dir), args.seed, args.dtype, version, unsafe, batches, batch_size)
 
         def keep(model_id: str) -> None:  # the store keeps what was just evaluated
             key, doc, source = keys[model_id]
@@ -346,6 +350,8 @@ class Job:
     dtype: str
     lm_eval_version: str
     unsafe: bool  # a benchmark runs model-written code
+    batches: dict[str, int]  # lm-eval leaf task -> its batch where it differs from the job's (`batch_sizes`)
+    batch_size: int  # the job's
 
 
 def _evaluate_models(
@@ -370,15 +376,16 @@ def _evaluate_models(
             random.seed(seed)
             np.random.seed(seed)
             torch.manual_seed(seed)
-            results = evaluate(
-                lm,
-                task_dict,
-                cache_requests=True,
-                bootstrap_iters=0,
-                log_samples=True,
-                confirm_run_unsafe_code=job.unsafe,
-                samples=paper_samples(task_dict, plans),
-            )
+            with per_task_batches(lm, job.batches, job.batch_size):
+                results = evaluate(
+                    lm,
+                    task_dict,
+                    cache_requests=True,
+                    bootstrap_iters=0,
+                    log_samples=True,
+                    confirm_run_unsafe_code=job.unsafe,
+                    samples=paper_samples(task_dict, plans),
+                )
             if "build" in host.phase and isinstance(host, ModelHost):  # first model of an architecture
                 check_truncation(lm, plans, results)
             host.release()
