@@ -247,6 +247,13 @@ BENCHMARKS: dict[str, Benchmark] = by_name(REGISTRY)
 NAMES: tuple[str, ...] = tuple(BENCHMARKS)
 
 
+def backend_for(evaluation_config: dict, benchmark: str) -> str:
+    """The backend a benchmark is evaluated on: `evaluation.backend` (`hf` or `vllm`), or its entry where the key is a
+    mapping {benchmark: backend} (a benchmark it does not name: hf)."""
+    backend = evaluation_config.get("backend", "hf")
+    return backend.get(benchmark, "hf") if isinstance(backend, dict) else backend
+
+
 def toy_sizes(given: dict | None = None) -> dict[str, int]:
     """Each benchmark's toy size: `given` (toy_world.sizes) where it names one, else the registry default."""
     return {name: (given or {}).get(name, b.toy_size) for name, b in BENCHMARKS.items()}

@@ -71,13 +71,6 @@ def effective_runs(config: dict) -> dict[str, dict]:
     return out
 
 
-def backend_for(evaluation_config: dict, benchmark: str) -> str:
-    """The backend a benchmark is evaluated on: `evaluation.backend` (`hf` or `vllm`), or its entry where the key is a
-    mapping {benchmark: backend} (a benchmark it does not name: hf)."""
-    backend = evaluation_config.get("backend", "hf")
-    return backend.get(benchmark, "hf") if isinstance(backend, dict) else backend
-
-
 def checkpoint_count(run: dict) -> int:
     """How many checkpoints an (effective) run saves: num_samples // checkpoint_every, counted, not listed."""
     every, total = int(run["checkpoint_every"]), int(run["num_samples"])
@@ -392,14 +385,6 @@ def _check_evaluation(config: dict) -> None:
     from layerswap.evaluation.vllm_check import check as check_backend
 
     check_backend(config)  # evaluation.backend: vllm and a model its attention cannot run
-    from layerswap.workflow.batch_fit import Sizing
-
-    sizing = Sizing.of(config, (config.get("storage") or {}).get("hf_home"))
-    if sizing is not None:  # every evaluated key fits the GPU (evaluation.gpu_memory_gb), else one line naming it
-        from layerswap.workflow.token_counts import evaluated_keys
-
-        for bench, key in evaluated_keys(config):
-            sizing.batch(bench, key)
 
 
 # ----------------------------------------------------------------------------------------------------------------

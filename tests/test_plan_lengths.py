@@ -48,7 +48,7 @@ def test_factor_lengths_scale_english_by_the_prompt_language_and_name_their_sour
 @pytest.fixture(scope="module")
 def counted(toy_world, tiny_base, tmp_path_factory):
     """The micro config's token counts from the tiny toy world and the tiny base's tokenizer, in an HF cache."""
-    from layerswap.evaluation.count_tokens import count
+    from layerswap.workflow.count_tokens import count
 
     config = load_config(MICRO)
     config["evaluation"]["tasks"]["mgsm"] = {"shots": 0, "languages": ["en", "toy_swh"]}
@@ -98,10 +98,12 @@ def test_batches_shrink_for_long_prompts_and_fit_the_gpu():
 
 
 def test_one_item_that_cannot_fit_is_refused_in_one_line(tmp_path):
+    """The DAG build (Spec: what every dry run, run and `layerswap cost` builds first) refuses it."""
     text = PAPER.read_text().replace("  batch_size: 64\n", "  batch_size: 64\n  gpu_memory_gb: 20\n", 1)
     (tmp_path / "small.yaml").write_text(text)
+    config = load_config(tmp_path / "small.yaml")
     with pytest.raises(UserError) as err:
-        load_config(tmp_path / "small.yaml")
+        Spec(config)
     line = str(err.value)
     assert "\n" not in line and line.startswith("config key 'evaluation.tasks.mgsm (ben)': even one item does not")
     assert "evaluation.gpu_memory_gb 20" in line

@@ -28,11 +28,59 @@ from layerswap.errors import UserError
 from layerswap.workflow.token_counts import Lengths
 
 GB = 1e9
+#: an upper bound on the toy world's word-level vocabulary (about 190 words): its bases are counted with this many
+TOY_VOCAB = 1024
 HEADROOM = 0.9  # estimate: of the GPU's memory, what tensors may use (CUDA context ~0.5-1 GB, fragmentation)
 VLLM_UTILIZATION = 0.9  # vLLM's default gpu_memory_utilization
 BF16 = 2
 #: the GPU the rates were measured on (config/paper.yaml: one H100 80GB), where evaluation.gpu_memory_gb is unset
 DEFAULT_GPU_GB = 80.0
+
+
+def count_parameters(
+    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, tied: bool = False
+) -> int:
+    """Weights of a Llama-shaped decoder: attention (q, o full; k, v per key-value head), gated MLP, two norms per
+    layer, the embeddings (and an untied LM head), the final norm."""
+    head_dim = hidden // heads
+    layer = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate + 2 * hidden
+    return layers * layer + vocab * hidden * (1 if tied else 2) + hidden
+
+
+def parameters(config: dict) -> int | None:
+    """The base's parameter count: `base.parameters`, else from its shape (toy, or a local directory's config.json);
+    None where neither is known before the run (a hub id or a GGUF file without `base.parameters`)."""
+    base = config["base"]
+    if base.get("parameters"):
+        return int(base["parameters"])
+    if base["source"] == "toy":
+        m = base.get("toy_model") or {}
+        if not m:
+            return None
+        return count_parameters(
+            m["hidden_size"],
+            m["intermediate_size"],
+            base["num_layers"],
+            m["num_attention_heads"],
+            m["num_key_value_heads"],
+            TOY_VOCAB,
+        )
+    shape = Path(base["source"]) / "config.json"
+    if shape.is_file():
+        try:
+            c = json.loads(shape.read_text(encoding="utf-8"))
+            return count_parameters(
+                c["hidden_size"],
+                c["intermediate_size"],
+                c["num_hidden_layers"],
+                c["num_attention_heads"],
+                c.get("num_key_value_heads", c["num_attention_heads"]),
+                c["vocab_size"],
+                bool(c.get("tie_word_embeddings", False)),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +111,6 @@ def shapes_of(config: dict, parameters: int | None) -> Shapes | None:
     base = config["base"]
     shape = base.get("shape")
     if not shape and base["source"] == "toy" and base.get("toy_model"):
-        from layerswap.workflow.resources import TOY_VOCAB
-
         shape = {**base["toy_model"], "num_hidden_layers": base["num_layers"], "vocab_size": TOY_VOCAB}
     if not shape:
         path = Path(base["source"]).expanduser() / "config.json"
@@ -76,8 +122,6 @@ def shapes_of(config: dict, parameters: int | None) -> Shapes | None:
         return None
     heads = int(shape["num_attention_heads"])
     hidden = int(shape["hidden_size"])
-    from layerswap.workflow.resources import count_parameters
-
     layers = int(shape["num_hidden_layers"])
     kv = int(shape.get("num_key_value_heads", heads))
     vocab = int(shape["vocab_size"])
@@ -172,8 +216,7 @@ class Sizing:
     the plan and for the evaluation jobs' params. None of a toy config without evaluation.gpu_memory_gb (`of`)."""
 
     def __init__(self, config: dict, hf_home: str | None, gpu: float):
-        from layerswap.config import backend_for
-        from layerswap.workflow.resources import parameters
+        from layerswap.benchmarks import backend_for
         from layerswap.workflow.token_counts import TokenCounts
 
         self.config, self.tasks = config, config["evaluation"]["tasks"]
@@ -206,6 +249,13 @@ class Sizing:
                 f"{where} ({key})", self.lengths(bench, key), self.job_batch(bench), self.backend[bench]
             )
         return self._batches[bench, key]
+
+    def check(self) -> None:
+        """Every (benchmark, key) the config evaluates has a batch that fits (or the one-line refusal of `batch`)."""
+        from layerswap.workflow.token_counts import evaluated_keys
+
+        for bench, key in evaluated_keys(self.config):
+            self.batch(bench, key)
 
     def params(self, bench: str, keys: list[str]) -> dict:
         """What a job of `bench` over `keys` passes besides the benchmark's settings: `batch_sizes` {key: batch}

@@ -128,7 +128,7 @@ def export_scaled(estimates: dict[str, dict], config: dict) -> tuple[dict[str, d
     parameters x the bytes of the run's export dtype, averaged over the runs; else the config's figure scaled from
     the base's dtype to the runs' export dtypes; a line saying which, or None where nothing changes)."""
     from layerswap.config import checkpoint_count, effective_runs
-    from layerswap.workflow.resources import parameters
+    from layerswap.workflow.batch_fit import parameters
 
     est = estimates.get("sft") or {}
     base = config["base"].get("dtype", "float32")
@@ -309,7 +309,7 @@ def run(args: argparse.Namespace) -> None:
     if args.resources:
         from layerswap.workflow.slurm_preview import preview
 
-        text, counts = preview(args.configfile)
+        text, counts = preview(args.configfile, plan=eval_plan(config))
         estimates, note = export_scaled(config.get("estimates") or {}, config)
         estimates = with_plan(estimates, counts, eval_plan(config))
         print("\n".join([text, format_expected(plan_cost(counts, estimates)), *([note] if note else [])]))

@@ -38,6 +38,8 @@ class EvaluationJobs:
         self.hf_home_arg = hf_home_arg
         # per (benchmark, language key) lengths, batch and context of a world sized for a GPU (None: the toy world)
         self.sizing = Sizing.of(config, hf_home)
+        if self.sizing is not None:  # every evaluated key fits the GPU, else one line naming it, before any job
+            self.sizing.check()
         # grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so
         # an edit to one task's settings reruns only that task's evaluations (paper config: GPU start-up is cheap).
         self.single_task_jobs = self._eval["tasks_per_job"] == "single"

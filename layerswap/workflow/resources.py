@@ -21,16 +21,13 @@ and `--set-resources` on the command line overrides any of it (docs/CLUSTER.md).
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.workflow.batch_fit import parameters
 
 #: bytes per weight of base.dtype and export_dtype
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp32": 4, "bf16": 2, "fp16": 2}
-#: an upper bound on the toy world's word-level vocabulary (about 190 words): its bases are counted with this many
-TOY_VOCAB = 1024
 GB = 1e9
 OVERHEAD_GB = 4.0  # one Python process with torch, transformers and lm-eval imported, its data and tokenizer
 MEMORY_MARGIN = 1.5
@@ -83,52 +80,6 @@ KINDS = {
     "ablation_toy_base": "toy_base",
     "ablation_prepare_base": "prepare_base",
 }
-
-
-def count_parameters(
-    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, tied: bool = False
-) -> int:
-    """Weights of a Llama-shaped decoder: attention (q, o full; k, v per key-value head), gated MLP, two norms per
-    layer, the embeddings (and an untied LM head), the final norm."""
-    head_dim = hidden // heads
-    layer = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate + 2 * hidden
-    return layers * layer + vocab * hidden * (1 if tied else 2) + hidden
-
-
-def parameters(config: dict) -> int | None:
-    """The base's parameter count: `base.parameters`, else from its shape (toy, or a local directory's config.json);
-    None where neither is known before the run (a hub id or a GGUF file without `base.parameters`)."""
-    base = config["base"]
-    if base.get("parameters"):
-        return int(base["parameters"])
-    if base["source"] == "toy":
-        m = base.get("toy_model") or {}
-        if not m:
-            return None
-        return count_parameters(
-            m["hidden_size"],
-            m["intermediate_size"],
-            base["num_layers"],
-            m["num_attention_heads"],
-            m["num_key_value_heads"],
-            TOY_VOCAB,
-        )
-    shape = Path(base["source"]) / "config.json"
-    if shape.is_file():
-        try:
-            c = json.loads(shape.read_text(encoding="utf-8"))
-            return count_parameters(
-                c["hidden_size"],
-                c["intermediate_size"],
-                c["num_hidden_layers"],
-                c["num_attention_heads"],
-                c.get("num_key_value_heads", c["num_attention_heads"]),
-                c["vocab_size"],
-                bool(c.get("tie_word_embeddings", False)),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-    return None
 
 
 def _round_mb(gb: float) -> int:

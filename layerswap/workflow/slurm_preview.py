@@ -210,21 +210,20 @@ def format_limits(rows: list[tuple[str, dict, int, float]], floor: int) -> str:
     )
 
 
-def preview(configfile: Path, extra: list[str] | None = None) -> tuple[str, dict[str, int]]:
+def preview(configfile: Path, extra: list[str] | None = None, plan=None) -> tuple[str, dict[str, int]]:
     """(The preview's text, the jobs per rule of the dry run: `layerswap cost` adds what the config's `estimates`
-    expect of them)."""
+    expect of them); with the evaluation `plan`, a line of each GPU evaluation job's time limit over its planned
+    work."""
     jobs = [j for j in dry_run(configfile, extra) if j["rule"] != "all"]
     rows = kinds(jobs, local_rules())
     counts = dict(Counter(j["rule"] for j in jobs))
-    from layerswap.config import load_config
-    from layerswap.workflow.cost import eval_plan
     from layerswap.workflow.resources import MIN_RUNTIME
 
-    limits_line = format_limits(planned_limits(jobs, eval_plan(load_config(configfile))), MIN_RUNTIME)
+    limits_line = format_limits(planned_limits(jobs, plan), MIN_RUNTIME) if plan is not None else ""
     from layerswap.workflow.site import Site, parse
 
     try:
         limits = parse(Site.locate()).limits()
     except UserError:
         limits = {}
-    return format_preview(rows, limits) + "\n" + limits_line, counts
+    return "\n".join([format_preview(rows, limits), *([limits_line] if limits_line else [])]), counts

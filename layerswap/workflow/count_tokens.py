@@ -28,10 +28,8 @@ log = logging.getLogger("layerswap.token_counts")
 def tokenizer_dir(config: dict, given: Path | None) -> Path:
     if given is not None:
         return given
-    from layerswap.workflow.prestage import base_is_local
-
     base = config["base"]
-    if base_is_local(config):
+    if Path(base["source"]).expanduser().is_dir():  # a local base directory
         return Path(base["source"]).expanduser()
     from layerswap.data.hub import MODEL_PATTERNS, snapshot
 
@@ -110,16 +108,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from layerswap.config import load_config
     from layerswap.hf_cache import use_hf_home
-    from layerswap.workflow.token_counts import counts_path
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     config = load_config(args.configfile)
     hf_home = args.hf_home or (config.get("storage") or {}).get("hf_home")
     use_hf_home(hf_home)
-    out = args.out or counts_path(os.environ.get("HF_HOME"))
+    write_counts(config, args.out, args.data_dir, args.tokenizer)
+
+
+def write_counts(config: dict, out: Path | None, data_dir: Path | None = None, tokenizer: Path | None = None) -> None:
+    """Count and write the counts file (`out`, default: in the HF cache HF_HOME names), atomically."""
+    from layerswap.workflow.token_counts import counts_path
+
+    out = out or counts_path(os.environ.get("HF_HOME"))
     if out is None:
         raise UserError("token-counts: no HF cache (--hf-home, storage.hf_home or HF_HOME) and no --out")
-    doc = count(config, args.data_dir, args.tokenizer)
+    doc = count(config, data_dir, tokenizer)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
