@@ -183,7 +183,7 @@ class EvaluationJobs:
             task = dict(self._eval["tasks"][b])
             task["languages"] = self.task_languages(b, languages[b] if isinstance(languages, dict) else languages)
             task.setdefault("limit", self._eval.get("limit"))
-            if self.sizing is not None:  # the keys' batches where one differs, the job's context (not in the toy world)
+            if self.sizing is not None and not self.skipped(b):  # keys' batches where one differs, the job's context
                 task |= self.sizing.params(b, [k for l in task["languages"] for k in BENCHMARKS[b].keys(l)])
             spec[b] = task
         return as_json(spec)
