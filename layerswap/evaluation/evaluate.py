@@ -107,8 +107,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--benchmarks-json",
         required=True,
-        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, "
-        "execute_code?}}; benchmarks: " + ", ".join(BENCHMARKS),
+        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, batch_sizes? (per language "
+        "key), context_tokens?, execute_code?}}; benchmarks: " + ", ".join(BENCHMARKS),
     )
     parser.add_argument(
         "--model",
