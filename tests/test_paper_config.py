@@ -33,7 +33,7 @@ def is_gpu_rule(rule: str) -> bool:
 
 
 def parse_jobs(text: str) -> list[dict]:
-    """[{rule, resources: {name: value}, output}] from a dry run's job blocks."""
+    """[{rule, resources: {name: value}, output, wildcards: {name: value}}] from a dry run's job blocks."""
     jobs, job = [], None
     for line in text.splitlines():
         head = re.fullmatch(r"(?:local)?rule (\w+):", line.strip())
@@ -46,6 +46,8 @@ def parse_jobs(text: str) -> list[dict]:
                 job["resources"][key] = value
         elif job is not None and line.startswith("    output: "):
             job["output"] = line.split(": ", 1)[1]
+        elif job is not None and line.startswith("    wildcards: "):
+            job["wildcards"] = dict(item.partition("=")[::2] for item in line.split(": ", 1)[1].split(", "))
         elif not line.strip():
             job = None
     return jobs
