@@ -105,9 +105,9 @@ class Shapes:
         return self.parameters * BF16
 
 
-def shapes_of(config: dict, parameters: int | None) -> Shapes | None:
+def shapes_of(config: dict, parameters: int | None, hf_home: str | None = None) -> Shapes | None:
     """The base's shapes: `base.shape` (a copy of its config.json's fields), a local base's config.json, the toy
-    base's `toy_model`, or the pre-staged hub snapshot's config.json; None where none is known."""
+    base's `toy_model`, or the pre-staged hub snapshot's config.json in `hf_home`; None where none is known."""
     base = config["base"]
     shape = base.get("shape")
     if not shape and base["source"] == "toy" and base.get("toy_model"):
@@ -115,7 +115,7 @@ def shapes_of(config: dict, parameters: int | None) -> Shapes | None:
     if not shape:
         path = Path(base["source"]).expanduser() / "config.json"
         if not path.is_file():
-            path = _cached_config(base)
+            path = _cached_config(base, hf_home)
         if path is not None and path.is_file():
             shape = json.loads(path.read_text(encoding="utf-8"))
     if not shape:
@@ -130,13 +130,17 @@ def shapes_of(config: dict, parameters: int | None) -> Shapes | None:
     return Shapes(layers, hidden, int(shape["intermediate_size"]), kv, head_dim, vocab, int(params))
 
 
-def _cached_config(base: dict) -> Path | None:
-    """The pre-staged base's config.json in the HF cache (no network), or None."""
+def _cached_config(base: dict, hf_home: str | None) -> Path | None:
+    """The pre-staged base's config.json in the HF cache `hf_home` (storage.hf_home; not the environment's: the jobs'
+    params must not depend on it), or None."""
+    if not hf_home:
+        return None
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:
         return None
-    found = try_to_load_from_cache(base["source"], "config.json", revision=base.get("revision"))
+    cache = str(Path(hf_home).expanduser() / "hub")
+    found = try_to_load_from_cache(base["source"], "config.json", cache_dir=cache, revision=base.get("revision"))
     return Path(found) if isinstance(found, str) else None
 
 
@@ -221,7 +225,7 @@ class Sizing:
 
         self.config, self.tasks = config, config["evaluation"]["tasks"]
         self.counts = TokenCounts(config, hf_home)
-        shapes = shapes_of(config, parameters(config))
+        shapes = shapes_of(config, parameters(config), hf_home)
         if shapes is None:
             raise UserError(
                 f"config key 'base.shape': the shapes of base.source {config['base']['source']!r} are not known "

@@ -120,7 +120,7 @@ def write_counts(config: dict, out: Path | None, data_dir: Path | None = None, t
     """Count and write the counts file (`out`, default: in the HF cache HF_HOME names), atomically."""
     from layerswap.workflow.token_counts import counts_path
 
-    out = out or counts_path(os.environ.get("HF_HOME"))
+    out = out or counts_path(os.environ.get("HF_HOME"))  # the cache use_hf_home set (--hf-home, storage.hf_home)
     if out is None:
         raise UserError("token-counts: no HF cache (--hf-home, storage.hf_home or HF_HOME) and no --out")
     doc = count(config, data_dir, tokenizer)
@@ -129,3 +129,4 @@ def write_counts(config: dict, out: Path | None, data_dir: Path | None = None, t
     tmp.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     tmp.replace(out)
     print(f"token counts of {len(doc['benchmarks'])} benchmarks written to {out}")
+    print("the plan reads them where storage.hf_home (the config's, else the site file's) names this cache")

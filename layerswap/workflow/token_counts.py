@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 from pathlib import Path
 
 from layerswap.benchmarks import BENCHMARKS
@@ -135,8 +134,10 @@ def settings_key(task: dict) -> dict:
 
 
 def counts_path(hf_home: str | None) -> Path | None:
-    home = hf_home or os.environ.get("HF_HOME")
-    return Path(home) / COUNTS_FILE if home else None
+    """The counts file in the HF cache `hf_home`. The plan passes storage.hf_home (the config's, else the site
+    file's) and never reads HF_HOME from its environment: the jobs' params (batches, context) must not depend on the
+    shell Snakemake runs in."""
+    return Path(hf_home).expanduser() / COUNTS_FILE if hf_home else None
 
 
 def read_counts(path: Path | None) -> dict:
