@@ -41,5 +41,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "layerswap.report.ablation_table",
         "an ablation's table (CSV + Markdown) and figure from evaluation files",
     ),
+    "token-counts": (
+        "layerswap.workflow.count_tokens",
+        "count each evaluation key's prompt tokens (pre-staged data, the base's tokenizer) for the plan",
+    ),
     "cost": ("layerswap.workflow.cost", "print a config's plan cost: jobs per rule, GPU-hours and disk by stage"),
 }

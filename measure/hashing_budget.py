@@ -53,8 +53,10 @@ def budget(config: dict, params: float, rate: float, gpus_per_node: int = 8) -> 
     per_run = max(ckpts.values())
     total = sum(ckpts[r] * sizes[r] for r in runs)
     top_k = int(config["selection"]["top_k"])
-    batch = int(next(iter(runs.values()))["batch_size"])
-    gpus = max(n for n in range(1, min(batch, gpus_per_node) + 1) if batch % n == 0)  # runs.Runs.processes
+
+    def gpus_of(run: dict) -> int:  # runs.Runs.processes: the most GPUs of a node that split the run's batch
+        batch = int(run["batch_size"])
+        return max(n for n in range(1, min(batch, gpus_per_node) + 1) if batch % n == 0)
 
     def row(rule: str, before: float, after: float, hours: float | None, note: str) -> dict:
         secs = hours * 3600 if hours else None
@@ -74,21 +76,22 @@ def budget(config: dict, params: float, rate: float, gpus_per_node: int = 8) -> 
         h = (est.get(rule) or {}).get("gpu_hours") or (est.get(rule) or {}).get("cpu_hours")
         return h / per_gpu if h else None
 
-    exports = per_run * per_ckpt
-    sft_hours = hours("sft", gpus)
-    # Each export is hashed on a background thread while training goes on (layerswap/train/export.py); the job waits
-    # only where a hash outlasts the training between two saves, and for the last export's hash (training is over).
-    between = sft_hours * 3600 / per_run * rate if sft_hours else 0.0  # bytes hashed in the time between two saves
-    sft_after = per_ckpt + (per_run - 1) * max(0.0, per_ckpt - between) if sft_hours else exports
+    def sft_row(name: str) -> dict:
+        """One SFT job as the plan has it: its own exports, its own GPUs. Each export is hashed on a background
+        thread while training goes on (layerswap/train/export.py); the job waits only where a hash outlasts the
+        training between two saves, and for the last export's hash (training is over)."""
+        n, size, gpus = ckpts[name], sizes[name], gpus_of(runs[name])
+        sft_hours = hours("sft", gpus)
+        between = sft_hours * 3600 / n * rate if sft_hours else 0.0  # bytes hashed in the time between two saves
+        after = size + (n - 1) * max(0.0, size - between) if sft_hours else n * size
+        note = f"{name}: {n} exports x {size / 1e9:.1f} GB, {gpus} GPUs; after: the last export's hash, the others "
+        return row("sft", n * size, after, sft_hours, note + "hashed while training goes on")
+
+    # the SFT job that spends the largest share of its time hashing, among the config's own runs (each with its
+    # exports and its GPUs: the joint runs' 16 exports on 8 GPUs, the math runs' 8 on 4)
+    sft = max((sft_row(name) for name in runs), key=lambda r: (r["after_share"] or 0, r["before_share"] or 0))
     return [
-        row(
-            "sft",
-            exports,
-            sft_after,
-            sft_hours,
-            f"{per_run} exports x {per_ckpt / 1e9:.1f} GB, {gpus} GPUs; after: the last export's hash, the others "
-            "hashed while training goes on",
-        ),
+        sft,
         row("evaluate_checkpoints", per_run * per_ckpt, 0, hours("evaluate_checkpoints"), f"{per_run} checkpoints"),
         row("evaluate_merges", 2 * top_k * per_ckpt, 0, hours("evaluate_merges"), f"2 x top-{top_k} experts"),
         row("evaluate_table2", total, 0, hours("evaluate_table2"), f"{sum(ckpts.values())} checkpoints"),

@@ -114,8 +114,9 @@ def test_config_refuses_an_unknown_export_dtype_in_one_line(tmp_path):
     )
 
 
-def test_cost_scales_the_checkpoints_disk_with_the_export_dtype():
-    """config/paper.yaml's sft disk estimate is for checkpoints in its base's bf16: fp32 exports keep twice that."""
+def test_cost_counts_every_kept_checkpoint_in_its_export_dtype():
+    """Issue 48: the sft disk is every checkpoint each run keeps (the joint runs 16, the others 8) x the parameters x
+    its export dtype's bytes; without a parameter count, the config's estimate scaled from the base's dtype."""
     paper = load_config(REPO / "config" / "paper.yaml")
     counts = {"sft": 18, "select": 3}
 
@@ -123,26 +124,24 @@ def test_cost_scales_the_checkpoints_disk_with_the_export_dtype():
         estimates, note = cost_mod.export_scaled(config["estimates"], config)
         return cost_mod.plan_cost(counts, estimates)["rules"]["sft"]["disk_gb"], note
 
+    params = paper["base"]["parameters"]
+    disk, note = sft_disk(paper)
+    assert disk == pytest.approx((15 * 8 + 3 * 16) * params * 4 / 1e9)  # fp32 exports
+    assert "8 checkpoints: 15 runs, 16 checkpoints: 3 runs" in note
+    mixed = copy.deepcopy(paper)  # the joint runs in bf16: half their bytes
+    for name in ("joint_swh_1", "joint_swh_2", "joint_swh_3"):
+        mixed["sft"]["runs"][name]["export_dtype"] = "bf16"
+    assert sft_disk(mixed)[0] == pytest.approx((15 * 8 * 4 + 3 * 16 * 2) * params / 1e9)
+    unknown = copy.deepcopy(paper)  # no parameter count: the estimate, scaled to the export dtype
+    unknown["base"]["parameters"] = None
     per_job = paper["estimates"]["sft"]["disk_gb"]
-    assert paper["base"]["dtype"] == "bfloat16"
-    assert sft_disk(paper) == (
+    assert sft_disk(unknown) == (
         18 * per_job * 2,
         "sft disk: checkpoints exported in fp32 (export_dtype), the "
         "estimate is per job in the base's bfloat16 (base.dtype): x2",
     )
-    for value in ("bf16", "base"):
-        config = copy.deepcopy(paper)
-        config["sft"]["defaults"]["export_dtype"] = value
-        assert sft_disk(config) == (18 * per_job, None)
-    mixed = copy.deepcopy(paper)  # half the runs in bf16: the mean
-    mixed["sft"]["defaults"]["export_dtype"] = "bf16"
-    for name in list(mixed["sft"]["runs"])[:9]:
-        mixed["sft"]["runs"][name]["export_dtype"] = "fp32"
-    assert sft_disk(mixed)[0] == 18 * per_job * 1.5
-    fp32_base = copy.deepcopy(paper)  # a float32 base exported in bf16 keeps half its estimate
-    fp32_base["base"]["dtype"] = "float32"
-    fp32_base["sft"]["defaults"]["export_dtype"] = "bf16"
-    assert sft_disk(fp32_base)[0] == 18 * per_job * 0.5
+    unknown["sft"]["defaults"]["export_dtype"] = "bf16"
+    assert sft_disk(unknown) == (18 * per_job, None)
 
 
 def test_cost_command_prints_the_scaled_disk_and_says_why(capsys):
@@ -150,7 +149,8 @@ def test_cost_command_prints_the_scaled_disk_and_says_why(capsys):
 
     assert main(["cost", "--configfile", str(REPO / "config" / "paper.yaml"), "--counts-json", '{"sft": 2}']) == 0
     out = capsys.readouterr().out
-    per_job = load_config(REPO / "config" / "paper.yaml")["estimates"]["sft"]["disk_gb"]
+    paper = load_config(REPO / "config" / "paper.yaml")
+    per_job = cost_mod.export_scaled(paper["estimates"], paper)[0]["sft"]["disk_gb"]
     sft_row = next(line for line in out.splitlines() if line.startswith("sft "))
-    assert f"{2 * 2 * per_job:,.1f}" in sft_row.split()
-    assert out.rstrip().endswith("the estimate is per job in the base's bfloat16 (base.dtype): x2")
+    assert f"{2 * per_job:,.1f}" in sft_row.split()
+    assert "sft disk: every kept checkpoint (8 checkpoints: 15 runs, 16 checkpoints: 3 runs)" in out

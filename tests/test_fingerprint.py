@@ -86,6 +86,7 @@ def test_an_edit_to_a_package_module_changes_exactly_the_commands_that_import_it
         "evaluate",
         "evaluate-merges",
         "prestage",
+        "token-counts",
         "audit",
     }
     assert "prestage" not in commands_running(root / "evaluation" / "hosts.py", root)

@@ -13,7 +13,8 @@ from conftest import MICRO, REPO
 from layerswap.config import load_config
 from layerswap.errors import UserError
 from layerswap.workflow import resources
-from layerswap.workflow.resources import Requests, count_parameters, parameters
+from layerswap.workflow.batch_fit import TOY_VOCAB, count_parameters, parameters
+from layerswap.workflow.resources import Requests
 from layerswap.workflow.site import Site, _minutes, check_storage
 from layerswap.workflow.spec import Spec
 
@@ -40,7 +41,7 @@ def test_parameters_from_the_shape():
         micro["base"]["num_layers"],
         m["num_attention_heads"],
         m["num_key_value_heads"],
-        resources.TOY_VOCAB,
+        TOY_VOCAB,
     )
     assert parameters(micro) < 1e6
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import check, validate_config
 from layerswap.workflow.ablations import plan, with_merge_configs
 from layerswap.workflow.spec import Spec
@@ -160,35 +161,40 @@ def test_default_config_params_are_the_rules_former_values(default):
 
 def test_paper_checkpoint_evaluation_params(paper):
     assert paper.evals.single_task_jobs and paper.evals.task_set == "paper" and paper.evals.gpus == 1
+
+    def sized(bench: str, task: dict) -> str:
+        """A benchmark's params: its settings + the plan's batches and context for its keys (issue 48)."""
+        keys = [k for lang in task["languages"] for k in BENCHMARKS[bench].keys(lang)]
+        return as_json({bench: {**task, **paper.evals.sizing.params(bench, keys)}})
+
     # a language run before selection: the languages selection reads (its own; English Belebele and MGSM come after
     # selection, on the selected checkpoints); FLORES pairs English with it (no English file of its own)
-    assert paper.evals.checkpoint_eval_rule_params("swh_1", ["belebele"]) == as_json(
-        {"belebele": {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}}
+    assert paper.evals.checkpoint_eval_rule_params("swh_1", ["belebele"]) == sized(
+        "belebele", {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}
     )
-    assert paper.evals.table5_params("swh_1", "other_belebele_en") == as_json(
-        {"belebele": {"batch_size": 16, "languages": ["en"], "limit": None, "shots": 5}}
+    assert paper.evals.table5_params("swh_1", "other_belebele_en") == sized(
+        "belebele", {"batch_size": 16, "languages": ["en"], "limit": None, "shots": 5}
     )
     # MMLU lists no English: never evaluated there, before or after selection
-    assert paper.evals.checkpoint_eval_rule_params("swh_1", ["mmlu"]) == as_json(
-        {"mmlu": {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}}
+    assert paper.evals.checkpoint_eval_rule_params("swh_1", ["mmlu"]) == sized(
+        "mmlu", {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5}
     )
     # generation on vLLM (evaluation.backend maps it; the jobs' --backend is hf), log-likelihood on HF (above)
     assert paper.evals.evaluation_params("evaluate")["backend"] == "hf"
-    assert paper.evals.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == as_json(
-        {"flores": {"backend": "vllm", "languages": ["swh"], "limit": None, "shots": 0}}
+    assert paper.evals.checkpoint_eval_rule_params("joint_swh_1", ["flores"]) == sized(
+        "flores", {"backend": "vllm", "languages": ["swh"], "limit": None, "shots": 0}
     )
-    # a math run: the task's own languages (Table 5), canonical order
-    assert paper.evals.checkpoint_eval_rule_params("math_1", ["mgsm"]) == as_json(
-        {
-            "mgsm": {
-                "backend": "vllm",
-                "languages": ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"],
-                "limit": None,
-                "max_new_tokens": 512,
-                "shots": 8,
-            }
-        }
-    )
+    # a math run: the task's own languages (Table 5), canonical order; MGSM on vLLM keeps its batch at every length
+    # (its KV pool holds fewer at once), and the job's context is its longest prompt + budget; Belebele on HF: the
+    # long-prompt keys at a smaller batch
+    langs = ["en", "ben", "deu", "fra", "jpn", "rus", "spa", "swh", "tel", "zho"]
+    mgsm = {"backend": "vllm", "languages": langs, "limit": None, "max_new_tokens": 512, "shots": 8}
+    assert paper.evals.checkpoint_eval_rule_params("math_1", ["mgsm"]) == sized("mgsm", mgsm)
+    assert set(paper.evals.sizing.params("mgsm", langs)) == {"context_tokens"}
+    assert set(paper.evals.sizing.params("belebele", ["en", "ben", "jpn", "swh", "tel"])["batch_sizes"]) == {
+        "ben",
+        "tel",
+    }
     # single layout: one index per benchmark (and per benchmark and language after selection); the hf world reads
     # no data files of ours
     assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == [

@@ -157,11 +157,17 @@ def need(request: Request, tokens: int, backend: str) -> int:
 
 @dataclass
 class Context:
-    """The requests of one model host (its backend's benchmarks) and the job's `--context-tokens` (None: not given)."""
+    """The requests of one model host (its backend's benchmarks), the job's `--context-tokens` (`given`, None: not
+    given) and the plan's longest prompt + budget of these benchmarks (`planned`: `context_tokens` in
+    --benchmarks-json, layerswap/workflow/batch_fit.py; None in the toy world). The plan's figure is a floor of vLLM's
+    context, never a cut: where the requests the job builds are longer (the plan estimated lengths from factors, not
+    from `layerswap token-counts`), the longest is taken and said; only `--context-tokens` and the model's own limit
+    refuse a request."""
 
     backend: str
     requests: list[Request]
     given: int | None = None
+    planned: int | None = None
     _contexts: dict = field(default_factory=dict)  # architecture (hosts.arch_key: config, tokenizer) -> context
 
     def of_model(self, model_dir) -> int:
@@ -206,15 +212,28 @@ class Context:
         refuses a request that does not fit."""
         context, why = model_length, "the model's context (lm-eval's max_length)"
         if self.given is not None and self.given < model_length:
-            context, why = self.given, "--context-tokens, the job's context_tokens"
+            context, why = self.given, "--context-tokens"
         self.refuse_over(needs, context, why)
         return context
 
     def vllm_context(self, needs: list[int], max_positions: int | None) -> int:
         """vLLM's max_model_len: `--context-tokens` where given, else the longest need of the requests; at most the
         model's `max_positions` (max_position_embeddings); refuses a request that does not fit."""
-        context = self.given if self.given is not None else max(needs, default=1)
-        why = "--context-tokens, the job's context_tokens" if self.given is not None else "the requests' longest"
+        longest = max(needs, default=1)
+        if self.given is not None:
+            context, why = self.given, "--context-tokens"
+        elif self.planned is not None and self.planned >= longest:
+            context, why = self.planned, "the plan's context_tokens"
+        else:
+            context, why = longest, "the requests' longest"
+            if self.planned is not None:
+                log.info(
+                    "evaluate: context: the longest request needs %d tokens, more than the plan's %d (lengths from "
+                    "factors? `layerswap token-counts` counts them): vLLM's context is %d",
+                    longest,
+                    self.planned,
+                    longest,
+                )
         if max_positions is not None and context > max_positions:
             context, why = max_positions, "the model's max_position_embeddings"
         self.refuse_over(needs, context, why)

@@ -55,6 +55,7 @@ from layerswap import hashcache
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.errors import UserError
 from layerswap.evaluation import model_lists, store
+from layerswap.evaluation.batches import per_task_batches
 from layerswap.evaluation.context import Context, build_requests, reseed
 from layerswap.evaluation.hosts import (
     ModelHost,
@@ -72,6 +73,8 @@ from layerswap.evaluation.tasks import (
     BenchmarkPlan,
     job_backends,
     job_batch_size,
+    job_context_tokens,
+    key_batch_sizes,
     paper_samples,
     parse_benchmarks,
     plan_benchmarks,
@@ -110,8 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--benchmarks-json",
         required=True,
-        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, backend?, "
-        "execute_code?}}; benchmarks: " + ", ".join(BENCHMARKS),
+        help="JSON {benchmark: {shots, languages?, limit?, max_new_tokens?, batch_size?, batch_sizes? (per language "
+        "key), context_tokens?, backend?, execute_code?}}; benchmarks: " + ", ".join(BENCHMARKS),
     )
     parser.add_argument(
         "--context-tokens",
@@ -236,6 +239,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
     context_tokens = getattr(args, "context_tokens", None)
     if context_tokens is not None and context_tokens < 1:
         raise UserError(f"--context-tokens {context_tokens}: must be >= 1")
+    args.batch_sizes = {b: cfg.batch_sizes for b, cfg in spec.items() if cfg.batch_sizes}  # the store's key has them
     # the benchmarks each backend evaluates (those that score something)
     by_backend = {b: [p for p in plans if backends[p.name] == b and not p.skipped and p.run_tasks] for b in BACKENDS}
     by_backend = {b: own for b, own in by_backend.items() if own}
@@ -318,8 +322,9 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
             task_dict = tm.load(sorted({t.name for p in own for t in p.run_tasks}))
             set_task_settings(task_dict, own)
             requests = build_requests(task_dict, own, args.seed, paper_samples(task_dict, own))
-            context = Context(backend, requests, context_tokens)
-            batch = job_batch_size({p.name: spec[p.name] for p in own}, args.batch_size)
+            own_spec = {p.name: spec[p.name] for p in own}
+            context = Context(backend, requests, context_tokens, job_context_tokens(own_spec))
+            batch = job_batch_size(own_spec, args.batch_size)
             if backend == "vllm":
                 host = VLLMHost(
                     batch,
@@ -334,7 +339,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
                 host = ModelHost(batch, args.device, args.dtype, quiet=not args.verbose, merger=merger)
             for model_dir in dict.fromkeys(src if isinstance(src, Path) else Path(src.model_dir) for _, src in models):
                 context.of_model(model_dir)  # before any model is loaded: every request fits (else one line)
-            parts.append(Part(backend, own, task_dict, context, host))
+            parts.append(Part(backend, own, task_dict, context, host, key_batch_sizes(spec, own, task_dict), batch))
             log.info("evaluate: %s backend: %s", backend, ", ".join(p.name for p in own))
         t2 = time.perf_counter()
         timings["tasks"] = t2 - t1
@@ -387,6 +392,8 @@ class Part:
     task_dict: dict
     context: Context  # its requests' context per model architecture, checked before any model is loaded
     host: ModelHost | VLLMHost
+    batches: dict[str, int]  # lm-eval leaf task -> its batch where it differs from the part's (`batch_sizes`)
+    batch_size: int  # the part's batch (the smallest of its benchmarks' batch_size)
 
 
 @dataclass(frozen=True)
@@ -419,15 +426,16 @@ def _evaluate_models(
             lm = part.host.load(source)
             tb = time.perf_counter()
             reseed(part.task_dict, seed)
-            got = evaluate(
-                lm,
-                part.task_dict,
-                cache_requests=True,
-                bootstrap_iters=0,
-                log_samples=True,
-                confirm_run_unsafe_code=job.unsafe,
-                samples=paper_samples(part.task_dict, part.plans),
-            )
+            with per_task_batches(lm, part.batches, part.batch_size):
+                got = evaluate(
+                    lm,
+                    part.task_dict,
+                    cache_requests=True,
+                    bootstrap_iters=0,
+                    log_samples=True,
+                    confirm_run_unsafe_code=job.unsafe,
+                    samples=paper_samples(part.task_dict, part.plans),
+                )
             part.host.release()
             results = got if results is None else _merged(results, got)
             load, run = load + tb - ta, run + time.perf_counter() - tb

@@ -112,6 +112,7 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
         "plans": [_plan_doc(p) for p in plans],
         "seed": args.seed,
         "batch_size": args.batch_size,
+        **({"batch_sizes": args.batch_sizes} if getattr(args, "batch_sizes", None) else {}),  # per key, where set
         "dtype": dtype,
         "device": device,
         "backend": backend,

@@ -155,6 +155,29 @@ class TaskSettings:
     max_new_tokens: Annotated[int, AtLeast(1)] | None = None  # generation budget (None: the task YAML's own)
     batch_size: Annotated[int, AtLeast(1)] | None = None  # in place of --batch-size (None: --batch-size)
     backend: Literal["hf", "vllm"] | None = None  # in place of --backend (None: --backend)
+    # per language key, a batch in place of the job's where the plan's memory fit gives a smaller one
+    # (layerswap/workflow/batch_fit.py; the toy world passes none)
+    batch_sizes: dict[str, Annotated[int, AtLeast(1)]] | None = None
+    # the longest prompt + generation budget the plan expects of this benchmark's keys (the toy world passes none)
+    context_tokens: Annotated[int, AtLeast(1)] | None = None
+
+
+def key_batch_sizes(spec: dict[str, TaskSettings], plans: list[BenchmarkPlan], task_dict: dict) -> dict[str, int]:
+    """{lm-eval leaf task: its batch} of the keys whose batch differs from the job's (`batch_sizes`): what
+    `per_task_batches` applies."""
+    out = {}
+    for plan in plans:
+        sizes = spec[plan.name].batch_sizes or {}
+        for t in plan.run_tasks:
+            if t.key in sizes:
+                out |= {leaf: sizes[t.key] for leaf in task_leaves(task_dict, t.name)}
+    return out
+
+
+def job_context_tokens(spec: dict[str, TaskSettings]) -> int | None:
+    """The longest prompt + budget the job's benchmarks expect (`context_tokens`), None where none says."""
+    given = [cfg.context_tokens for cfg in spec.values() if cfg.context_tokens]
+    return max(given) if given else None
 
 
 def job_batch_size(spec: dict[str, TaskSettings], default: int) -> int:

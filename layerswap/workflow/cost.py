@@ -124,18 +124,34 @@ def is_measured(source: str) -> bool:
 
 
 def export_scaled(estimates: dict[str, dict], config: dict) -> tuple[dict[str, dict], str | None]:
-    """(`estimates` with the sft rule's disk_gb scaled from the base's dtype to the runs' export dtypes: the mean of
-    bytes(export) / bytes(base) over the runs; a line saying so, or None where nothing changes)."""
-    from layerswap.config import effective_runs
+    """(`estimates` with the sft rule's disk_gb per job: where the base's parameter count is known, every checkpoint
+    each run keeps (num_samples / checkpoint_every: the joint runs of config/paper.yaml keep 16, the others 8) x the
+    parameters x the bytes of the run's export dtype, averaged over the runs; else the config's figure scaled from
+    the base's dtype to the runs' export dtypes; a line saying which, or None where nothing changes)."""
+    from layerswap.config import checkpoint_count, effective_runs
+    from layerswap.workflow.batch_fit import parameters
 
     est = estimates.get("sft") or {}
     base = config["base"].get("dtype", "float32")
-    exports = [run.get("export_dtype", "base") for run in effective_runs(config).values()]
-    factor = sum(BYTES[base if e == "base" else e] for e in exports) / (BYTES[base] * len(exports))
+    runs = effective_runs(config)
+    exports = {name: run.get("export_dtype", "base") for name, run in runs.items()}
+    params = parameters(config)
+    if params and runs:
+        kept = {n: checkpoint_count(r) for n, r in runs.items()}
+        total = sum(kept[n] * params * BYTES[base if e == "base" else e] for n, e in exports.items()) / 1e9
+        counts = ", ".join(
+            f"{k} checkpoints: {sum(v == k for v in kept.values())} runs" for k in sorted(set(kept.values()))
+        )
+        scaled = {**estimates, "sft": {**est, "disk_gb": total / len(runs)}}
+        return scaled, (
+            f"sft disk: every kept checkpoint ({counts}) x {params:.3g} parameters x its export dtype's bytes: "
+            f"{total:,.1f} GB in all (in place of the estimate's {est.get('disk_gb', 0):g} GB a job)"
+        )
+    factor = sum(BYTES[base if e == "base" else e] for e in exports.values()) / (BYTES[base] * len(exports))
     if "disk_gb" not in est or factor == 1:
         return estimates, None
     scaled = {**estimates, "sft": {**est, "disk_gb": est["disk_gb"] * factor}}
-    kinds = ", ".join(sorted({base if e == "base" else e for e in exports}))
+    kinds = ", ".join(sorted({base if e == "base" else e for e in exports.values()}))
     return scaled, (
         f"sft disk: checkpoints exported in {kinds} (export_dtype), the estimate is per job in the "
         f"base's {base} (base.dtype): x{factor:g}"
@@ -294,7 +310,7 @@ def run(args: argparse.Namespace) -> None:
     if args.resources:
         from layerswap.workflow.slurm_preview import preview
 
-        text, counts = preview(args.configfile)
+        text, counts = preview(args.configfile, plan=eval_plan(config))
         estimates, note = export_scaled(config.get("estimates") or {}, config)
         estimates = with_plan(estimates, counts, eval_plan(config))
         print("\n".join([text, format_expected(plan_cost(counts, estimates)), *([note] if note else [])]))

@@ -1,200 +1,313 @@
-"""The evaluation plan of a config, counted before anything runs: per evaluation rule its jobs, and per job the models
-x language keys x items it evaluates and the GPU time that work takes at the rates below.
+"""The evaluation plan of a config, counted before anything runs: per evaluation job, the models x language keys x
+items it evaluates and the GPU time that work takes; per rule, its jobs summed.
 
-`layerswap cost` prints the plan (models x languages x items per rule) and counts the evaluation and selection
-stages' GPU-hours from it; the evaluation jobs' time limits come from its largest job of each rule
-(layerswap/workflow/resources.py). Only the paper world (one GPU per job) has rates: the toy world's evaluations
-run on the CPU in seconds and keep their fixed requests.
+`layerswap cost` prints the plan and counts the evaluation and selection stages' GPU-hours from it; each evaluation
+job's time limit comes from its own planned work (layerswap/workflow/resources.py). Only worlds sized for a GPU have
+rates (layerswap/workflow/batch_fit.py: Sizing): the toy world's evaluations run on the CPU in seconds and keep their
+fixed requests.
 
-Work per item and language key of a benchmark: `requests` forward passes over a prompt of `prompt` tokens plus
-`per_shot` tokens per few-shot example (prefill), then `new_tokens` generated tokens (the config's
-`max_new_tokens`, else the task's own budget; a batch runs until its longest answer stops, so the budget is what
-counts). Items per key: the paper datasets' test splits (tests/hub_replica/EVIDENCE.md), capped by the config's
-`limit`. Per model: its load (a checkpoint read from disk, or a merge built in memory). Per job: the first
-generation's warm-up. Every figure names its source; "measured" ones come from docs/MEASUREMENTS.md.
+Per language key of a benchmark (its lengths: layerswap/workflow/token_counts.py, counted from the pre-staged data or
+from length factors; its batch: batch_fit.py, the largest that fits the GPU), on its backend (`backend_for`):
+- log-likelihood, HF: lm-eval scores the choices of an item whose continuations are one token each (the letters A-D
+  of Belebele and MMLU) in one forward pass over its prompt (HFLM groups requests by context), else one pass per
+  choice; prompt tokens at the prefill rate, plus attention over the context (`attention_share`);
+- log-likelihood, vLLM (lm-eval's wrapper): one full prompt per choice with prompt log-probs, which vLLM serves
+  without its prefix cache (lm-eval issue 2418): `requests` x the prompt;
+- generation: per batch, the prompts' prefill, then the budget's decode steps (a batch runs until its longest answer
+  stops: the budget is what counts). A decode step reads the weights and each sequence's KV cache once: at the
+  H100's memory bandwidth x an efficiency (estimate), and on HF never below the step time measured there (its
+  per-step overhead); on vLLM the batch's sequences run as many at once as its KV pool holds, and a prompt prefix that
+  every item shares (a few-shot block in a fixed order) is prefilled once (prefix caching; MGSM's shots come in a
+  per-item order, so it shares none).
+Per model: its load (a checkpoint read; a merge built on the CPU and loaded, or only loaded where the build of the next
+merge overlaps the current evaluation). Per job: start-up and the first generation's warm-up. Every rate names its
+source; "measured" ones come from docs/MEASUREMENTS.md.
+
+`Features` says which of the plan's work-saving modes the config's jobs have: constraint benchmarks evaluated on the
+selection's leaders only (selection.constraint_evaluation), merge builds overlapped with evaluation.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from dataclasses import dataclass
+from collections import defaultdict
 
 from layerswap.benchmarks import BENCHMARKS
+from layerswap.config import expert_type
 from layerswap.merge.registry import best_of_methods
-from layerswap.workflow.merge_groups import FAMILY
+from layerswap.workflow.merge_groups import FAMILY, family
 
-#: test items per language key of the paper's benchmarks (tests/hub_replica/EVIDENCE.md: MGSM test 250, Belebele 900
-#: per language, FLORES+ devtest 1,012 sentences per direction, Global-MMLU test 14,042, MBPP full test 500)
-PAPER_ITEMS = {"mgsm": 250, "belebele": 900, "flores": 1012, "mmlu": 14042, "mbpp": 500}
-
-
-@dataclass(frozen=True)
-class Work:
-    requests: int  # forward passes per item (log-likelihood tasks: one per answer choice)
-    prompt: int  # prompt tokens of a 0-shot item (estimate)
-    per_shot: int  # prompt tokens each few-shot example adds (estimate)
-    new_tokens: int  # generated tokens per item, unless the config's max_new_tokens says otherwise (task YAML)
-    source: str
-
-
-#: per benchmark, what one item costs (lm-eval task shapes: MGSM and FLORES and MBPP generate, Belebele and MMLU
-#: score 4 choices); token counts are estimates from the datasets' typical lengths in Llama 3's tokenizer
-WORK = {
-    "mgsm": Work(1, 150, 150, 512, "estimate; 256 new tokens is lm-eval's default, config/paper.yaml sets 512"),
-    "belebele": Work(4, 450, 450, 0, "estimate: a passage, question and 4 answers ~450 tokens"),
-    "flores": Work(1, 60, 60, 256, "estimate; max_gen_toks 256 (layerswap/tasks/paper/_flores_template_yaml)"),
-    "mmlu": Work(4, 120, 120, 0, "estimate: a Global-MMLU question with 4 choices ~120 tokens"),
-    "mbpp": Work(1, 150, 150, 512, "estimate; max_gen_toks 512 (layerswap/tasks/paper/mbpp.yaml)"),
-}
-
-#: one H100 80GB, HF backend, Llama-3.1-8B shapes, bf16 (docs/MEASUREMENTS.md#cost-figures, issue 34)
+H100 = "one H100 80GB, HF backend, Llama-3.1-8B shapes, bf16"
+MEASURED = "measured: scripts/benchmark_costs.py time_merges, " + H100 + ", 2026-11-26"
+#: per rate: (value, source)
 RATES = {
-    # 12.7-13.7 s per batch of 64 MGSM items generating 512 tokens: 64 x 512 / 13.7 s
-    "generate_tokens_per_s": (2392.0, "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
-    # prompt tokens per second of a forward pass without generation: not measured; about a third of the H100's dense
-    # bf16 peak at ~16 GFLOP per token of an 8B model
-    "prefill_tokens_per_s": (20000.0, "estimate: ~1/3 of the H100's bf16 peak at 16 GFLOP per token"),
-    # a merge built on the CPU and loaded: 13.2-16.1 s build + 1.8-2.0 s load_state_dict (upper ends)
-    "merge_switch_s": (18.1, "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
-    # a checkpoint read from disk: its export-dtype bytes at 1 GB/s (fp32 8B: 32 s)
+    "prefill_tokens_per_s": (20000.0, "estimate: ~1/3 of the H100's dense bf16 peak (989 TFLOPS) at 16 GFLOP a token"),
+    # 13.7 s per batch of 64 MGSM items generating 512 tokens (measured), less the batch's prefill (64 x 1,350
+    # prompt tokens at the prefill estimate, 4.3 s): HF's step, nearly the same at batch 16 (645 tokens/s)
+    "hf_step_s": (0.0183, "derived: " + MEASURED + ", (13.7 s - 4.3 s prefill) / 512 steps"),
+    "hbm_bytes_per_s": (3.35e12, "published: NVIDIA H100 SXM5 80GB datasheet, HBM3 bandwidth"),
+    "bandwidth_efficiency": (0.5, "estimate: share of the HBM bandwidth a decode step reaches (weights + KV reads)"),
+    "merge_build_s": (16.1, MEASURED + " (upper end of 13.2-16.1 s, on the CPU)"),
+    "merge_load_s": (2.0, MEASURED + " (load_state_dict, upper end of 1.8-2.0 s)"),
     "checkpoint_read_gb_per_s": (1.0, "estimate: a parallel file system's read rate for one job"),
-    # the first generation of every fresh model build: 20-30 s, once per job at the upper end
-    "job_warmup_s": (30.0, "measured: scripts/benchmark_costs.py time_merges, one H100 80GB, 2026-11-26"),
+    "job_warmup_s": (30.0, MEASURED + " (first generation of a fresh model build, upper end of 20-30 s)"),
+    "job_start_s": (60.0, "estimate: Snakemake re-parse ~10 s, imports ~6 s (DESIGN.md), lm-eval task loading"),
+    "vllm_start_s": (90.0, "estimate: vLLM engine start, 39-54 s on the CPU build (issue 48) + CUDA graph capture"),
 }
+#: constraint candidates evaluated per run where only the leaders are (selection.constraint_evaluation: leaders):
+#: in primary-score order until one passes; the paper's own experts sit at the base's level on the constraint
+#: benchmarks (Table 5), so a pass is taken as a coin flip: 2 tries on average (a geometric count, p = 0.5)
+LEADER_TRIES = (2, "estimate: candidates until one passes, geometric with p = 0.5")
 
 
-@dataclass
+def rate(name: str) -> float:
+    return RATES[name][0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """Which work-saving modes the config's jobs have (what the plan counts)."""
+
+    leaders: bool = False  # constraint benchmarks on the leaders only (selection.constraint_evaluation: leaders)
+    overlapped_build: bool = False  # the next merge built on the CPU while the current one is evaluated
+
+    @classmethod
+    def of(cls, config: dict) -> Features:
+        sel = config["selection"]
+        # every merge evaluation job builds one merge ahead (layerswap/merge/merger.py AHEAD, which imports torch: not
+        # read at parse time; tests/test_plan_lengths.py holds the two together)
+        return cls(leaders=sel.get("constraint_evaluation") == "leaders", overlapped_build=True)
+
+
+@dataclasses.dataclass
+class Job:
+    rule: str
+    wildcards: tuple  # ((name, value), ...) as the rule's job has them
+    bench: str
+    models: int
+    keys: list[str]
+    merged: bool
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass
 class Row:
-    """One evaluation rule's plan: `jobs` jobs; per job (the largest) and in all, models x language keys x items."""
+    """One evaluation rule's plan on one benchmark: its jobs, models x language keys x items, GPU time."""
 
     rule: str
     benchmark: str
     jobs: int
-    models: int  # in all (an upper bound where a job's list is written at run time: Table 2)
-    keys: int  # language keys per model
+    models: int
+    keys: int  # language keys per model (the most of a job)
     items: int  # per key
-    seconds: float  # in all
+    seconds: float
     largest_job_s: float
-    model_key_total: int  # models x language keys, summed over the jobs
-    model_languages: int  # models x languages (a FLORES language: two keys), summed over the jobs
+    model_key_total: int
+    model_languages: int
     note: str = ""
+
+
+#: rules whose jobs have a {benchmark} wildcard in the single layout (evaluation.tasks_per_job: single)
+SINGLE = ("evaluate_checkpoints", "evaluate_base", "evaluate_merges", "evaluate_soup_then_swap")
+NOTES = {
+    "evaluate_checkpoints": "every checkpoint, what selection reads",
+    "evaluate_checkpoints_other": "the selected checkpoints",
+    "evaluate_merges": "merges some table or figure reads",
+    FAMILY: "merges some table or figure reads, a language's configs in groups (evaluation.merge_configs_per_job)",
+    "evaluate_table2": "Table 2's models (at most; written by table2_models)",
+}
 
 
 class EvalPlan:
     """The evaluation plan of one config (`spec`: its Spec)."""
 
-    def __init__(self, config: dict, spec, checkpoint_gb: float):
-        """`checkpoint_gb`: the size of one expert checkpoint as exported (layerswap.workflow.resources.Requests
-        builds the plan with it: `Requests(config, spec).plan`)."""
+    def __init__(self, config: dict, spec, checkpoint_gb: float, features: Features | None = None):
         self.config, self.spec, self.checkpoint_gb = config, spec, checkpoint_gb
-        self.paper = config["world"] != "toy"
+        self.features = features or Features.of(config)
+        self.sizing = spec.evals.sizing
+        self.paper = self.sizing is not None
         self.tasks = config["evaluation"]["tasks"]
         self.limit = config["evaluation"].get("limit")
+        self.jobs = self._jobs()
+        if self.paper:
+            for job in self.jobs:
+                job.seconds = self.job_seconds(job)
         self.rows = self._rows()
 
-    # --- per item, model, job ----------------------------------------------------------------------------------
-    def items(self, bench: str) -> int:
-        task = self.tasks[bench]
-        n = (
-            PAPER_ITEMS[bench]
-            if self.paper
-            else self.config["toy_world"]["sizes"].get(bench, BENCHMARKS[bench].toy_size)
-        )
-        caps = [c for c in (task.get("limit"), self.limit) if c]
+    # --- per key, model, job -------------------------------------------------------------------------------------
+    def items(self, bench: str, key: str | None = None) -> int:
+        if self.paper:
+            n = self.sizing.lengths(bench, key or self._any_key(bench)).items
+        else:
+            n = self.config["toy_world"]["sizes"].get(bench, BENCHMARKS[bench].toy_size)
+        caps = [c for c in (self.tasks[bench].get("limit"), self.limit) if c]
         return min([n, *caps])
 
-    def item_seconds(self, bench: str) -> float:
-        """GPU seconds of one item in one language key. Generation: its new tokens at the measured rate (measured
-        with an 8-shot MGSM prompt, whose prefill it includes); log-likelihood: its requests' prompt tokens (the
-        shots included) at the prefill rate."""
-        work, task = WORK[bench], self.tasks[bench]
-        new = int(task.get("max_new_tokens") or work.new_tokens)
-        if new:
-            return new / RATES["generate_tokens_per_s"][0]
-        prompt = work.prompt + int(task.get("shots", 0)) * work.per_shot
-        return work.requests * prompt / RATES["prefill_tokens_per_s"][0]
+    def _any_key(self, bench: str) -> str:
+        return next(k for b, k in self._keys_of() if b == bench)
 
-    def key_seconds(self, bench: str) -> float:
-        """One language key of one model: its items in whole batches (a batch takes as long when part full)."""
-        batch = int(self.tasks[bench].get("batch_size") or self.config["evaluation"]["batch_size"])
-        return math.ceil(self.items(bench) / batch) * batch * self.item_seconds(bench)
+    def _keys_of(self):
+        from layerswap.workflow.token_counts import evaluated_keys
+
+        return evaluated_keys(self.config)
+
+    def attention_share(self, context: float) -> float:
+        """Attention FLOPs over a context of `context` tokens, per token, as a share of the weights' 2 x params:
+        4 x layers x hidden x context / 2 (causal) over 2 x params."""
+        s = self.sizing.fit.shapes
+        return 4 * s.layers * s.hidden * context / 2 / (2 * s.parameters)
+
+    def prefill_s(self, n_tokens: float, context: float) -> float:
+        return n_tokens * (1 + self.attention_share(context)) / rate("prefill_tokens_per_s")
+
+    def step_s(self, bench: str, at_once: int, context: float) -> float:
+        """One decode step of `at_once` sequences of `context` tokens on the benchmark's backend."""
+        shapes = self.sizing.fit.shapes
+        read = shapes.weight_bytes + at_once * context * shapes.kv_bytes
+        t = read / (rate("hbm_bytes_per_s") * rate("bandwidth_efficiency"))
+        return t if self.sizing.backend[bench] == "vllm" else max(rate("hf_step_s"), t)
+
+    def key_seconds(self, bench: str, key: str) -> float:
+        """GPU seconds of one language key of one model."""
+        lengths, n = self.sizing.lengths(bench, key), self.items(bench, key)
+        batch, vllm = self.sizing.batch(bench, key), self.sizing.backend[bench] == "vllm"
+        prompt = lengths.prompt + lengths.continuation
+        if not lengths.new_tokens:  # log-likelihood
+            passes = lengths.requests if vllm or lengths.continuation > 1 else 1
+            return self.prefill_s(n * passes * prompt, prompt)
+        context = lengths.prompt + lengths.new_tokens / 2  # a sequence's mean context while it decodes
+        if vllm:
+            at_once = self.sizing.fit.concurrency(f"evaluation.tasks.{bench} ({key})", lengths, batch)
+            steps = math.ceil(n / batch) * math.ceil(min(batch, n) / at_once) * lengths.new_tokens
+            own = n * (lengths.prompt - lengths.shared) + lengths.shared
+            return self.prefill_s(own, lengths.prompt) + steps * self.step_s(bench, at_once, context)
+        batches, size = math.ceil(n / batch), min(batch, n)
+        per_batch = self.prefill_s(size * lengths.prompt, lengths.prompt)
+        per_batch += lengths.new_tokens * self.step_s(bench, size, context)
+        return batches * per_batch
 
     def load_seconds(self, merged: bool) -> float:
-        return RATES["merge_switch_s"][0] if merged else self.checkpoint_gb / RATES["checkpoint_read_gb_per_s"][0]
+        """A model's load: a checkpoint read, or a merge's load (and its build on the CPU, unless it was built while
+        the model before it was evaluated: layerswap/merge/merger.py builds one ahead; an evaluation of a merge takes
+        longer than a build, so the whole build is hidden)."""
+        if not merged:
+            return self.checkpoint_gb / rate("checkpoint_read_gb_per_s")
+        build = 0.0 if self.features.overlapped_build else rate("merge_build_s")
+        return build + rate("merge_load_s")
 
-    def job_seconds(self, bench: str, models: int, keys: int, merged: bool) -> float:
-        if not models:
+    def job_seconds(self, job: Job) -> float:
+        if not job.models:
             return 0.0
-        per_model = keys * self.key_seconds(bench) + self.load_seconds(merged)
-        return RATES["job_warmup_s"][0] + models * per_model
+        start = rate("job_start_s") + rate("job_warmup_s")
+        if job.merged and self.features.overlapped_build:
+            start += rate("merge_build_s")  # a job's first merge: nothing before it to hide its build behind
+        if self.sizing.backend[job.bench] == "vllm":
+            start += rate("vllm_start_s")
+        per_model = sum(self.key_seconds(job.bench, k) for k in job.keys) + self.load_seconds(job.merged)
+        return start + job.models * per_model
 
-    def keys(self, bench: str, languages) -> int:
+    def keys(self, bench: str, languages) -> list[str]:
         evals = self.spec.evals
-        return sum(len(BENCHMARKS[bench].keys(l)) for l in evals.task_languages(bench, languages))
+        return [k for l in evals.task_languages(bench, languages) for k in BENCHMARKS[bench].keys(l)]
 
-    # --- the plan ----------------------------------------------------------------------------------------------
-    def _add(self, rows, rule, bench, jobs: list[tuple[int, int]], merged: bool, note: str = "") -> None:
-        """`jobs`: (models, keys per model) of each job of `rule` on `bench`; jobs without models are left out."""
-        jobs = [(m, k) for m, k in jobs if m and k]
-        per_lang = 2 if BENCHMARKS[bench].directions else 1
-        if not jobs:
-            return
-        secs = [self.job_seconds(bench, m, k, merged) for m, k in jobs]
-        models = sum(m for m, _ in jobs)
-        keys = max(k for _, k in jobs)
-        total = sum(m * k for m, k in jobs)
-        rows.append(
-            Row(
-                rule,
-                bench,
-                len(jobs),
-                models,
-                keys,
-                self.items(bench),
-                sum(secs),
-                max(secs),
-                total,
-                total // per_lang,
-                note,
-            )
-        )
-
-    def _rows(self) -> list[Row]:
+    # --- the jobs ------------------------------------------------------------------------------------------------
+    def _jobs(self) -> list[Job]:
         spec, evals, merges = self.spec, self.spec.evals, self.spec.merges
-        cfg = self.config
-        rows: list[Row] = []
+        cfg, single = self.config, evals.single_task_jobs
         top_k, per_run = cfg["selection"]["top_k"], cfg["selection"]["max_per_run"]
-        sel: dict[str, list] = {b: [] for b in evals.benchmarks}
-        other: dict[str, list] = {b: [] for b in evals.benchmarks}
+        jobs: list[Job] = []
+
+        def add(rule: str, wc: dict, bench: str, models: int, keys: list[str], merged: bool) -> None:
+            if models and keys and not evals.skipped(bench):
+                wc = {**wc, "benchmark": bench} if single and rule in SINGLE else wc
+                jobs.append(Job(rule, tuple(sorted(wc.items())), bench, models, keys, merged))
+
         for run in spec.runs.main:
             n = len(evals.checkpoint_models(run))
+            kind = expert_type(spec.runs.spec(run)["expert"])
+            constrained = set(evals.constraint_benchmarks(kind))
             for bench in evals.selection_benchmarks(run):
-                sel[bench].append((n, self.keys(bench, evals.selection_languages(run, bench))))
-            for langs, _ in evals.table5_parts(run).values():  # grouped layout: a part's benchmarks, row by row
+                models = min(n, LEADER_TRIES[0]) if self.features.leaders and bench in constrained else n
+                add(
+                    "evaluate_checkpoints",
+                    {"run": run},
+                    bench,
+                    models,
+                    self.keys(bench, evals.selection_languages(run, bench)),
+                    False,
+                )
+            for part, (langs, _) in evals.table5_parts(run).items():
                 for bench, ls in langs.items():
-                    other[bench].append((min(n, top_k, per_run), self.keys(bench, ls)))
+                    add(
+                        "evaluate_checkpoints_other",
+                        {"run": run, "part": part},
+                        bench,
+                        min(n, top_k, per_run),
+                        self.keys(bench, ls),
+                        False,
+                    )
         for bench in evals.benchmarks:
-            if evals.skipped(bench):
-                continue  # a local job writes 'skipped' (no GPU)
-            self._add(rows, "evaluate_checkpoints", bench, sel[bench], False, "every checkpoint, what selection reads")
-            self._add(rows, "evaluate_checkpoints_other", bench, other[bench], False, "the selected checkpoints")
-            self._add(rows, "evaluate_base", bench, [(1, self.keys(bench, None))], False)
-        mc = spec.report.merge_eval_languages()
+            rule = "evaluate_base_select" if bench in evals.base_constrained else "evaluate_base"
+            add(rule, {}, bench, 1, self.keys(bench, None), False)
         groups = spec.merge_groups.groups  # evaluation.merge_configs_per_job > 1: one job per group, not per config
-        for bench in evals.merge_benchmarks:
-            if groups:
-                jobs = [(g.models, self.keys(bench, [g.lang])) for g in groups if bench in g.benchmarks]
-                note = f"merges some table or figure reads, in groups of <= {spec.merge_groups.per_job} configs"
-                self._add(rows, FAMILY, bench, jobs, True, note)
-                continue
-            jobs = [(len(merges.pairs), self.keys(bench, [lang])) for c, langs in mc.items() for lang in langs]
-            self._add(rows, "evaluate_merges", bench, jobs, True, "merges some table or figure reads")
-            soups = [(len(merges.soups), self.keys(bench, [lang])) for lang in merges.langs]
-            self._add(rows, "evaluate_soup_then_swap", bench, soups, True)
+        for g in groups:
+            for bench in g.benchmarks:
+                add(g.rule, {}, bench, g.models, self.keys(bench, [g.lang]), True)
+        for c, langs in ({} if groups else spec.report.merge_eval_languages()).items():
+            for lang in langs:
+                for bench in evals.merge_benchmarks:
+                    add(
+                        "evaluate_merges",
+                        {"cfg": c, "lang": lang},
+                        bench,
+                        len(merges.pairs),
+                        self.keys(bench, [lang]),
+                        True,
+                    )
+        for lang in [] if groups else merges.langs:
+            for bench in evals.merge_benchmarks:
+                add("evaluate_soup_then_swap", {"lang": lang}, bench, len(merges.soups), self.keys(bench, [lang]), True)
         if "mgsm" in evals.benchmarks or "mgsm" in evals.merge_benchmarks:
-            t2 = [(self.table2_models(lang), self.keys("mgsm", [lang])) for lang in evals.t2_langs]
-            self._add(rows, "evaluate_table2", "mgsm", t2, True, "Table 2's models (at most; written by table2_models)")
-        return rows
+            for lang in evals.t2_langs:
+                add(
+                    "evaluate_table2", {"lang": lang}, "mgsm", self.table2_models(lang), self.keys("mgsm", [lang]), True
+                )
+        return jobs
+
+    def _rows(self) -> list[Row]:
+        groups: dict[tuple[str, str], list[Job]] = defaultdict(list)
+        for job in self.jobs:  # a merge group is a rule of its own: the groups are one row
+            groups[family(job.rule), job.bench].append(job)
+        rows = []
+        for (rule, bench), jobs in groups.items():
+            per_lang = 2 if BENCHMARKS[bench].directions else 1
+            total = sum(j.models * len(j.keys) for j in jobs)
+            rows.append(
+                Row(
+                    rule,
+                    bench,
+                    len(jobs),
+                    sum(j.models for j in jobs),
+                    max(len(j.keys) for j in jobs),
+                    self.items(bench, jobs[0].keys[0]) if self.paper else self.items(bench),
+                    sum(j.seconds for j in jobs),
+                    max(j.seconds for j in jobs),
+                    total,
+                    total // per_lang,
+                    NOTES.get(rule, ""),
+                )
+            )
+        order = {r: i for i, r in enumerate(dict.fromkeys(family(j.rule) for j in self.jobs))}
+        return sorted(
+            rows,
+            key=lambda r: (
+                list(self.spec.evals.benchmarks + ["mgsm"]).index(r.benchmark)
+                if r.rule.startswith(("evaluate_checkpoints", "evaluate_base"))
+                else 99,
+                order[r.rule],
+            ),
+        )
 
     def table2_models(self, lang: str) -> int:
         """At most how many models Table 2 evaluates in extra language `lang`: the columns whose own files lack it
@@ -207,27 +320,32 @@ class EvalPlan:
             sizes[m.best_column] = pairs
         return sum(n for col, n in sizes.items() if lang not in covered[col])
 
-    # --- views -------------------------------------------------------------------------------------------------
+    # --- views ---------------------------------------------------------------------------------------------------
     def gpu_hours(self) -> dict[str, float]:
-        """GPU-hours per rule (paper world; the toy world runs on CPUs: none)."""
+        """GPU-hours per rule (worlds sized for a GPU; the toy world runs on CPUs: none)."""
         out: dict[str, float] = {}
         if self.paper:
             for r in self.rows:
                 out[r.rule] = out.get(r.rule, 0.0) + r.seconds / 3600
         return out
 
+    def job_hours(self, rule: str, wildcards: dict) -> float | None:
+        """Hours of one job (its benchmarks summed where the layout groups them), by the rule's wildcards; None: no
+        such job in the plan (not an evaluation job of this plan, or one that evaluates nothing)."""
+        wanted = set(wildcards.items())
+        found = [j for j in self.jobs if j.rule == rule and set(j.wildcards) <= wanted]
+        if not found and wanted:  # a `use rule` that inherits its parent's requests: the job with these wildcards
+            found = [j for j in self.jobs if set(j.wildcards) == wanted]
+        return sum(j.seconds for j in found) / 3600 if found else None
+
     def largest_job_hours(self, rule: str) -> float | None:
-        """Hours of the rule's largest job (None: not an evaluation rule of this plan); a merge group's rule: that
-        group's job."""
-        group = self.spec.merge_groups.of_rule(rule)
-        if group is not None:
-            per_model = sum(self.keys(b, [group.lang]) * self.key_seconds(b) for b in group.benchmarks)
-            return (RATES["job_warmup_s"][0] + group.models * (per_model + self.load_seconds(True))) / 3600
-        rows = [r for r in self.rows if r.rule == rule]
-        return max(r.largest_job_s for r in rows) / 3600 if rows else None
+        jobs: dict[tuple, float] = defaultdict(float)
+        for j in self.jobs:
+            if j.rule == rule:
+                jobs[j.wildcards] += j.seconds
+        return max(jobs.values()) / 3600 if jobs else None
 
     def model_languages(self, rule_prefix: str) -> int:
-        """Models x languages of the rules whose name starts with `rule_prefix`."""
         return sum(r.model_languages for r in self.rows if r.rule.startswith(rule_prefix))
 
     def format(self) -> str:
@@ -249,14 +367,56 @@ class EvalPlan:
             f"soup-then-swap {n('evaluate_soup_then_swap'):,}, Table 2 at most {n('evaluate_table2'):,}"
         )
         if self.paper:
-            lines.append("rates (one H100, HF backend, 8B bf16):")
-            lines += [f"  {k} = {v:g}  ({src})" for k, (v, src) in RATES.items()]
+            lines += self.format_keys()
+            f = self.features
+            leaders = f"the leaders only ({LEADER_TRIES[0]} a run: {LEADER_TRIES[1]})"
+            build = "overlapped with evaluation" if f.overlapped_build else "on the GPU job's critical path"
             lines.append(
-                "work per item (tokens): "
-                + "; ".join(
-                    f"{b}: {w.requests} x ({w.prompt} + {w.per_shot}/shot) prompt, {w.new_tokens} new ({w.source})"
-                    for b, w in WORK.items()
-                )
+                f"modes: constraint benchmarks on {leaders if f.leaders else 'every checkpoint'}; merge build {build}"
             )
-            lines.append(f"items per language key: {PAPER_ITEMS} (tests/hub_replica/EVIDENCE.md), capped by `limit`")
+            lines.append(f"rates ({H100} unless said):")
+            lines += [f"  {k} = {v:g}  ({src})" for k, (v, src) in RATES.items()]
         return "\n".join(lines)
+
+    def format_keys(self) -> list[str]:
+        """Per (benchmark, language key): tokens per item, the batch, the backend and where the lengths come from."""
+        from layerswap.workflow.token_counts import LENGTH_FACTORS
+
+        s = self.sizing
+        lines = [
+            "tokens per item per (benchmark, language key) (layerswap/workflow/token_counts.py), batch "
+            f"(layerswap/workflow/batch_fit.py, a {s.fit.gpu_gb:g} GB GPU), GPU seconds per model",
+            f"{'benchmark':<10}{'key':<9}{'items':>7}{'prompt':>8}{'longest':>9}{'shared':>8}{'+cont':>6}{'+new':>6}"
+            f"{'batch':>7}{'backend':>8}{'s/model':>9}  lengths from",
+        ]
+        for bench, key in self._keys_of():
+            if bench not in self.spec.evals.tasks:
+                continue
+            L = s.lengths(bench, key)
+            src = (
+                "counted" if L.source.startswith("counted") else "factor " + f"{L.source.split(' x ')[1].split(' ')[0]}"
+            )
+            lines.append(
+                f"{bench:<10}{key:<9}{self.items(bench, key):>7,}{L.prompt:>8,.0f}{L.prompt_max:>9,}{L.shared:>8,}"
+                f"{L.continuation:>6g}{L.new_tokens:>6}{s.batch(bench, key):>7}{s.backend[bench]:>8}"
+                f"{self.key_seconds(bench, key):>9,.1f}  {src}"
+            )
+        used = sorted(
+            {l for b, k in self._keys_of() for l in [k.split("-")[0], k.split("-")[-1]] if l in LENGTH_FACTORS}
+        )
+        lines.append(
+            "length factors (Llama 3 tokens per English token): "
+            + "; ".join(f"{l} {LENGTH_FACTORS[l][0]:g} ({LENGTH_FACTORS[l][1]})" for l in used)
+        )
+        from layerswap.workflow.token_counts import ENGLISH
+
+        lines.append(
+            "English lengths: "
+            + "; ".join(
+                f"{b}: {e.prompt} + {e.per_shot}/shot ({e.source})" for b, e in ENGLISH.items() if b in self.tasks
+            )
+        )
+        lines.append(
+            f"counts file: {s.counts.path or 'none (no HF cache)'}; counted: {', '.join(s.counts.counted) or 'none'}"
+        )
+        return lines

@@ -11,6 +11,7 @@ from layerswap.config import METRIC_TASK, backend_for, checkpoints_of, expert_ty
 from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.merge.registry import METHODS
+from layerswap.workflow.batch_fit import Sizing
 from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
@@ -22,8 +23,11 @@ SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "f
 
 
 class EvaluationJobs:
-    def __init__(self, config: dict, layout: Layout, runs: Runs, merges: MergeJobs, hf_home_arg: str):
-        """`hf_home_arg`: the `--hf-home` words of the jobs (empty: the job's environment's HF_HOME)."""
+    def __init__(
+        self, config: dict, layout: Layout, runs: Runs, merges: MergeJobs, hf_home_arg: str, hf_home: str | None = None
+    ):
+        """`hf_home_arg`: the `--hf-home` words of the jobs (empty: the job's environment's HF_HOME); `hf_home`: that
+        cache, where the token counts are (layerswap/workflow/token_counts.py)."""
         self._config, self._layout, self._runs, self._merges = config, layout, runs, merges
         self._eval = config["evaluation"]
         self.tasks = list(self._eval["tasks"])
@@ -36,6 +40,10 @@ class EvaluationJobs:
         self.backend = "hf" if isinstance(backend, dict) else backend
         self.gpus = 0 if config["world"] == "toy" else 1  # GPUs per evaluation job
         self.hf_home_arg = hf_home_arg
+        # per (benchmark, language key) lengths, batch and context of a world sized for a GPU (None: the toy world)
+        self.sizing = Sizing.of(config, hf_home)
+        if self.sizing is not None:  # every evaluated key fits the GPU, else one line naming it, before any job
+            self.sizing.check()
         # grouped: one evaluation job per model group (all its tasks); single: one job per (model group, task), so
         # an edit to one task's settings reruns only that task's evaluations (paper config: GPU start-up is cheap).
         self.single_task_jobs = self._eval["tasks_per_job"] == "single"
@@ -182,6 +190,8 @@ class EvaluationJobs:
             task.setdefault("limit", self._eval.get("limit"))
             if backend_for(self._eval, b) != self.backend:
                 task["backend"] = backend_for(self._eval, b)
+            if self.sizing is not None and not self.skipped(b):  # keys' batches where one differs, the job's context
+                task |= self.sizing.params(b, [k for l in task["languages"] for k in BENCHMARKS[b].keys(l)])
             spec[b] = task
         return as_json(spec)
 

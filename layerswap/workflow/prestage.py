@@ -6,7 +6,9 @@
     tokenizer files only), each (data source, language) dataset the mixes read, the FLORES dev/devtest sentences
     used to remove evaluation overlap, the evaluation datasets of the paper task set (``evaluation_artefacts``),
     and the extra base models of the ablations the config's ``ablations`` key selects (all when absent; e.g.
-    ``different_base``). ``--dry-run`` prints the list and touches no network. The pre-flight check
+    ``different_base``); then counts each evaluation key's prompt tokens with the base's tokenizer for the plan
+    (`layerswap token-counts`, layerswap/workflow/count_tokens.py). ``--dry-run`` prints the list and touches no
+    network. The pre-flight check
     (`layerswap.data.preflight`) runs first and nothing is downloaded unless every artefact passes; ``--verify``
     runs only the check. A token comes from the environment (``HF_TOKEN``) or ``huggingface-cli login``; it is never
     printed or written anywhere.
@@ -250,3 +252,7 @@ def run(args: argparse.Namespace) -> None:
         if args.verify:
             return
     prestage(config, dry_run=args.dry_run, ablations_dir=ablations_dir, policy=policy)
+    if not args.dry_run and config["world"] == "hf":  # the plan's token counts, from what was just staged
+        from layerswap.workflow.count_tokens import write_counts
+
+        write_counts(config, None)

@@ -13,30 +13,29 @@ for what an 8B model needs. Three inputs:
   limit, where `sinfo` answers (`Site.limits`).
 
 Memory: a fixed process overhead plus the weights the job holds in host memory (MEMORY below), x1.5. Time: the work at
-the rates below, x2, plus 15 minutes of start-up, at least 15 minutes. Every figure is a sizing rule, not a
-measurement: `layerswap cost --resources` prints what a config will ask for, and `--set-resources` on the
-command line overrides any of it (docs/CLUSTER.md).
+the rates below, x2, plus 15 minutes of start-up, at least 15 minutes; an evaluation job on a GPU: its own work in the
+evaluation plan (start-up included), x2, at least 15 minutes (`job_runtime`: a function of the job's wildcards).
+Every figure is a sizing rule, not a measurement: `layerswap cost --resources` prints what a config will ask for,
+and `--set-resources` on the command line overrides any of it (docs/CLUSTER.md).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 from layerswap.errors import UserError
+from layerswap.workflow.batch_fit import parameters
 from layerswap.workflow.merge_groups import family
 
 #: bytes per weight of base.dtype and export_dtype
 BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp32": 4, "bf16": 2, "fp16": 2}
-#: an upper bound on the toy world's word-level vocabulary (about 190 words): its bases are counted with this many
-TOY_VOCAB = 1024
 GB = 1e9
 OVERHEAD_GB = 4.0  # one Python process with torch, transformers and lm-eval imported, its data and tokenizer
 MEMORY_MARGIN = 1.5
 TIME_MARGIN = 2.0
 STARTUP_MIN = 15  # queue-side start-up: Snakemake re-parsing the workflow in the job, imports, model loading
 MIN_RUNTIME = 15
+MAX_RUNTIME = 24 * 60 - 1  # under a day: a 24-hour partition limit; an evaluation job cut there resumes from its store
 #: training throughput in parameters x tokens per second per device: 1.24B-parameter Llama shapes at ~25.7k tokens/s
 #: on one H100 in bf16 (the project's first GPU measurements, 2026-11-26); the toy world's 0.45M-parameter base at
 #: ~12.7k tokens/s on two CPU threads
@@ -85,52 +84,6 @@ KINDS = {
     "ablation_toy_base": "toy_base",
     "ablation_prepare_base": "prepare_base",
 }
-
-
-def count_parameters(
-    hidden: int, intermediate: int, layers: int, heads: int, kv_heads: int, vocab: int, tied: bool = False
-) -> int:
-    """Weights of a Llama-shaped decoder: attention (q, o full; k, v per key-value head), gated MLP, two norms per
-    layer, the embeddings (and an untied LM head), the final norm."""
-    head_dim = hidden // heads
-    layer = 2 * hidden * hidden + 2 * hidden * kv_heads * head_dim + 3 * hidden * intermediate + 2 * hidden
-    return layers * layer + vocab * hidden * (1 if tied else 2) + hidden
-
-
-def parameters(config: dict) -> int | None:
-    """The base's parameter count: `base.parameters`, else from its shape (toy, or a local directory's config.json);
-    None where neither is known before the run (a hub id or a GGUF file without `base.parameters`)."""
-    base = config["base"]
-    if base.get("parameters"):
-        return int(base["parameters"])
-    if base["source"] == "toy":
-        m = base.get("toy_model") or {}
-        if not m:
-            return None
-        return count_parameters(
-            m["hidden_size"],
-            m["intermediate_size"],
-            base["num_layers"],
-            m["num_attention_heads"],
-            m["num_key_value_heads"],
-            TOY_VOCAB,
-        )
-    shape = Path(base["source"]) / "config.json"
-    if shape.is_file():
-        try:
-            c = json.loads(shape.read_text(encoding="utf-8"))
-            return count_parameters(
-                c["hidden_size"],
-                c["intermediate_size"],
-                c["num_hidden_layers"],
-                c["num_attention_heads"],
-                c.get("num_key_value_heads", c["num_attention_heads"]),
-                c["vocab_size"],
-                bool(c.get("tie_word_embeddings", False)),
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-    return None
 
 
 def _round_mb(gb: float) -> int:
@@ -220,6 +173,16 @@ class Requests:
             out["slurm_partition"] = self.site.gpu_partition
         return out
 
+    def job_runtime(self, rule: str, wildcards: dict) -> int:
+        """Minutes of one evaluation job on a GPU: its own planned work (models x keys x items, start-up and loads
+        included; layerswap/workflow/eval_plan.py) x TIME_MARGIN, at least MIN_RUNTIME, under a day (MAX_RUNTIME),
+        capped by the partition."""
+        hours = self.plan.job_hours(rule, wildcards)
+        if hours is None:
+            hours = self.plan.largest_job_hours(rule) or 0.0
+        minutes = min(MAX_RUNTIME, max(MIN_RUNTIME, int(math.ceil(TIME_MARGIN * hours * 60))))
+        return self._cap("runtime", minutes, 1)
+
     def of(self, rule: str) -> dict:
         """`resources:` of a rule, as Snakemake takes them (`**requests.of("sft")`): per-run rules (SFT) get
         functions of the job's wildcards, the others plain values."""
@@ -234,4 +197,7 @@ class Requests:
             return {key: pick(key) for key in keys}
         gpus = self.spec.evals.gpus if rule.startswith("evaluate") else 0  # merged_model: a merge written on a CPU
         threads = self.spec.evals.threads if rule.startswith("evaluate") else 1
-        return self.job(rule, gpus, threads)
+        out = self.job(rule, gpus, threads)
+        if gpus and self.plan.largest_job_hours(rule) is not None:  # each job's own planned work
+            out["runtime"] = lambda w: self.job_runtime(rule, dict(w.items()))
+        return out

@@ -65,6 +65,8 @@ def parse_jobs(text: str) -> list[dict]:
         if head:
             job = {"rule": family(head.group(1)), "resources": {}, "threads": 1}  # merge groups counted together
             jobs.append(job)
+        elif job is not None and line.startswith("    wildcards: "):
+            job["wildcards"] = dict(item.partition("=")[::2] for item in line.split(": ", 1)[1].split(", "))
         elif job is not None and line.startswith("    threads: "):
             job["threads"] = int(line.split(": ", 1)[1])
         elif job is not None and line.startswith("    resources: "):
@@ -179,16 +181,50 @@ def format_preview(rows: list[dict], limits: dict[str, dict[str, int]] | None = 
     return "\n".join(lines)
 
 
-def preview(configfile: Path, extra: list[str] | None = None) -> tuple[str, dict[str, int]]:
+def planned_limits(jobs: list[dict], plan) -> list[tuple[str, dict, int, float]]:
+    """(rule, wildcards, time limit in minutes, planned minutes) of each GPU evaluation job the plan counts."""
+    out = []
+    for job in jobs:
+        if not job["rule"].startswith("evaluate") or not int(job["resources"].get("gpu", 0) or 0):
+            continue
+        hours = plan.job_hours(job["rule"], job.get("wildcards", {}))
+        if hours:
+            out.append((job["rule"], job.get("wildcards", {}), int(job["resources"]["runtime"]), hours * 60))
+    return out
+
+
+def format_limits(rows: list[tuple[str, dict, int, float]], floor: int) -> str:
+    """One line: each GPU evaluation job's time limit over its own planned work, the jobs at the floor aside."""
+    if not rows:
+        return "time limits over planned work: no GPU evaluation job with a plan"
+    above = [(r, w, t, p) for r, w, t, p in rows if t > floor]
+    ratios = [t / p for _, _, t, p in above]
+    big = max(rows, key=lambda x: x[2])
+    span = f"{min(ratios):.2f}x-{max(ratios):.2f}x" if ratios else "-"
+    where = ", ".join(f"{k}={v}" for k, v in big[1].items())
+    short = [f"{r} {', '.join(f'{k}={v}' for k, v in w.items())}" for r, w, t, p in above if t < 1.5 * p]
+    warn = f"; under 1.5x (resumed from the store when cut): {'; '.join(short)}" if short else ""
+    return (
+        f"time limits over planned work: {span} for {len(above)} GPU evaluation jobs ({len(rows) - len(above)} at the "
+        f"{floor}-minute floor); the largest limit {big[2] // 60}:{big[2] % 60:02d} ({big[0]} {where}, planned "
+        f"{big[3] / 60:.2f} h){warn}"
+    )
+
+
+def preview(configfile: Path, extra: list[str] | None = None, plan=None) -> tuple[str, dict[str, int]]:
     """(The preview's text, the jobs per rule of the dry run: `layerswap cost` adds what the config's `estimates`
-    expect of them)."""
+    expect of them); with the evaluation `plan`, a line of each GPU evaluation job's time limit over its planned
+    work."""
     jobs = [j for j in dry_run(configfile, extra) if j["rule"] != "all"]
     rows = kinds(jobs, local_rules())
     counts = dict(Counter(j["rule"] for j in jobs))
+    from layerswap.workflow.resources import MIN_RUNTIME
+
+    limits_line = format_limits(planned_limits(jobs, plan), MIN_RUNTIME) if plan is not None else ""
     from layerswap.workflow.site import Site, parse
 
     try:
         limits = parse(Site.locate()).limits()
     except UserError:
         limits = {}
-    return format_preview(rows, limits), counts
+    return "\n".join([format_preview(rows, limits), *([limits_line] if limits_line else [])]), counts

@@ -77,7 +77,7 @@ class Spec:
         ablations = ablations or {}
         self.runs = Runs(config, ablations, self.layout, site)
         self.merges = MergeJobs(config, ablation_merge_configs or {}, self.storage["keep_merged"], self.layout)
-        self.evals = EvaluationJobs(config, self.layout, self.runs, self.merges, self.hf_home_arg)
+        self.evals = EvaluationJobs(config, self.layout, self.runs, self.merges, self.hf_home_arg, hf_home)
         self.selection = SelectionJobs(config, self.layout, self.runs, self.merges, self.evals)
         self.data = DataJobs(config, self.layout, self.runs, self.evals)
         self.report = ReportJobs(config, self.layout, self.runs, self.merges, self.evals)
