@@ -20,6 +20,7 @@ import math
 from dataclasses import dataclass
 
 from layerswap.benchmarks import BENCHMARKS
+from layerswap.config import expert_type
 from layerswap.merge.registry import best_of_methods
 
 #: test items per language key of the paper's benchmarks (tests/hub_replica/EVIDENCE.md: MGSM test 250, Belebele 900
@@ -165,17 +166,26 @@ class EvalPlan:
         top_k, per_run = cfg["selection"]["top_k"], cfg["selection"]["max_per_run"]
         sel: dict[str, list] = {b: [] for b in evals.benchmarks}
         other: dict[str, list] = {b: [] for b in evals.benchmarks}
+        lead: dict[str, list] = {b: [] for b in evals.benchmarks}
         for run in spec.runs.main:
             n = len(evals.checkpoint_models(run))
-            for bench in evals.selection_benchmarks(run):
+            for bench in evals.primary_benchmarks(run):
                 sel[bench].append((n, self.keys(bench, evals.selection_languages(run, bench))))
             for langs, _ in evals.table5_parts(run).values():  # grouped layout: a part's benchmarks, row by row
                 for bench, ls in langs.items():
                     other[bench].append((min(n, top_k, per_run), self.keys(bench, ls)))
+        worst = 0  # the leaders' constraint evaluations (evaluate_checkpoint_leaders): top_k per expert type planned
+        for expert in spec.selection.leader_experts():
+            runs = spec.runs.of(expert)
+            worst = max(worst, sum(len(evals.checkpoint_models(r)) for r in runs))
+            for bench in evals.leader_benchmarks(expert_type(expert)):
+                lead[bench].append((top_k, self.keys(bench, evals.selection_languages(runs[0], bench))))
         for bench in evals.benchmarks:
             if evals.skipped(bench):
                 continue  # a local job writes 'skipped' (no GPU)
             self._add(rows, "evaluate_checkpoints", bench, sel[bench], False, "every checkpoint, what selection reads")
+            note = f"the top-{top_k} leaders if they pass; at worst all {worst} checkpoints of an expert type"
+            self._add(rows, "evaluate_checkpoint_leaders", bench, lead[bench], False, note)
             self._add(rows, "evaluate_checkpoints_other", bench, other[bench], False, "the selected checkpoints")
             self._add(rows, "evaluate_base", bench, [(1, self.keys(bench, None))], False)
         mc = spec.report.merge_eval_languages()
@@ -233,7 +243,8 @@ class EvalPlan:
         lines.append(
             f"model x language evaluations: checkpoints {n('evaluate_checkpoints'):,} (before selection "
             f"{n('evaluate_checkpoints') - n('evaluate_checkpoints_other'):,}, Table 5's on the selected "
-            f"{n('evaluate_checkpoints_other'):,}), base {n('evaluate_base'):,}, merges {n('evaluate_merges'):,}, "
+            f"{n('evaluate_checkpoints_other'):,}; the leaders' constraints {n('evaluate_checkpoint_leaders'):,}), "
+            f"base {n('evaluate_base'):,}, merges {n('evaluate_merges'):,}, "
             f"soup-then-swap {n('evaluate_soup_then_swap'):,}, Table 2 at most {n('evaluate_table2'):,}"
         )
         if self.paper:

@@ -73,6 +73,7 @@ KINDS = {
     "evaluate_ablation_base": "evaluate",
     "evaluate_checkpoints": "evaluate",
     "evaluate_checkpoints_other": "evaluate",
+    "evaluate_checkpoint_leaders": "evaluate",
     "evaluate_merges": "evaluate_merges",
     "evaluate_soup_then_swap": "evaluate_merges",
     "evaluate_table2": "evaluate_merges",
