@@ -55,10 +55,15 @@ def world(tmp_path: Path, rng: random.Random) -> dict:
         both["files"] = {m: {**index["files"][m], **fs} for m, fs in both["files"].items()}
         full_indexes.append(tmp_path / f"{run}.full.json")
         full_indexes[-1].write_text(json.dumps(both))
-    base = tmp_path / "base_mmlu.json"
-    base.write_text(json.dumps({"benchmark": CONSTRAINT, "scores": {"xx": rng.randint(0, 20) / 20}}))
+    base = []
+    for bench in (CONSTRAINT, PRIMARY):
+        base.append(tmp_path / f"base_{bench}.json")
+        base[-1].write_text(json.dumps({"benchmark": bench, "scores": {"xx": rng.randint(0, 20) / 20}}))
+    constraints = {CONSTRAINT: rng.choice([0, 0.1])}
+    if rng.random() < 0.3:  # a constraint on a benchmark the weights read too: every checkpoint has it already
+        constraints[PRIMARY] = rng.choice([0, 0.1])
     params = {"kind": "language", "lang": "xx", "weights": {PRIMARY: 1.0}, "mgsm_languages": ["en"]}
-    params |= {"top_k": rng.randint(1, usable), "max_per_run": cap, "constraints": {CONSTRAINT: rng.choice([0, 0.1])}}
+    params |= {"top_k": rng.randint(1, usable), "max_per_run": cap, "constraints": constraints}
     return {"indexes": indexes, "full": full_indexes, "base": base, "params": params, "out": primary, "src": full}
 
 
@@ -82,7 +87,7 @@ def leaders(w: dict, tmp_path: Path, monkeypatch) -> tuple[Path, list[str]]:
     for index in w["indexes"]:
         for c in json.loads(index.read_text())["checkpoints"]:
             argv += ["--model", f"{c['model_id']}={c['path']}"]
-    argv += ["--primary", *map(str, w["indexes"]), "--base-evals", str(w["base"]), "--expert", "xx"]
+    argv += ["--primary", *map(str, w["indexes"]), "--base-evals", *map(str, w["base"]), "--expert", "xx"]
     assert main([*argv, "--params-json", json.dumps(w["params"])]) == 0
     return out, evaluated
 
@@ -100,7 +105,7 @@ def picks(indexes, w, on_no_pass, leaders_index=()) -> list | str:
             p["max_per_run"],
             ["en"],
             p["constraints"],
-            [w["base"]],
+            w["base"],
             on_no_pass,
             leaders_index,
         )
@@ -131,7 +136,7 @@ def test_two_phase_selection_picks_what_full_evaluation_picks_with_fewer_evaluat
 def test_selection_refuses_leaders_evaluations_that_miss_a_candidate_it_reaches(tmp_path, monkeypatch):
     w = world(tmp_path, random.Random(3))
     with pytest.raises(UserError, match=r"no mmlu evaluation of ckpt/xx_\d/s\d.*, which selection reaches in score"):
-        select(w["indexes"], "xx", "language", "xx", {PRIMARY: 1.0}, 1, None, ["en"], {CONSTRAINT: 0.0}, [w["base"]])
+        select(w["indexes"], "xx", "language", "xx", {PRIMARY: 1.0}, 1, None, ["en"], {CONSTRAINT: 0.0}, w["base"])
 
 
 # --------------------------------------------------------------------------------------------- on real models

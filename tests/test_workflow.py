@@ -39,6 +39,11 @@ def test_every_stage_left_its_files(micro_run):
     base_mgsm = json.loads((micro_run / "evals" / "base" / "mgsm.json").read_text())["scores"]["toy_swh"]
     assert lang["constraints"] == {"mgsm_target": 1.0} and lang["base"] == {"mgsm_target": base_mgsm}
     assert all("mgsm_target" in c["metrics"] and c["failed"] == [] for c in lang["candidates"])
+    # ... evaluated on the leaders (both of the run's checkpoints: top_k 2, max_per_run 2) by their own job
+    leaders = json.loads((micro_run / "evals" / "leaders" / "toy_swh.json").read_text())
+    assert leaders["rounds"] == [[c["model_id"] for c in lang["candidates"]]] and list(leaders["files"]) == sorted(
+        c["model_id"] for c in lang["candidates"]
+    )
     assert (
         "language experts (each in its language) ranked by 1·belebele + 0.005·flores_from_en + "
         "0.005·flores_to_en, rejected if below the base model by more than a margin on mgsm_target (margin 1)"
@@ -104,6 +109,7 @@ EVALUATION_RULES = {
     "evaluate_base",
     "evaluate_base_select",
     "evaluate_checkpoints",
+    "evaluate_checkpoint_leaders",
     "evaluate_checkpoints_other",
     "evaluate_merges",
     "evaluate_soup_then_swap",
@@ -222,6 +228,51 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
         expected = build_state_dict(recipe)
     assert written.keys() == expected.keys()
     assert all(torch.equal(written[k], expected[k]) for k in expected)
+
+
+def test_a_run_none_of_whose_checkpoints_passes_a_constraint_selects_says_why_and_finishes(micro_run, tmp_path):
+    """Issue 48, item 3, on the finished micro run: the language experts' MGSM constraint made unmeetable (margin 0.5,
+    the base's toy_swh MGSM set to 1.0; every checkpoint scores less). selection.on_no_pass: stop stops the selection
+    job with its one line; the default, best, selects the run's best by Belebele + FLORES, records what each fails
+    (selection file, a note under Table 5) and the run finishes. The leaders' evaluations are not redone between the
+    two (on_no_pass is not in their params)."""
+    work = tmp_path / "work"
+    shutil.copytree(micro_run.parent, work, symlinks=True, ignore=shutil.ignore_patterns("locks"))
+    base = work / Layout().eval_file("base", "mgsm")
+    doc = json.loads(base.read_text())
+    base.write_text(json.dumps({**doc, "scores": {**doc["scores"], "toy_swh": 1.0}}, indent=2) + "\n")
+    config = yaml.safe_load(MICRO.read_text())
+    config["selection"]["constraints"]["language"]["mgsm_target"] = 0.5
+    config["selection"]["on_no_pass"] = "stop"
+    strict = tmp_path / "strict.yaml"
+    strict.write_text(yaml.safe_dump(config))
+    proc = snakemake(work, configfile=strict)
+    assert proc.returncode != 0
+    log = (work / Layout().log("select", "toy_swh")).read_text()
+    assert log.count("\n") == 1 and log.startswith(
+        "layerswap select: error: expert 'toy_swh': only 0 checkpoints selectable for top_k=2 (max_per_run=2, "
+        "2 candidates, 2 fail selection.constraints.language.mgsm_target); selection.on_no_pass: stop"
+    ), log
+    config["selection"]["on_no_pass"] = "best"
+    (tmp_path / "best.yaml").write_text(yaml.safe_dump(config))
+    proc = snakemake(work, configfile=tmp_path / "best.yaml")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "rule evaluate_checkpoint_leaders" not in proc.stdout + proc.stderr  # done in the strict run
+    selection = json.loads((work / Layout().selection("toy_swh")).read_text())
+    assert selection["on_no_pass"] == "best" and selection["base"] == {"mgsm_target": 1.0}
+    assert [s["checkpoint"] for s in selection["selected"]] == [c["checkpoint"] for c in selection["candidates"]]
+    for s in selection["selected"]:
+        assert s["failed"] == [{"metric": "mgsm_target", "value": 0.0, "base": 1.0, "margin": 0.5}]
+        assert s["status"].startswith("selected although it failed constraint mgsm_target: 0 < base 1 - margin 0.5")
+    table5 = (work / Layout().table("table5", "md")).read_text()
+    note = (
+        "Below the base model on a selection constraint (toy-Swahili (synthetic) experts: too few checkpoints pass, "
+        "so the best of the others by score are taken; selection.on_no_pass: best): #1 (toy_swh_1/s0000016): "
+        "mgsm_target 0.000 vs base 1.000 (margin 0.5); #2 (toy_swh_1/s0000032): mgsm_target 0.000 vs base 1.000 "
+        "(margin 0.5)."
+    )
+    assert note in table5, table5
+    assert "Below the base" not in (work / Layout().table("table1", "md")).read_text()
 
 
 def test_keep_merged_names_must_be_merge_configs(tmp_path):
