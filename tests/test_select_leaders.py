@@ -141,21 +141,9 @@ def test_selection_refuses_leaders_evaluations_that_miss_a_candidate_it_reaches(
 
 # --------------------------------------------------------------------------------------------- on real models
 lm_eval = pytest.importorskip("lm_eval")
+from tests.test_eval_resume import JOB as KILL  # noqa: E402 (`layerswap`, killing itself as it writes a model)
 from tests.test_switch import grid  # noqa: E402,F401 (fixture: four tiny random models and the toy data)
 
-KILL = """
-import os, signal, sys
-from layerswap.evaluation import evaluate
-victim = sys.argv[1]
-real = evaluate.write_outputs
-def write_outputs(out_dir, model_id, *a, **k):
-    if model_id == victim:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return real(out_dir, model_id, *a, **k)
-evaluate.write_outputs = write_outputs
-from layerswap.cli import main
-sys.exit(main(sys.argv[2:]))
-"""
 RUNS = {"ra": ("t0", "t1"), "rb": ("l0", "l1")}
 
 
