@@ -19,6 +19,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recipes": ("layerswap.merge.recipes", "write merge recipes for the 3x3 pairs of one language"),
     "merge": ("layerswap.merge.cli", "build a merge recipe and write it as a HF model directory"),
     "evaluate": ("layerswap.evaluation.evaluate", "evaluate checkpoints with lm-eval"),
+    "evaluate-leaders": (
+        "layerswap.evaluation.leaders",
+        "evaluate a selection's constraint benchmarks on the candidates it reaches in score order",
+    ),
     "evaluate-merges": (
         "layerswap.evaluation.evaluate_merges",
         "evaluate checkpoints and merge recipes (built in memory)",

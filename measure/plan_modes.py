@@ -30,10 +30,12 @@ GENERATION = ("mgsm", "flores", "mbpp")
 
 def totals(config: dict, vllm: bool, leaders: bool, overlap: bool) -> tuple[float, float]:
     config = copy.deepcopy(config)
-    if vllm:
-        config["evaluation"]["backend"] = {b: "vllm" for b in GENERATION if b in config["evaluation"]["tasks"]}
+    config["evaluation"]["backend"] = (
+        {b: "vllm" for b in GENERATION if b in config["evaluation"]["tasks"]} if vllm else "hf"
+    )
+    config["selection"]["constraint_evaluation"] = "leaders" if leaders else "all"
     spec = Spec(config)
-    plan = EvalPlan(config, spec, Requests(config, spec).plan.checkpoint_gb, Features(leaders, overlap))
+    plan = EvalPlan(config, spec, Requests(config, spec).plan.checkpoint_gb, Features(overlapped_build=overlap))
     hours = plan.gpu_hours()
     return tuple(sum(h for r, h in hours.items() if stage_of(r) == s) for s in ("selection", "evaluation"))
 

@@ -13,11 +13,39 @@
 
 if spec.ablations.expert_sets:
 
+    # The constraint evaluations of the leaders of an expert-set ablation's selection (evaluate_checkpoint_leaders on
+    # the set's runs of the type, against the base they trained from):
+    #   in:  results/evals/ckpt/<run>/index.json (each run of the set and type), the base's constraint evaluations
+    #   out: results/evals/leaders/ablations/{ablation}/{set}/{expert}.json
+    use rule evaluate_checkpoint_leaders as ablation_evaluate_leaders with:
+        input:
+            indexes=lambda w: spec.ablations.selection_indexes(w.ablation, w.set, w.expert),
+            base=lambda w: spec.ablations.base_evals(w.ablation, w.set, w.expert),
+            data=lambda w: spec.selection.leaders_data(spec.ablations.runs_of(w.ablation, w.set, w.expert)),
+        output:
+            layout.ablation_leaders_index("{ablation}", "{set}", "{expert}"),
+        params:
+            models=lambda w: spec.selection.leaders_models(spec.ablations.runs_of(w.ablation, w.set, w.expert)),
+            benchmarks=lambda w: spec.selection.leaders_benchmarks(
+                spec.ablations.runs_of(w.ablation, w.set, w.expert)
+            ),
+            select=lambda w: spec.selection.leaders_params(w.expert),
+            **evals.evaluation_params("evaluate-leaders"),
+        wildcard_constraints:
+            ablation="|".join(spec.ablations.expert_sets),
+            set="[A-Za-z0-9]+",
+            expert="|".join(spec.selection.leader_experts()) or "(?!)",
+        log:
+            layout.log("ablations", "leaders_{ablation}_{set}_{expert}"),
+
     # Top-k checkpoints of an expert-set ablation's own runs, per (set, expert type).
+    #   in:  results/evals/ckpt/<run>/index.json (each run of the set and type), the base's constraint evaluations,
+    #        results/evals/leaders/ablations/{ablation}/{set}/{expert}.json (where ablation_evaluate_leaders runs)
     use rule select as ablation_select with:
         input:
             indexes=lambda w: spec.ablations.selection_indexes(w.ablation, w.set, w.expert),
             base=lambda w: spec.ablations.base_evals(w.ablation, w.set, w.expert),
+            leaders=lambda w: spec.ablations.leaders(w.ablation, w.set, w.expert),
         output:  # results/ablations/{ablation}/selection/{set}/{expert}.json
             layout.ablation_selection("{ablation}", "{set}", "{expert}"),
         wildcard_constraints:

@@ -127,8 +127,9 @@ def sft_launch(wildcards, resources):
 
 # The benchmarks of one evaluation job: grouped, a fixed list; single (evaluation.tasks_per_job), its {benchmark}.
 def checkpoint_job_benchmarks(wildcards):
-    """The benchmarks of one job of evaluate_checkpoints: the run's selection benchmarks, or its {benchmark}."""
-    return evals.job_benchmarks(wildcards, evals.selection_benchmarks(wildcards.run))
+    """The benchmarks of one job of evaluate_checkpoints: the run's primary selection benchmarks (all that selection
+    reads but the leaders' constraint benchmarks), or its {benchmark}."""
+    return evals.job_benchmarks(wildcards, evals.primary_benchmarks(wildcards.run))
 
 
 def base_job_benchmarks(wildcards):

@@ -1,10 +1,13 @@
-# Checkpoint evaluations in two phases: before selection every checkpoint of a run on what selection reads; after it,
-# the selected checkpoints on what Tables 2 and 5 read besides; top-k per expert type.
+# Checkpoint evaluations in phases: before selection every checkpoint of a run on what selection ranks by, and (per
+# expert type) the candidates selection reaches in score order on its constraint benchmarks; after it, the selected
+# checkpoints on what Tables 2 and 5 read besides; top-k per expert type.
 
 
 # Selection reads only the evaluations of its own benchmarks (SELECT_READS + weights + constraints), in the languages
 # its metrics name: they get their own job(s), so an edit to a task selection does not read (MMLU, MBPP) reruns
-# those evaluations and the tables, not selection, merges or their evaluations.
+# those evaluations and the tables, not selection, merges or their evaluations. Here every checkpoint on all of them
+# but the constraint benchmarks no weight reads, which evaluate_checkpoint_leaders evaluates on the leaders
+# (selection.constraint_evaluation: leaders; `all`: here too).
 #   in:  <big>/experts/{run}/checkpoints.json (rules/train.smk sft; <big>: storage.scratch's folder, else results)
 #   out: results/evals/ckpt/{run}/index.json, or with one job per task results/evals/ckpt/{run}/index.{benchmark}.json;
 #        beside it each checkpoint's evaluations ckpt/{run}/<checkpoint>/{benchmark}.json, which the index names
@@ -82,12 +85,12 @@ use rule evaluate_checkpoints_other as checkpoint_skipped with:
 
 if evals.single_task_jobs:
 
-    # in: results/evals/ckpt/{run}/index.<benchmark>.json (each selection benchmark); out: .../index.json
+    # in: results/evals/ckpt/{run}/index.<benchmark>.json (each primary selection benchmark); out: .../index.json
     rule checkpoint_index:
-        """The per-benchmark indexes of a run's selection benchmarks, as the one index `select` reads."""
+        """The per-benchmark indexes of a run's primary selection benchmarks, as the one index `select` reads."""
         localrule: True
         input:
-            lambda w: [layout.checkpoint_index(w.run, b) for b in evals.selection_benchmarks(w.run)],
+            lambda w: [layout.checkpoint_index(w.run, b) for b in evals.primary_benchmarks(w.run)],
         output:
             layout.checkpoint_index("{run}"),
         params:
@@ -100,14 +103,53 @@ if evals.single_task_jobs:
             "layerswap checkpoint-index --out {output} {input} > {log} 2>&1"
 
 
-# Top-k checkpoints of an expert type (layerswap/workflow/selection_jobs.py):
+# The constraint benchmarks of an expert type's selection that no weight reads (MMLU, a language's MGSM), on the
+# candidates the selection reaches in score order only (layerswap/evaluation/leaders.py): round by round, the top_k
+# leaders within max_per_run, then those that take the places of the ones that failed, until the walk needs no more;
+# the same picks as with every checkpoint evaluated. The candidates (every checkpoint of the type's runs) are known
+# when the DAG is built; the primary indexes decide which are evaluated, and the store keeps each finished one.
 #   in:  results/evals/ckpt/<run>/index.json (each run of the type), results/evals/base/<constraint benchmark>.json
+#   out: results/evals/leaders/{expert}.json; beside the runs' other files, each evaluated checkpoint's
+#        ckpt/<run>/<checkpoint>/{benchmark}.json, which the index names
+rule evaluate_checkpoint_leaders:
+    """The constraint benchmarks of an expert type's selection on the candidates it reaches in score order."""
+    input:
+        indexes=lambda w: spec.selection.indexes(w.expert),
+        base=lambda w: spec.selection.base_evals(w.expert),
+        data=lambda w: spec.selection.leaders_data(spec.runs.of(w.expert)),
+    output:
+        layout.leaders_index("{expert}"),
+    params:
+        models=lambda w: spec.selection.leaders_models(spec.runs.of(w.expert)),
+        benchmarks=lambda w: spec.selection.leaders_benchmarks(spec.runs.of(w.expert)),
+        select=lambda w: spec.selection.leaders_params(w.expert),
+        **evals.evaluation_params("evaluate-leaders"),
+    wildcard_constraints:
+        expert="|".join(spec.selection.leader_experts()) or "(?!)",
+    threads: evals.threads
+    resources:
+        gpu=evals.gpus,
+        **requests.of("evaluate_checkpoint_leaders"),
+    log:
+        layout.log("evaluate", "leaders_{expert}"),
+    conda:
+        "../envs/layerswap.yaml"
+    shell:
+        evaluate_shell("evaluate-leaders", "{params.models}",
+                       tail=" --primary {input.indexes} --base-evals {input.base} --expert {wildcards.expert}"
+                       f" --params-json {{params.select}} --index {{output}} --store {layout.store()}")
+
+
+# Top-k checkpoints of an expert type (layerswap/workflow/selection_jobs.py):
+#   in:  results/evals/ckpt/<run>/index.json (each run of the type), results/evals/base/<constraint benchmark>.json,
+#        results/evals/leaders/{expert}.json (where evaluate_checkpoint_leaders runs)
 #   out: results/selection/{expert}.json
 rule select:
     localrule: True
     input:
         indexes=lambda w: spec.selection.indexes(w.expert),
         base=lambda w: spec.selection.base_evals(w.expert),
+        leaders=lambda w: spec.selection.leaders(w.expert),
     output:
         layout.selection("{expert}"),
     params:
@@ -118,5 +160,5 @@ rule select:
     conda:
         "../envs/layerswap.yaml"
     shell:
-        "layerswap select --index {input.indexes} --base-evals {input.base} --expert {wildcards.expert} "
-        "--params-json {params.select} --out {output} > {log} 2>&1"
+        "layerswap select --index {input.indexes} --base-evals {input.base} --leaders {input.leaders} "
+        "--expert {wildcards.expert} --params-json {params.select} --out {output} > {log} 2>&1"

@@ -400,6 +400,7 @@ def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path)
     assert _jobs(proc.stdout) == {
         "sft": 6,
         "evaluate_checkpoints": 6,
+        "ablation_evaluate_leaders": 3,  # the language selections' MGSM constraint, on their leaders
         "ablation_select": 6,
         "ablation_merge_recipes": 6,
         "evaluate_merges": 6,
@@ -416,6 +417,7 @@ def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path)
         "ablation_toy_base": 1,
         "ablation_sft": 2,
         "evaluate_checkpoints": 2,
+        "ablation_evaluate_leaders": 1,
         "ablation_select": 2,
         "ablation_merge_recipes": 1,
         "evaluate_merges": 1,
@@ -425,7 +427,9 @@ def test_expert_set_dry_runs_leave_the_main_selection_alone(micro_run, tmp_path)
         "evaluate_ablation_base": 1,
     }
     assert "--base results/ablations/different_base/bases/b2 " in proc.stdout
-    assert "--base-evals results/evals/ablations/different_base/bases/b2/mgsm.json --expert toy_swh" in proc.stdout
+    b2 = "--base-evals results/evals/ablations/different_base/bases/b2/mgsm.json"
+    assert f"{b2} --expert toy_swh" in proc.stdout  # the leaders' constraint evaluations
+    assert f"{b2} --leaders results/evals/leaders/ablations/different_base/b2/toy_swh.json --expert" in proc.stdout
     # enabling them changes no main job
     stale = set(_jobs(snakemake(work, "-n").stdout))
     proc = snakemake(work, "-n", configfile=_enabled_config(tmp_path, "divergence,lora,different_base"))

@@ -81,14 +81,10 @@ def test_an_edit_to_a_package_module_changes_exactly_the_commands_that_import_it
     closure.cache_clear()
     assert commands_running(root / "merge" / "engine.py", root) == {"merge", "evaluate-merges", "audit"}  # not
     # recipes; `audit --reevaluate-store` evaluates store-fed merges again (layerswap.audit.reevaluate)
-    assert commands_running(root / "evaluation" / "evaluate.py", root) == {"evaluate", "evaluate-merges", "audit"}
-    assert commands_running(root / "evaluation" / "paper_tasks.py", root) == {
-        "evaluate",
-        "evaluate-merges",
-        "prestage",
-        "token-counts",
-        "audit",
-    }
+    evaluating = {"evaluate", "evaluate-merges", "evaluate-leaders", "audit"}  # leaders: the selection's constraints
+    assert commands_running(root / "evaluation" / "evaluate.py", root) == evaluating
+    assert commands_running(root / "evaluation" / "paper_tasks.py", root) == evaluating | {"prestage", "token-counts"}
+    assert commands_running(root / "select.py", root) == {"select", "evaluate-leaders"}  # the walk both follow
     assert "prestage" not in commands_running(root / "evaluation" / "hosts.py", root)
     assert commands_running(root / "cli.py", root) == set()
     assert commands_running(root / "tasks" / "toy" / "mgsm.yaml", root) >= {"evaluate", "evaluate-merges"}

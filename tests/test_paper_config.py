@@ -159,11 +159,13 @@ def test_job_counts_per_rule(dry_run):
     assert counts["soup_then_swap_recipes"] == len(langs)
     assert counts["tables"] == 1 and counts["heatmap"] == 1
     # checkpoint evaluations (tasks_per_job: single, one job per run and task): before selection, the tasks selection
-    # reads on every checkpoint (math: MGSM; language: Belebele, FLORES, and the constraints' MMLU and MGSM; joint:
-    # MGSM); after it, on the selected checkpoints, Table 5's other tasks of the math runs (Belebele, FLORES, MMLU)
-    # and the language runs' English MGSM and Belebele (selection reads their own language only); MBPP without
-    # execute_code scores nothing: local jobs write it as skipped (no GPU), for the base too
-    assert counts["evaluate_checkpoints"] == 3 * 1 + 12 * 4 + 3 * 1
+    # ranks by on every checkpoint (math: MGSM; language: Belebele, FLORES; joint: MGSM), and per language the
+    # constraints' MMLU and MGSM on the leaders (one job per expert type); after it, on the selected checkpoints,
+    # Table 5's other tasks of the math runs (Belebele, FLORES, MMLU) and the language runs' English MGSM and Belebele
+    # (selection reads their own language only); MBPP without execute_code scores nothing: local jobs write it as
+    # skipped (no GPU), for the base too
+    assert counts["evaluate_checkpoints"] == 3 * 1 + 12 * 2 + 3 * 1
+    assert counts["evaluate_checkpoint_leaders"] == len(langs)
     assert counts["evaluate_checkpoints_other"] == 3 * 3 + 12 * 2
     assert counts["checkpoint_skipped"] == 3 + 12 and counts["evaluate_base_skipped"] == 1
     assert counts["evaluate_base"] == len(paper["evaluation"]["checkpoint_tasks"]) - 1

@@ -197,10 +197,14 @@ def test_the_cost_figure_sums_its_pieces():
     assert sum(base.gpu_hours().values()) == pytest.approx(sum(j.seconds for j in base.jobs) / 3600)
     for bench in ("mgsm", "belebele", "mmlu"):
         assert base.key_seconds(bench, "tel") > base.key_seconds(bench, "jpn")
-    leaders = EvalPlan(config, spec, gb, Features(leaders=True))
-    mmlu = [j for j in leaders.jobs if j.rule == "evaluate_checkpoints" and j.bench == "mmlu"]
-    assert mmlu and all(j.models == LEADER_TRIES[0] for j in mmlu)
-    assert leaders.gpu_hours()["evaluate_checkpoints"] < base.gpu_hours()["evaluate_checkpoints"]
+    every = copy.deepcopy(config)
+    every["selection"]["constraint_evaluation"] = "all"
+    alls = EvalPlan(every, Spec(every), gb)
+    mmlu = [j for j in base.jobs if j.rule == "evaluate_checkpoint_leaders" and j.bench == "mmlu"]
+    assert mmlu and all(j.models == LEADER_TRIES[0] * 3 for j in mmlu)  # 3 runs a language
+    assert not [j for j in base.jobs if j.rule == "evaluate_checkpoints" and j.bench == "mmlu"]
+    selection = ("evaluate_checkpoints", "evaluate_checkpoint_leaders")
+    assert sum(base.gpu_hours().get(r, 0) for r in selection) < sum(alls.gpu_hours().get(r, 0) for r in selection)
     overlap = EvalPlan(config, spec, gb, Features(overlapped_build=True))
     serial = EvalPlan(config, spec, gb, Features(overlapped_build=False))
     assert overlap.load_seconds(True) == rate("merge_load_s") < serial.load_seconds(True)

@@ -88,13 +88,14 @@ def test_constraints_reject_candidates_worse_than_the_base_and_say_which(tmp_pat
     assert [s["checkpoint"] for s in out["selected"]] == ["s2"]
 
 
-def test_too_few_candidates_meeting_the_constraints_is_an_error_naming_them(tmp_path):
+def test_strict_mode_stops_when_too_few_candidates_meet_the_constraints_naming_them(tmp_path):
+    """selection.on_no_pass: stop is today's refusal, one line saying how many candidates failed which constraint."""
     a = write_run(tmp_path, "xx_1", {"s1": (0.9, 0.1), "s2": (0.6, 0.35)})
     base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
     with pytest.raises(
         UserError,
         match=r"only 1 checkpoints selectable for top_k=2 .*1 fail "
-        r"selection.constraints.language.mgsm_target",
+        r"selection.constraints.language.mgsm_target\); selection.on_no_pass: stop",
     ):
         select(
             [a],
@@ -107,6 +108,7 @@ def test_too_few_candidates_meeting_the_constraints_is_an_error_naming_them(tmp_
             ["en", "xx"],
             constraints={"mgsm_target": 0.0},
             base_evals=[base],
+            on_no_pass="stop",
         )
     with pytest.raises(UserError, match="no base evaluation of 'mmlu'"):
         select(
@@ -121,6 +123,55 @@ def test_too_few_candidates_meeting_the_constraints_is_an_error_naming_them(tmp_
             constraints={"mmlu": 0.0},
             base_evals=[base],
         )
+
+
+def test_a_run_none_of_whose_checkpoints_passes_gives_its_best_and_the_file_says_it_is_below_the_base(tmp_path):
+    """Paper 3.1's secondary measures "ensure slight improvement" where one exists; they do not stop the run. Three
+    runs, one expert each (max_per_run 1, as config/paper.yaml): run xx_2 has no checkpoint at or above the base, so
+    its best by score is taken, ranked by score among the others, and the selection file records what it fails."""
+    a = write_run(tmp_path, "xx_1", {"s1": (0.5, 0.31), "s2": (0.4, 0.32)})
+    b = write_run(tmp_path, "xx_2", {"s1": (0.9, 0.2), "s2": (0.7, 0.25), "s3": (0.3, 0.1)})
+    c = write_run(tmp_path, "xx_3", {"s1": (0.2, 0.3)})
+    base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
+    args = ([a, b, c], "xx", "language", "xx", {"mgsm_en": 1.0}, 3, 1, ["en", "xx"])
+    out = select(*args, constraints={"mgsm_target": 0.0}, base_evals=[base])
+    picked = [(s["rank"], s["run"], s["checkpoint"]) for s in out["selected"]]
+    assert picked == [(1, "xx_2", "s1"), (2, "xx_1", "s1"), (3, "xx_3", "s1")]
+    assert out["on_no_pass"] == "best"
+    below = out["selected"][0]
+    assert below["failed"] == [{"metric": "mgsm_target", "value": 0.2, "base": 0.3, "margin": 0.0}]
+    assert below["status"] == (
+        "selected although it failed constraint mgsm_target: 0.2 < base 0.3 - margin 0: fewer than top_k=3 "
+        "candidates pass (selection.on_no_pass: best)"
+    )
+    assert [s["failed"] for s in out["selected"][1:]] == [[], []]
+    status = {(c["run"], c["checkpoint"]): c["status"] for c in out["candidates"]}
+    assert status[("xx_2", "s2")].startswith("failed constraint mgsm_target: 0.25")  # not its run's best
+    assert status[("xx_1", "s2")] == "run cap"
+    # every checkpoint of every run below the base: the best three by score, each recorded
+    out = select(*args, constraints={"mgsm_target": 0.0}, base_evals=[write_base(tmp_path, {"en": 0.5, "xx": 0.9})])
+    assert [(s["run"], s["checkpoint"]) for s in out["selected"]] == [("xx_2", "s1"), ("xx_1", "s1"), ("xx_3", "s1")]
+    assert all(s["failed"] and s["status"].startswith("selected although") for s in out["selected"])
+    with pytest.raises(UserError, match=r"only 0 checkpoints selectable for top_k=3 .*6 fail"):
+        select(*args, constraints={"mgsm_target": 0.0}, base_evals=[base], on_no_pass="stop")
+
+
+def test_the_cli_says_which_selected_expert_is_below_the_base(tmp_path, capsys):
+    from layerswap.cli import main
+
+    index = write_run(tmp_path, "xx_1", {"s1": (0.9, 0.1), "s2": (0.6, 0.35)})
+    base = write_base(tmp_path, {"en": 0.5, "xx": 0.3})
+    params = {"kind": "language", "lang": "xx", "weights": {"mgsm_en": 1.0}, "top_k": 2, "mgsm_languages": ["en"]}
+    params |= {"constraints": {"mgsm_target": 0.0}, "max_per_run": 2}
+    argv = ["select", "--index", str(index), "--base-evals", str(base), "--leaders", "--expert", "xx"]
+    argv += ["--out", str(tmp_path / "xx.json"), "--params-json"]
+    assert main([*argv, json.dumps(params)]) == 0
+    out = capsys.readouterr().out
+    assert "xx #1: xx_1/s1 score=0.9\nxx #1 is below the base: selected although it failed constraint" in out, out
+    assert main([*argv, json.dumps({**params, "on_no_pass": "stop"})]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "only 1 checkpoints selectable for top_k=2" in err, err
+    assert json.loads((tmp_path / "xx.json").read_text())["on_no_pass"] == "best"  # the refused run wrote nothing
 
 
 def _select_cli(index, base, tmp_path):

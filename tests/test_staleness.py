@@ -204,6 +204,7 @@ def plans(micro_run, tmp_path_factory) -> dict[str, set[str]]:
         "grid_point": write_config(tmp / "grid_point.yaml", add_grid_point),
         "lr": write_config(tmp / "lr.yaml", set_in(["sft", "runs", "toy_swh_1", "lr"], 3.0e-3)),
         "mmlu_grouped": write_config(tmp / "mmlu.yaml", set_in(["evaluation", "tasks", "mmlu", "shots"], 1)),
+        "on_no_pass": write_config(tmp / "on_no_pass.yaml", set_in(["selection", "on_no_pass"], "stop")),
         "heatmap_option": write_config(
             tmp / "heatmap.yaml", set_in(["analysis", "heatmap_thresholds", "language"], 2.0e-3)
         ),
@@ -373,12 +374,23 @@ def test_language_run_lr_reruns_that_language_only(plans):
     expected = {
         "sft[run=toy_swh_1]",
         "evaluate_checkpoints[run=toy_swh_1]",
+        "evaluate_checkpoint_leaders[expert=toy_swh]",  # micro.yaml's MGSM constraint, on the leaders
         *table5_jobs("toy_swh_1"),
         "select[expert=toy_swh]",
     }
     expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
     expected |= REPORT_PAGES | {"swap_grid", "table1_bars", "heatmap", "config_used"}
     assert plans["lr"] == expected
+
+
+def test_on_no_pass_reruns_the_constrained_selection_not_its_evaluations(plans):
+    """selection.on_no_pass changes which candidates are taken where too few pass, not which are evaluated: the
+    language selection (the one with constraints) and what reads it rerun; no checkpoint or leaders evaluation, and
+    not the math or joint selections (no constraints: on_no_pass is not in their params)."""
+    expected = {"select[expert=toy_swh]", *table5_jobs("toy_swh_1")}
+    expected |= {j for cfg in CONFIGS for j in merge_jobs(cfg)} | SOUPSWAP | TABLE2
+    expected |= REPORT_PAGES | {"swap_grid", "table1_bars", "heatmap", "config_used"}
+    assert plans["on_no_pass"] == expected
 
 
 def test_task_selection_does_not_read_reruns_no_selection_or_merge(plans):

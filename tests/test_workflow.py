@@ -39,6 +39,11 @@ def test_every_stage_left_its_files(micro_run):
     base_mgsm = json.loads((micro_run / "evals" / "base" / "mgsm.json").read_text())["scores"]["toy_swh"]
     assert lang["constraints"] == {"mgsm_target": 1.0} and lang["base"] == {"mgsm_target": base_mgsm}
     assert all("mgsm_target" in c["metrics"] and c["failed"] == [] for c in lang["candidates"])
+    # ... evaluated on the leaders (both of the run's checkpoints: top_k 2, max_per_run 2) by their own job
+    leaders = json.loads((micro_run / "evals" / "leaders" / "toy_swh.json").read_text())
+    assert leaders["rounds"] == [[c["model_id"] for c in lang["candidates"]]] and list(leaders["files"]) == sorted(
+        c["model_id"] for c in lang["candidates"]
+    )
     assert (
         "language experts (each in its language) ranked by 1·belebele + 0.005·flores_from_en + "
         "0.005·flores_to_en, rejected if below the base model by more than a margin on mgsm_target (margin 1)"
@@ -104,6 +109,7 @@ EVALUATION_RULES = {
     "evaluate_base",
     "evaluate_base_select",
     "evaluate_checkpoints",
+    "evaluate_checkpoint_leaders",
     "evaluate_checkpoints_other",
     "evaluate_merges",
     "evaluate_soup_then_swap",
@@ -222,6 +228,68 @@ def test_keep_merged_writes_the_named_configs_as_model_directories(micro_run, tm
         expected = build_state_dict(recipe)
     assert written.keys() == expected.keys()
     assert all(torch.equal(written[k], expected[k]) for k in expected)
+
+
+def test_a_run_none_of_whose_checkpoints_passes_a_constraint_selects_and_says_why(
+    micro_run, tmp_path, monkeypatch, capsys
+):
+    """Issue 48, item 3, on the finished micro run's own files: its language constraint made unmeetable (a base at
+    1.0 on toy_swh MGSM, margin 0.5; both checkpoints score less). selection.on_no_pass: stop refuses in one line;
+    the default, best, selects the run's best by Belebele + FLORES (the same two as the micro run), the selection
+    file records what each fails, and Table 5 built from it says so under the table. (The results themselves are
+    not edited: the check before every run refuses a result changed since its job wrote it.)"""
+    import shlex
+
+    from layerswap.cli import main
+    from layerswap.config import check, validate_config
+    from layerswap.workflow.spec import Spec
+
+    monkeypatch.chdir(micro_run.parent)  # the indexes name their files relative to the working directory
+    L = Layout()
+    doc = json.loads(Path(L.eval_file("base", "mgsm")).read_text())
+    base = tmp_path / "mgsm.json"
+    base.write_text(json.dumps({**doc, "scores": {**doc["scores"], "toy_swh": 1.0}}))
+    config = yaml.safe_load(MICRO.read_text())
+    config["selection"]["constraints"]["language"]["mgsm_target"] = 0.5
+    validate_config(config)
+    check(config)
+    spec = Spec(config)
+    (params,) = shlex.split(spec.selection.params("toy_swh"))
+    selections = tmp_path / "selection"
+    shutil.copytree(L.selection_dir(), selections)
+    out = selections / "toy_swh.json"
+    argv = ["select", "--index", *spec.selection.indexes("toy_swh"), "--base-evals", str(base), "--leaders"]
+    argv += [*spec.selection.leaders("toy_swh"), "--expert", "toy_swh", "--out", str(out), "--params-json"]
+    before = out.read_bytes()
+    assert main([*argv, json.dumps({**json.loads(params), "on_no_pass": "stop"})]) == 1
+    assert out.read_bytes() == before  # refused: nothing written
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and (
+            "expert 'toy_swh': only 0 checkpoints selectable for top_k=2 (max_per_run=2, 2 candidates, 2 fail "
+            "selection.constraints.language.mgsm_target); selection.on_no_pass: stop"
+        )
+        in err
+    ), err
+    assert main([*argv, params]) == 0
+    selection = json.loads(out.read_text())
+    assert selection["on_no_pass"] == "best" and selection["base"] == {"mgsm_target": 1.0}
+    assert [s["checkpoint"] for s in selection["selected"]] == [s["checkpoint"] for s in json.loads(before)["selected"]]
+    for s in selection["selected"]:
+        assert s["failed"] == [{"metric": "mgsm_target", "value": 0.0, "base": 1.0, "margin": 0.5}]
+        assert s["status"].startswith("selected although it failed constraint mgsm_target: 0 < base 1 - margin 0.5")
+    (tables_params,) = shlex.split(spec.report.table_params())
+    tables = ["tables", "--selection-dir", str(selections), "--evals-dir", L.evals(), "--out-dir", str(tmp_path)]
+    assert main([*tables, "--params-json", tables_params]) == 0
+    note = (
+        "Below the base model on a selection constraint (toy-Swahili (synthetic) experts: too few checkpoints pass, "
+        "so the best of the others by score are taken; selection.on_no_pass: best): #1 (toy_swh_1/s0000016): "
+        "mgsm_target 0.000 vs base 1.000 (margin 0.5); #2 (toy_swh_1/s0000032): mgsm_target 0.000 vs base 1.000 "
+        "(margin 0.5)."
+    )
+    assert note in (tmp_path / "table5.md").read_text()
+    assert "Below the base" not in (micro_run / "tables" / "table5.md").read_text()
 
 
 def test_keep_merged_names_must_be_merge_configs(tmp_path):

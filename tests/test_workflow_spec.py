@@ -195,11 +195,29 @@ def test_paper_checkpoint_evaluation_params(paper):
         "ben",
         "tel",
     }
-    # single layout: one index per benchmark (and per benchmark and language after selection); the hf world reads
-    # no data files of ours
+    # single layout: one index per benchmark (and per benchmark and language after selection); a language run's MGSM
+    # in its language is a constraint no weight reads, evaluated on the leaders of the expert type (one index per
+    # type); the hf world reads no data files of ours
+    assert paper.evals.primary_benchmarks("swh_1") == ["belebele", "flores"]
+    assert paper.evals.leader_benchmarks("language") == ["mgsm", "mmlu"] and paper.evals.leader_benchmarks("math") == []
     assert paper.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == [
+        paper.layout.checkpoint_index("swh_1", "other_mgsm_en")
+    ]
+    assert paper.evals.checkpoint_indexes("swh", ["mgsm"])[-1] == paper.layout.leaders_index("swh")
+    leaders = _word(paper.selection.leaders_benchmarks(paper.runs.of("swh")))  # settings, backend and sizing
+    assert leaders == {
+        **_word(sized("mgsm", {"backend": "vllm", "languages": ["swh"], "limit": None, "max_new_tokens": 512,
+                               "shots": 8})),
+        **_word(sized("mmlu", {"batch_size": 16, "languages": ["swh"], "limit": None, "shots": 5})),
+    }  # fmt: skip
+    every = _spec("paper.yaml", selection={**paper.config["selection"], "constraint_evaluation": "all"})
+    assert every.evals.primary_benchmarks("swh_1") == ["mgsm", "belebele", "flores", "mmlu"]
+    assert every.evals.checkpoint_eval_indexes("swh_1", ["mgsm"]) == [
         paper.layout.checkpoint_index("swh_1", "mgsm"),
         paper.layout.checkpoint_index("swh_1", "other_mgsm_en"),
+    ]
+    assert every.selection.leader_experts() == [] and every.evals.checkpoint_indexes("swh", ["mmlu"]) == [
+        paper.layout.checkpoint_index(run, "mmlu") for run in paper.runs.of("swh")
     ]
     assert paper.evals.task_data_files(["mgsm"]) == []
 

@@ -41,6 +41,8 @@ RECORDS = tuple(
         Layout().checkpoints_record("*"),
         Layout().checkpoint_index("*"),
         Layout().checkpoint_index("*", "*"),
+        Layout().leaders_index("*"),
+        Layout().ablation_leaders_index("*", "*", "*"),
         Layout().table2_index("*", "*"),
     )
 )

@@ -60,9 +60,14 @@ class Evals:
         return self._hashes.get(os.path.abspath(path), (None, None))
 
     def _indexes(self) -> list[Path]:
-        """The checkpoint evaluation indexes under the root (`index.json`, `index.<part>.json`), sorted."""
+        """The checkpoint evaluation indexes under the root (`index.json`, `index.<part>.json`, the leaders'
+        constraint evaluations `leaders/<expert>.json`), sorted."""
         root = glob.escape(str(self.root))
-        patterns = (_LAYOUT.checkpoint_index("*", folder=root), _LAYOUT.checkpoint_index("*", "*", folder=root))
+        patterns = (
+            _LAYOUT.checkpoint_index("*", folder=root),
+            _LAYOUT.checkpoint_index("*", "*", folder=root),
+            _LAYOUT.leaders_index("*", folder=root),
+        )
         return sorted(Path(p) for pattern in patterns for p in glob.glob(pattern, include_hidden=True))
 
     def path(self, model_id: str, bench: str) -> Path:

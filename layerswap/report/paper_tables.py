@@ -27,7 +27,7 @@ from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
 from layerswap.report.evals import MISSING, SKIPPED, mean, pct
 from layerswap.report.render import PAPER_TASK_NOTES, TOY_LABEL, Table, fmt_pct
-from layerswap.report.workspace import BestChoice, Stats, Workspace, selection_rule
+from layerswap.report.workspace import BestChoice, Stats, Workspace, below_base, selection_rule
 
 
 class Builder:
@@ -352,6 +352,15 @@ class Builder:
             f"Selection (section 3.1): math experts {selection_rule(ws.selection_dir, 'math')}; language experts "
             f"(each in its language) {selection_rule(ws.selection_dir, self.p.languages[0])}.",
         ]
+        for expert in ["math", *self.p.languages]:
+            below = below_base(ws.selection_dir, expert, self.p.top_k)
+            if below:
+                notes.append(
+                    f"Below the base model on a selection constraint ({self.name(expert)} experts: too few "
+                    f"checkpoints pass, so the best of the others by score are taken; selection.on_no_pass: best): "
+                    + "; ".join(below)
+                    + "."
+                )
 
         if self.p.world == "paper":
             notes.append(

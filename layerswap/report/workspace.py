@@ -1,6 +1,7 @@
 """What the tables read, resolved: the selected experts (selection files), the models of each table column and
 their MGSM scores, and each merge method's best config per pair (`Workspace`); how a selection file chose
-(`selection_rule`, Table 5's note). The tables themselves: layerswap/report/paper_tables.py.
+(`selection_rule`, Table 5's note) and which selected experts fail a constraint (`below_base`, a note under Table 5).
+The tables themselves: layerswap/report/paper_tables.py.
 """
 
 from __future__ import annotations
@@ -40,6 +41,18 @@ def selection_rule(selection_dir: str | Path, expert_type: str) -> str:
             f"{m} (margin {margin:g})" for m, margin in constraints.items()
         )
     return text
+
+
+def below_base(selection_dir: str | Path, expert_type: str, top_k: int) -> list[str]:
+    """The top-k selected experts of a selection file that fail a constraint (selection.on_no_pass: best took them,
+    too few candidates passing): '#<rank> (<run>/<checkpoint>): <metric> <value> vs base <base> (margin m); ...'."""
+    entries = read_selection(selection_file(selection_dir, expert_type), ("run", "checkpoint"))[:top_k]
+    return [
+        f"#{e['rank']} ({e['run']}/{e['checkpoint']}): "
+        + "; ".join(f"{f['metric']} {f['value']:.3f} vs base {f['base']:.3f} (margin {f['margin']:g})" for f in failed)
+        for e in entries
+        if (failed := e.get("failed"))
+    ]
 
 
 @dataclass

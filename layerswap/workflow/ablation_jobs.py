@@ -52,6 +52,12 @@ class AblationJobs:
     def selection_indexes(self, name: str, set_name: str, expert: str) -> list[str]:
         return [self._layout.checkpoint_index(r) for r in self.runs_of(name, set_name, expert)]
 
+    def leaders(self, name: str, set_name: str, expert: str) -> list[str]:
+        """The index of the constraint evaluations of an ablation selection's leaders (SelectionJobs.leaders)."""
+        if not self._selection.leaders(expert):
+            return []
+        return [self._layout.ablation_leaders_index(name, set_name, expert)]
+
     def base_evals(self, name: str, set_name: str, expert: str) -> list[str]:
         """The base evaluations an ablation selection's constraints compare with: of the base its runs trained
         from."""
@@ -101,6 +107,7 @@ class AblationJobs:
             files += [f for run in sorted(abl["runs"]) for f in self._selection.run_files(run)]
             for set_name, experts in abl["selections"].items():
                 files += [f for e in experts for f in self.base_evals(name, set_name, e)]
+                files += [f for e in experts for f in self.leaders(name, set_name, e)]
         files += self._merges.recipes(self.configs(name)) + self.inputs(name) + self.outputs(name)
         return list(dict.fromkeys(files))
 

@@ -23,8 +23,10 @@ Per model: its load (a checkpoint read; a merge built on the CPU and loaded, or 
 merge overlaps the current evaluation). Per job: start-up and the first generation's warm-up. Every rate names its
 source; "measured" ones come from docs/MEASUREMENTS.md.
 
-`Features` says which of the plan's work-saving modes the config's jobs have: constraint benchmarks evaluated on the
-selection's leaders only (selection.constraint_evaluation), merge builds overlapped with evaluation.
+The jobs are the DAG's: checkpoint evaluations of what selection ranks by, the constraints no weight reads on the
+leaders only (selection.constraint_evaluation: leaders, one evaluate_checkpoint_leaders job per expert type), merge
+evaluations per config or in groups (evaluation.merge_configs_per_job). `Features` says whether merge builds overlap
+evaluation (every merge evaluation job builds one ahead: layerswap/merge/merger.py).
 """
 
 from __future__ import annotations
@@ -56,9 +58,10 @@ RATES = {
     "vllm_start_s": (90.0, "estimate: vLLM engine start, 39-54 s on the CPU build (issue 48) + CUDA graph capture"),
 }
 #: constraint candidates evaluated per run where only the leaders are (selection.constraint_evaluation: leaders):
-#: in primary-score order until one passes; the paper's own experts sit at the base's level on the constraint
-#: benchmarks (Table 5), so a pass is taken as a coin flip: 2 tries on average (a geometric count, p = 0.5)
-LEADER_TRIES = (2, "estimate: candidates until one passes, geometric with p = 0.5")
+#: in primary-score order until the places are filled; the paper's own experts sit at the base's level on the
+#: constraint benchmarks (Table 5), so each leader is taken to fail as a coin flip: selection's own walk on the paper
+#: config's shape (3 runs of 8 checkpoints, top_k 3, max_per_run 1) evaluates 6.0 a language on average at p = 0.5
+LEADER_TRIES = (2, "python -m measure.leaders_count: mean 6.0 a language of 3 runs at a failure rate of 0.5")
 
 
 def rate(name: str) -> float:
@@ -69,15 +72,13 @@ def rate(name: str) -> float:
 class Features:
     """Which work-saving modes the config's jobs have (what the plan counts)."""
 
-    leaders: bool = False  # constraint benchmarks on the leaders only (selection.constraint_evaluation: leaders)
     overlapped_build: bool = False  # the next merge built on the CPU while the current one is evaluated
 
     @classmethod
     def of(cls, config: dict) -> Features:
-        sel = config["selection"]
         # every merge evaluation job builds one merge ahead (layerswap/merge/merger.py AHEAD, which imports torch: not
         # read at parse time; tests/test_plan_lengths.py holds the two together)
-        return cls(leaders=sel.get("constraint_evaluation") == "leaders", overlapped_build=True)
+        return cls(overlapped_build=True)
 
 
 @dataclasses.dataclass
@@ -225,15 +226,12 @@ class EvalPlan:
 
         for run in spec.runs.main:
             n = len(evals.checkpoint_models(run))
-            kind = expert_type(spec.runs.spec(run)["expert"])
-            constrained = set(evals.constraint_benchmarks(kind))
-            for bench in evals.selection_benchmarks(run):
-                models = min(n, LEADER_TRIES[0]) if self.features.leaders and bench in constrained else n
+            for bench in evals.primary_benchmarks(run):  # every checkpoint, on what selection ranks by
                 add(
                     "evaluate_checkpoints",
                     {"run": run},
                     bench,
-                    models,
+                    n,
                     self.keys(bench, evals.selection_languages(run, bench)),
                     False,
                 )
@@ -247,6 +245,15 @@ class EvalPlan:
                         self.keys(bench, ls),
                         False,
                     )
+        # the constraints no weight reads, on the leaders only (selection.constraint_evaluation: leaders): one job per
+        # expert type, planned at LEADER_TRIES candidates a run (at worst every checkpoint of the type)
+        for expert in spec.selection.leader_experts():
+            runs = spec.runs.of(expert)
+            total = sum(len(evals.checkpoint_models(r)) for r in runs)
+            planned = min(total, LEADER_TRIES[0] * len(runs))
+            for bench in evals.leader_benchmarks(expert_type(expert)):
+                keys = self.keys(bench, evals.selection_languages(runs[0], bench))
+                add("evaluate_checkpoint_leaders", {"expert": expert}, bench, planned, keys, False)
         for bench in evals.benchmarks:
             rule = "evaluate_base_select" if bench in evals.base_constrained else "evaluate_base"
             add(rule, {}, bench, 1, self.keys(bench, None), False)
@@ -363,17 +370,18 @@ class EvalPlan:
         lines.append(
             f"model x language evaluations: checkpoints {n('evaluate_checkpoints'):,} (before selection "
             f"{n('evaluate_checkpoints') - n('evaluate_checkpoints_other'):,}, Table 5's on the selected "
-            f"{n('evaluate_checkpoints_other'):,}), base {n('evaluate_base'):,}, merges {n('evaluate_merge'):,}, "
+            f"{n('evaluate_checkpoints_other'):,}; the leaders' constraints {n('evaluate_checkpoint_leaders'):,}), "
+            f"base {n('evaluate_base'):,}, merges {n('evaluate_merge'):,}, "
             f"soup-then-swap {n('evaluate_soup_then_swap'):,}, Table 2 at most {n('evaluate_table2'):,}"
         )
         if self.paper:
             lines += self.format_keys()
             f = self.features
             leaders = f"the leaders only ({LEADER_TRIES[0]} a run: {LEADER_TRIES[1]})"
+            if not self.spec.selection.leader_experts():
+                leaders = "every checkpoint"
             build = "overlapped with evaluation" if f.overlapped_build else "on the GPU job's critical path"
-            lines.append(
-                f"modes: constraint benchmarks on {leaders if f.leaders else 'every checkpoint'}; merge build {build}"
-            )
+            lines.append(f"modes: constraint benchmarks on {leaders}; merge build {build}")
             lines.append(f"rates ({H100} unless said):")
             lines += [f"  {k} = {v:g}  ({src})" for k, (v, src) in RATES.items()]
         return "\n".join(lines)

@@ -88,6 +88,21 @@ class EvaluationJobs:
         used = {METRIC_TASK[m] for m in self._config["selection"]["constraints"].get(kind, {})}
         return [b for b in self.tasks if b in used]
 
+    def leader_benchmarks(self, kind: str) -> list[str]:
+        """The constraint benchmarks of an expert type evaluated on the leaders only (selection.constraint_evaluation:
+        leaders; rule evaluate_checkpoint_leaders): those no metric of its weights reads. None with `all`."""
+        sel = self._config["selection"]
+        if sel["constraint_evaluation"] != "leaders":
+            return []
+        primary = set(SELECT_READS[kind]) | {METRIC_TASK[m] for m in sel["weights"].get(kind, {})}
+        return [b for b in self.constraint_benchmarks(kind) if b not in primary]
+
+    def primary_benchmarks(self, run: str) -> list[str]:
+        """The selection benchmarks every checkpoint of a run is evaluated on (evaluate_checkpoints): all but the
+        leaders' (leader_benchmarks)."""
+        leaders = self.leader_benchmarks(expert_type(self._runs.spec(run)["expert"]))
+        return [b for b in self.selection_benchmarks(run) if b not in leaders]
+
     def skipped(self, benchmark: str) -> bool:
         """A benchmark that scores nothing (model-written code without `execute_code`): its files say 'skipped', and
         a local job writes them (no GPU, no cluster job)."""
@@ -156,13 +171,23 @@ class EvaluationJobs:
         """Index files of a run's checkpoint evaluations (one per evaluation job), narrowed to the jobs that evaluate
         one of `benchmarks` if given: what reads those evaluations depends on these files."""
         wanted = set(self.tasks if benchmarks is None else benchmarks)
-        selected = self.selection_benchmarks(run)
-        jobs = {b: [b] for b in selected} if self.single_task_jobs else {None: selected}
+        primary = self.primary_benchmarks(run)
+        jobs = {b: [b] for b in primary} if self.single_task_jobs else {None: primary}
         jobs |= {part: list(bs) for part, (bs, _) in self.table5_parts(run).items()}
         return [self._layout.checkpoint_index(run, part) for part, bs in jobs.items() if wanted & set(bs)]
 
     def checkpoint_indexes(self, expert: str, benchmarks=None) -> list[str]:
-        return [f for run in self._runs.of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
+        """The index files of an expert type's checkpoint evaluations (of `benchmarks`, if given): its runs' and the
+        index of its leaders' constraint evaluations (leaders_index)."""
+        files = [f for run in self._runs.of(expert) for f in self.checkpoint_eval_indexes(run, benchmarks)]
+        wanted = set(self.tasks if benchmarks is None else benchmarks)
+        return files + [
+            i for i in self.leaders_index(expert) if wanted & set(self.leader_benchmarks(expert_type(expert)))
+        ]
+
+    def leaders_index(self, expert: str) -> list[str]:
+        """The index of an expert type's evaluate_checkpoint_leaders job, if it has one (a list of one or none)."""
+        return [self._layout.leaders_index(expert)] if self.leader_benchmarks(expert_type(expert)) else []
 
     def task_languages(self, benchmark: str, languages=None) -> list[str]:
         """Languages an evaluation job runs `benchmark` in: those of `languages` the task lists (its own list, else

@@ -151,6 +151,16 @@ class Layout:
         a benchmark, or `other`); in the evaluations folder `folder` (default: this layout's)."""
         return f"{folder or self.evals()}/ckpt/{run}/index{'.' + part if part else ''}.json"
 
+    def leaders_index(self, expert: str, folder: str | os.PathLike | None = None) -> str:
+        """The index of an expert type's constraint evaluations of the candidates its selection reaches in score
+        order (`layerswap evaluate-leaders`; their files are the checkpoints' own, `eval_file`), in the evaluations
+        folder `folder` (default: this layout's)."""
+        return f"{folder or self.evals()}/leaders/{expert}.json"
+
+    def ablation_leaders_index(self, name: str, set_name: str, expert: str) -> str:
+        """`leaders_index` of an expert-set ablation's selection (`ablation_selection`)."""
+        return self.leaders_index(f"ablations/{name}/{set_name}/{expert}")
+
     def evaluated_model(self, path: str | os.PathLike) -> str:
         """The model id of an evaluation file (`eval_file`'s, or in a `language_evals` folder): its folder relative to
         the evaluations folder, less `by_language/<lang>/`."""

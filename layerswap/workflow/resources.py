@@ -75,6 +75,7 @@ KINDS = {
     "evaluate_ablation_base": "evaluate",
     "evaluate_checkpoints": "evaluate",
     "evaluate_checkpoints_other": "evaluate",
+    "evaluate_checkpoint_leaders": "evaluate",
     "evaluate_merges": "evaluate_merges",
     "evaluate_merge_group": "evaluate_merges",  # every evaluate_merge_group_<name> (layerswap/workflow/merge_groups.py)
     "evaluate_soup_then_swap": "evaluate_merges",
