@@ -16,7 +16,7 @@ import torch
 
 from layerswap.contracts import CHECKPOINT_DIR_RE, naming, read_json
 from layerswap.errors import UserError
-from layerswap.workflow.layout import RUN_RECORD
+from layerswap.layout import RUN_RECORD
 
 DTYPES: dict[str, torch.dtype] = {
     "F64": torch.float64,

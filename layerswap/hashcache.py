@@ -82,7 +82,7 @@ def mount_point(folder: str) -> str:
 def folder(layout) -> str:
     """The workflow's cache folder: `<results>/store/hashes`, beside the evaluation store (no job's output; the
     manifest leaves `store/` out)."""
-    from layerswap.workflow.layout import STORE
+    from layerswap.layout import STORE
 
     return f"{layout.root}/{STORE}/hashes"
 

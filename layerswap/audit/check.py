@@ -24,8 +24,8 @@ from layerswap.audit.confine import Roots, confine
 from layerswap.audit.files import is_run_log, walk
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.layout import Layout
 from layerswap.machine import hardware, hardware_diff
-from layerswap.workflow.layout import Layout
 
 
 def load_manifest(path: Path) -> dict:

@@ -8,7 +8,7 @@ names another folder (`.`, `results/evil`) is refused whole. `confine(manifest, 
 every path the audit commands act on (`files`, `run_logs`, `foreign`; each job's `outputs`) before any of them is
 touched, and refuses the whole manifest with one line naming the first path that escapes. Every path must lie under
 the root, or under the folder's namespace on the site file's `scratch` (`<scratch>/<id>`,
-`layerswap.workflow.scratch`), lexically (no `..` past it) and once symbolic links are resolved (a link inside
+`layerswap.scratch`), lexically (no `..` past it) and once symbolic links are resolved (a link inside
 results/ to elsewhere is outside). `Roots.inside` checks one path again where it is used; `Roots.removable` is what
 a command may delete: a file or export folder strictly below the root that the layout names as a job's output
 (`layerswap.audit.outputs`).
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from layerswap.audit.outputs import export_of, is_output
 from layerswap.errors import UserError
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 #: The manifest fields whose keys are paths, and the job field whose items are.
 PATH_FIELDS = ("files", "run_logs", "foreign")
@@ -31,7 +31,7 @@ PATH_FIELDS = ("files", "run_logs", "foreign")
 def storage_roots(root: Path) -> list[Path]:
     """The namespace of the results folder `root` on the storage the site file names (`scratch`, `$LAYERSWAP_SITE`;
     `<scratch>/<id>` with the id of `root/scratch.json`): its big artefacts may live there. None without one."""
-    from layerswap.workflow.scratch import big_root
+    from layerswap.scratch import big_root
     from layerswap.workflow.site import Site
 
     try:

@@ -2,7 +2,7 @@
 
 Every regular file under the results root is covered, except `logs/`, `.snakemake/` and `store/` (the evaluation
 store, `layerswap.evaluation.store`: a cache keyed by content whose files are copied into results that are covered)
-at its top, the manifest itself and the scratch marker (`scratch.json`, layerswap/workflow/scratch.py). Two kinds:
+at its top, the manifest itself and the scratch marker (`scratch.json`, layerswap/scratch.py). Two kinds:
 reproducible results (the same bytes from the same config, code and machine type: compared by every audit) and run
 logs (`RUN_LOGS`: training progress with wall-clock timings and throughput: listed with their hashes, compared only
 when asked). Every file's sha256 is what is on disk (`hash_files`, issue 49): neither the sha256 a job recorded
@@ -26,8 +26,8 @@ from typing import NamedTuple
 
 from layerswap.fingerprint import file_sha256
 from layerswap.hashcache import RACY_SECONDS
-from layerswap.workflow.layout import LOGS, STORE, Layout
-from layerswap.workflow.scratch import MARKER
+from layerswap.layout import LOGS, STORE, Layout
+from layerswap.scratch import MARKER
 
 EXCLUDED_DIRS = (LOGS, ".snakemake", STORE)
 #: File names of run logs: the Trainer's progress log of the base (`base.work/log.jsonl`) and of each SFT run
@@ -54,7 +54,7 @@ def is_run_log(path: str | Path) -> bool:
 
 def walk(root: Path, exclude: set[Path] = frozenset()) -> list[Path]:
     """Every regular file under root, sorted, minus EXCLUDED_DIRS at the top level, the root's manifest, its
-    scratch marker (`scratch.json`: the folder's id, not a result; layerswap/workflow/scratch.py) and `exclude`."""
+    scratch marker (`scratch.json`: the folder's id, not a result; layerswap/scratch.py) and `exclude`."""
     exclude = set(exclude) | {Path(Layout.at(root).manifest()), Path(root) / MARKER}
     out = []
     for dirpath, dirnames, filenames in os.walk(root):

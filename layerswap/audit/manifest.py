@@ -43,8 +43,8 @@ from layerswap.audit.provenance import declared, job_run_options, ownership, rea
 from layerswap.contracts import write_json_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
+from layerswap.layout import Layout
 from layerswap.machine import checkout, git_state, hardware, package_versions
-from layerswap.workflow.layout import Layout
 
 MANIFEST_FORMAT = 3  # 2: run logs apart from the files (`run_logs`); 3: `foreign`, jobs' `snakemake` records
 SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")

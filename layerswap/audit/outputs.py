@@ -2,7 +2,7 @@
 
 A manifest is a file anyone can hand over with a results folder, so it never decides what may be deleted. A path is
 removable by `layerswap audit --remove-foreign` or `--repair --run` only when it is strictly below the results root
-the command runs on (`layerswap.audit.confine`) and the layout (`layerswap.workflow.layout.Layout`) spells it as the
+the command runs on (`layerswap.audit.confine`) and the layout (`layerswap.layout.Layout`) spells it as the
 output of some job: a data file, a checkpoint's record or log, a selection, a recipe, an evaluation file or index, a
 table, a figure, `config_used.*`, a file of an ablation, or a file inside an export folder. An export folder (a
 directory an export writes whole, which a repair removes before its job reruns) is one the layout names: the base, a
@@ -20,7 +20,7 @@ import os
 import re
 from functools import lru_cache
 
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 ONE, DEEP = "<one>", "<deep>"  # placeholders: one path segment; one or more segments
 RUN_LOG = "log.jsonl"  # a run's training log beside its checkpoints (layerswap.audit.files.RUN_LOGS)

@@ -49,7 +49,7 @@ from layerswap.audit.kept import keep_copy, previous_manifest, read_json_manifes
 from layerswap.audit.records import mismatch
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
-from layerswap.workflow.layout import Layout, R
+from layerswap.layout import Layout, R
 
 #: The fields of a Snakemake metadata record the manifest keeps (besides rule, params and shell command, which it
 #: lists for readers): what Snakemake's rerun triggers compare, and the inputs' checksums it uses for mtime ties.

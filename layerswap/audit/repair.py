@@ -25,7 +25,7 @@ from pathlib import Path
 from layerswap.audit.files import is_run_log
 from layerswap.audit.outputs import export_of, is_output
 from layerswap.errors import UserError
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 EXPORT_MARK = "layerswap_meta.json"  # layerswap.train.training.export_model writes it into every export
 

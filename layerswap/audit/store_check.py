@@ -28,7 +28,7 @@ import json
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 
 def _store_root(root: Path) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 from layerswap.contracts import BASE_MODEL_ID, merge_model_parts
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 
 class Traced(float):

@@ -61,7 +61,7 @@ def _check_sources(config: dict, known: list[str]) -> None:
 def _check_data_file(where: str, file) -> None:
     """A source's `file` names a file of the data folder (`Layout.raw`: results/data/raw/), the only place its jobs
     read and declare it: a relative path that stays there, whatever language fills {lang}."""
-    from layerswap.workflow.layout import Layout
+    from layerswap.layout import Layout
 
     folder = Layout().raw("")
     name = str(file).replace("{lang}", "x").replace("{{", "{").replace("}}", "}")

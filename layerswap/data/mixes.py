@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator
 from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 
 def language_mix(mixes: dict, lang: str) -> dict[str, int]:

@@ -15,7 +15,7 @@ from layerswap.benchmarks import BENCHMARKS, toy_sizes
 from layerswap.data.toy_language import World, english, make_language, vocabulary
 from layerswap.data.toy_writers import METADATA, WRITERS, _aya, _nllb, _pretrain, aya_mix, pretrain_mix
 from layerswap.errors import UserError
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 
 def _write_jsonl(path: Path, rows: Iterator[dict] | list[dict]) -> int:

@@ -216,7 +216,8 @@ def parse_models(items: list[str], recipes: bool = False) -> list[tuple[str, Pat
 
 # ---------------------------------------------------------------------------------------------------------- run
 def run(args: argparse.Namespace, models: list | None = None, merger=None) -> dict:
-    """Evaluate every model on every benchmark; returns phase timings in seconds (for measure/bench_evaluate.py).
+    """Evaluate every model on every benchmark; returns phase timings in seconds (for
+    scripts/measure/bench_evaluate.py).
     `models` and `merger` are given by `layerswap evaluate-merges`: (id, checkpoint dir or merge recipe, a
     layerswap.merge.recipes.Recipe) and the job's layerswap.merge.merger.Merger that builds the recipes; without them,
     the `--model` checkpoint dirs. With `--store`, models whose results the store keeps are copied from it, not

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from layerswap.contracts import write_json_atomic, write_text_atomic
 from layerswap.evaluation.tasks import BenchmarkPlan, TaskPlan, group_leaves
-from layerswap.workflow.layout import eval_result_file
+from layerswap.layout import eval_result_file
 
 
 def result_file(out_dir: Path, model_id: str, bench: str) -> Path:

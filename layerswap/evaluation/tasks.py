@@ -15,7 +15,7 @@ from layerswap.benchmarks import BENCHMARKS, Benchmark, HubSplits, LmEvalTask
 from layerswap.command_params import AtLeast, build
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
-from layerswap.workflow.layout import eval_data_file
+from layerswap.layout import eval_data_file
 
 RESOURCES = ("tasks/toy", "tasks/paper")  # read at run time (layerswap.fingerprint hashes them with this module)
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"

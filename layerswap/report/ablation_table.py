@@ -17,10 +17,10 @@ from layerswap.benchmarks import BENCHMARKS, NAMES
 from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import merge_model_id, pair_ids
 from layerswap.errors import UserError
+from layerswap.layout import Layout
 from layerswap.report import intervals
 from layerswap.report.evals import Evals, mean, pct
 from layerswap.report.render import Table, fmt_pct
-from layerswap.workflow.layout import Layout
 
 METRICS = NAMES  # the benchmarks (layerswap/benchmarks.py)
 # table columns per language, after `language`/`variant`

@@ -17,7 +17,7 @@ from pathlib import Path
 from layerswap.contracts import read_json
 from layerswap.errors import UserError
 from layerswap.jsonl import read_rows
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 MISSING = "n/a"  # no score for the key in the file (Table 5 shows it)
 SKIPPED = "skipped"  # the benchmark was not run (MBPP without opt-in)

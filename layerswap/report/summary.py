@@ -1,7 +1,8 @@
 """What a run's tables show, in sentences built only from their numbers and 95% intervals (`summary.md`).
 
 `layerswap tables` writes it beside the tables; the README's "what the toy world shows" paragraph is this text for the
-default run, between the markers README_BEGIN / README_END (`python -m tools.readme_summary` checks or updates it).
+default run, between the markers README_BEGIN / README_END (`python -m scripts.tools.readme_summary` checks or
+updates it).
 
 A difference is stated only where the two cells' 95% intervals (layerswap.report.intervals) do not overlap; where they
 overlap the text says the run cannot tell the two apart. Corpus BLEU cells have no interval: their numbers are given,
@@ -18,7 +19,9 @@ from typing import Any
 
 from layerswap.report.intervals import separated
 
-README_BEGIN = "<!-- BEGIN summary: `layerswap tables` -> results/tables/summary.md; check: tools/readme_summary.py -->"
+README_BEGIN = (
+    "<!-- BEGIN summary: `layerswap tables` -> results/tables/summary.md; check: scripts/tools/readme_summary.py -->"
+)
 README_END = "<!-- END summary -->"
 
 

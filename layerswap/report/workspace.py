@@ -11,9 +11,9 @@ from pathlib import Path
 
 from layerswap.contracts import checkpoint_model_id, merge_model_id, pair_ids, read_json, read_selection
 from layerswap.errors import UserError
+from layerswap.layout import Layout
 from layerswap.report.evals import Evals, mean
 from layerswap.report.table_params import Params
-from layerswap.workflow.layout import Layout
 
 
 def selection_file(selection_dir: str | Path, expert_type: str) -> Path:

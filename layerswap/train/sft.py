@@ -66,10 +66,10 @@ from layerswap.contracts import (
 )
 from layerswap.errors import UserError
 from layerswap.fingerprint import file_sha256
+from layerswap.layout import R
+from layerswap.scratch import check_owner
 from layerswap.train.export import export_dtype, export_key, make_export_callback
 from layerswap.train.params import SCHEDULERS, export_dtype_name, lora_settings, peft_method
-from layerswap.workflow.layout import R
-from layerswap.workflow.scratch import check_owner
 
 #: Trainer checkpoints kept in `trainer-<key>/` (each holds optimizer state: ~12 bytes/parameter for a full FT).
 SAVE_TOTAL_LIMIT = 2
@@ -177,7 +177,7 @@ def train_expert(base: Path, data: Path, out_dir: Path, params: dict, template: 
     from layerswap.train.training import sft_examples
 
     out_dir = Path(out_dir)
-    # the export folder lies in this results folder's scratch namespace, never another's (workflow/scratch.py)
+    # the export folder lies in this results folder's scratch namespace, never another's (scratch.py)
     check_owner(out_dir, Path(R))
     method = peft_method(params)
     export_dtype_name(params)
@@ -306,7 +306,7 @@ def write_manifest(out_dir: Path, params: dict, key: str | None = None) -> None:
     never recorded). Each file is hashed once per process: right after training, the export's own hash is reused.
     """
     from layerswap.checkpoints import sha256_once, verify_export, weight_files
-    from layerswap.workflow.layout import RUN_RECORD
+    from layerswap.layout import RUN_RECORD
 
     entries = []
     for samples in checkpoint_samples(params["num_samples"], params["checkpoint_every"]):

@@ -6,9 +6,9 @@ runs.py). A part of `Spec` (layerswap/workflow/spec.py), for rules/ablations.smk
 from __future__ import annotations
 
 from layerswap.config import expert_type
+from layerswap.layout import Layout
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.expert_sets import EXPERT_MERGE_PREFIX
-from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.selection_jobs import SelectionJobs
 from layerswap.workflow.words import as_json

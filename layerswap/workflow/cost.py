@@ -7,8 +7,8 @@ disk_gb, scratch_gb}}); totals are given per stage. `disk_gb` is what a job leav
 while it runs (SFT: the Trainer's resumable state, deleted once the run is complete), so the peak disk is the kept
 total plus the scratch of the jobs that run at once (`--concurrent`; default: every job of a rule at once, the
 upper bound). Each rule's entry may carry `source`: "estimate" (the default: the config author's guess) or
-"measured: <script>, <device>, <date>" (e.g. from measure/benchmark_costs.py); the output marks every rule with its
-source, lists the measured ones with where they were measured, and lists the rules that have no entry.
+"measured: <script>, <device>, <date>" (e.g. from scripts/measure/benchmark_costs.py); the output marks every rule
+with its source, lists the measured ones with where they were measured, and lists the rules that have no entry.
 
 The sft rule's `disk_gb` is for checkpoints stored in the base's dtype (`base.dtype`); runs exported in another
 dtype (`sft.defaults.export_dtype` or a run's own) keep proportionally more or less, and the figure is scaled so.

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from layerswap.data.mixes import language_mix
+from layerswap.layout import Layout
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
-from layerswap.workflow.layout import Layout
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json
 

@@ -61,7 +61,7 @@ RATES = {
 #: in primary-score order until the places are filled; the paper's own experts sit at the base's level on the
 #: constraint benchmarks (Table 5), so each leader is taken to fail as a coin flip: selection's own walk on the paper
 #: config's shape (3 runs of 8 checkpoints, top_k 3, max_per_run 1) evaluates 6.0 a language on average at p = 0.5
-LEADER_TRIES = (2, "python -m measure.leaders_count: mean 6.0 a language of 3 runs at a failure rate of 0.5")
+LEADER_TRIES = (2, "python -m scripts.measure.leaders_count: mean 6.0 a language of 3 runs at a failure rate of 0.5")
 
 
 def rate(name: str) -> float:

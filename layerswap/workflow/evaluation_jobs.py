@@ -10,9 +10,9 @@ from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import METRIC_TASK, backend_for, checkpoints_of, expert_type
 from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
+from layerswap.layout import Layout
 from layerswap.merge.registry import METHODS
 from layerswap.workflow.batch_fit import Sizing
-from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json, canonical_languages

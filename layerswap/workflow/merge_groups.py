@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from layerswap.contracts import SOUP_SWAP, SOUPS, merge_model_id
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 if TYPE_CHECKING:  # cost and the preview import this module's names: nothing heavy at import
     from layerswap.workflow.merge_jobs import MergeJobs

@@ -6,8 +6,8 @@ ablations'), the best-of configs of each table, the recipe files and the merged 
 from __future__ import annotations
 
 from layerswap.contracts import SOUP_SWAP, SOUPS, pair_ids
+from layerswap.layout import Layout
 from layerswap.merge.registry import best_of_methods
-from layerswap.workflow.layout import Layout
 
 
 class MergeJobs:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from layerswap.config import expert_type
 from layerswap.contracts import merge_model_id
+from layerswap.layout import Layout
 from layerswap.merge.registry import METHODS, SWAP
 from layerswap.report.registry import INPUTS, PAPER_VS_OURS_CAPTION, PAPER_VS_OURS_FORMATS, TABLES, paper_vs_ours
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
-from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json

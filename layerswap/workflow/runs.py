@@ -10,7 +10,7 @@ import shlex
 from pathlib import Path
 
 from layerswap.config import effective_runs
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 from layerswap.workflow.site import Site
 from layerswap.workflow.words import as_json
 

@@ -8,8 +8,8 @@ every checkpoint on primary_benchmarks, the leaders alone on leader_benchmarks).
 from __future__ import annotations
 
 from layerswap.config import expert_type
+from layerswap.layout import Layout
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
-from layerswap.workflow.layout import Layout
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json

@@ -4,7 +4,7 @@
 (rules/common.smk), after the config is validated and the ablations planned, and never changes the config. The
 rules reach the part they need:
 
-- `spec.layout`: every results path (layerswap/workflow/layout.py);
+- `spec.layout`: every results path (layerswap/layout.py);
 - `spec.runs`: the expert SFT runs, their params and launch (layerswap/workflow/runs.py);
 - `spec.merges`: languages, expert pairs, merge configs, recipes, merged models (layerswap/workflow/merge_jobs.py);
 - `spec.evals`: the evaluation jobs (layerswap/workflow/evaluation_jobs.py);
@@ -28,15 +28,15 @@ import shlex
 from pathlib import Path
 
 from layerswap.contracts import SOUP_SWAP, SOUPS
+from layerswap.layout import Layout, R
+from layerswap.scratch import big_root
 from layerswap.workflow.ablation_jobs import AblationJobs
 from layerswap.workflow.data_jobs import DataJobs
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
-from layerswap.workflow.layout import Layout, R
 from layerswap.workflow.merge_groups import MergeGroups
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.report_jobs import ReportJobs
 from layerswap.workflow.runs import Runs
-from layerswap.workflow.scratch import big_root
 from layerswap.workflow.selection_jobs import SelectionJobs
 from layerswap.workflow.site import Site
 
@@ -70,7 +70,7 @@ class Spec:
         self.site = site
         self.storage = storage_of(config, site)
         # Expert checkpoints and merged models are the big artefacts: under storage.scratch when it is set, in the
-        # namespace of this results folder (layerswap/workflow/scratch.py: results/scratch.json names it).
+        # namespace of this results folder (layerswap/scratch.py: results/scratch.json names it).
         self.layout = Layout(root=R, big=big_root(self.storage.get("scratch"), Path(R), R).rstrip("/"))
         hf_home = self.storage.get("hf_home")  # else the job's environment (HF_HOME)
         self.hf_home_arg = f"--hf-home {shlex.quote(hf_home)}" if hf_home else ""

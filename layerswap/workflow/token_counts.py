@@ -50,7 +50,7 @@ class Lengths:
 class English:
     """A benchmark's items in English, in Llama 3 tokens (estimates where not counted)."""
 
-    items: int  # test items per language key (tests/hub_replica/EVIDENCE.md)
+    items: int  # test items per language key (scripts/hub_replica/EVIDENCE.md)
     requests: int  # per item
     prompt: int  # a 0-shot item's prompt
     per_shot: int  # what each few-shot example adds

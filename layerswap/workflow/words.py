@@ -1,6 +1,6 @@
 """How the rules spell what they pass to jobs: a config value as one params word (`as_json`), a hub base's revision
 argument, languages in canonical order, and the shell command of the evaluation rules. The paths the rules name are
-the results layout's (layerswap/workflow/layout.py), put into shell commands at parse time (a shell command reads
+the results layout's (layerswap/layout.py), put into shell commands at parse time (a shell command reads
 only its rule's own values, snakemake --lint).
 """
 
@@ -10,7 +10,7 @@ import json
 import shlex
 from typing import Any
 
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 
 
 def as_json(value: Any) -> str:

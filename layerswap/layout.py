@@ -8,7 +8,7 @@ rule's output and the file lists that read it cannot drift apart.
 Two roots: `root` (``results``, relative to the workflow's directory) for everything small, and `big` for the
 expert checkpoints and merged models, the big artefacts, which live under `storage.scratch` when it is set (a
 cluster's scratch file system), in the results folder's own namespace there (`<scratch>/<id>`:
-layerswap/workflow/scratch.py), else under `root`. `Layout()` is the layout of a run without scratch: what the
+layerswap/scratch.py), else under `root`. `Layout()` is the layout of a run without scratch: what the
 package's own commands and tests use for the files that never move.
 """
 
