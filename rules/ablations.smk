@@ -89,6 +89,8 @@ if spec.ablations.expert_merges:
     ruleorder: ablation_merge_recipes > merge_recipes
 
     # Recipes of an expert-set ablation's merge config (ax_*): its own and/or the main selections.
+    #   in:  results/ablations/<ablation>/selection/<set>/<expert>.json and/or results/selection/<expert>.json
+    #   out: results/merges/{cfg}/{lang}/l<i>m<j>.json ({cfg}: ax_<ablation>_<set>_<config>)
     use rule merge_recipes as ablation_merge_recipes with:
         input:
             lang=lambda w: spec.ablations.merge_selection(w.cfg, w.lang, "lang"),
@@ -105,6 +107,8 @@ if spec.runs.other_base:
     ruleorder: ablation_sft > sft
 
     # SFT of an ablation run from another base than the main one: sft's command, with the run's base.
+    #   in:  results/ablations/<ablation>/bases/<base>/config.json, results/data/sft/<the run's expert type>.jsonl
+    #   out: <big>/experts/{run}/checkpoints.json ({run}: ax_<ablation>_<set>_<main run>)
     use rule sft as ablation_sft with:
         input:  # sft takes the base folder from input.base
             base=lambda w: layout.base_config(spec.runs.base_dir[w.run]),
@@ -119,6 +123,8 @@ if spec.runs.other_base:
 if spec.ablations.bases and config["world"] == "toy":
 
     # A second toy base (same corpus and shape, another seed) for an expert-set ablation: toy_base's command.
+    #   in:  results/data/raw/pretrain.jsonl, results/data/raw/vocab.json
+    #   out: results/ablations/{ablation}/bases/{base}/config.json (the base folder)
     use rule toy_base as ablation_toy_base with:
         output:
             layout.base_config(layout.ablation_base("{ablation}", "{base}")),
@@ -135,6 +141,7 @@ if spec.ablations.bases and config["world"] == "toy":
 
 elif spec.ablations.bases:
 
+    # out: results/ablations/{ablation}/bases/{base}/config.json (the base folder; linked from the pre-staged snapshot)
     rule ablation_prepare_base:
         """A second hub base (pre-staged, like prepare_base) for an expert-set ablation."""
         output:
@@ -164,6 +171,8 @@ if spec.ablations.extra_benchmarks:
 
     # Benchmarks an ablation reports that evaluation.merge_tasks does not include, one job per (config, language,
     # benchmark); evaluate_merges makes the merge tasks' files.
+    #   in:  results/merges/{cfg}/{lang}/l<i>m<j>.json, results/data/eval/<benchmark>_{lang}.jsonl (toy world)
+    #   out: results/evals/merge/{cfg}/{lang}/l<i>m<j>/{benchmark}.json
     use rule evaluate_merges as evaluate_ablation_merges with:
         input:
             recipes=[layout.recipe("{cfg}", "{lang}", pair) for pair in PAIRS],
@@ -212,6 +221,7 @@ for _name in spec.ablations.planned:
             spec.ablations.results(_name),
 
 
+# in: results/ablations/<name>/table.{csv,md}, figure.{svg,png} of each ablation the `ablations` key selects
 rule ablations:
     """The ablations the `ablations` config key selects (all when it is absent)."""
     input:

@@ -9,6 +9,9 @@
 # The tables' 95% intervals also read the per-item logs (<benchmark>.samples.jsonl) beside each evaluation file:
 # the job that writes an input below writes its log too (like the checkpoint files behind each index), so no rule
 # lists them.
+#   in:  (what each table's entry reads) results/evals/base/<benchmark>.json, results/evals/ckpt/<run>/<an index>.json,
+#        results/selection/<expert>.json, results/evals/merge/<config>/<lang>/l<i>m<j>/<benchmark>.json
+#   out: results/tables/<stem>.{csv,md,tex} of each registered table, results/tables/summary.md
 rule tables:
     localrule: True
     input:
@@ -29,6 +32,8 @@ rule tables:
         f"--params-json {{params.tables}} --out-dir {layout.table_dir()} > {{log}} 2>&1"
 
 
+#   in:  results/base/config.json, results/selection/<expert>.json (the selected experts' checkpoints)
+#   out: results/figures/param_change.{svg,png,csv}, results/figures/param_change_mean.{svg,png,csv}
 rule heatmap:
     input:
         base=layout.base_config(),
@@ -53,6 +58,8 @@ rule heatmap:
         f"--out-prefix {layout.figure_prefix('param_change')} > {{log}} 2>&1"
 
 
+#   in:  results/tables/<stem>.md of each table with a report page
+#   out: results/tables/<stem>.html
 rule table_pages:
     localrule: True
     input:
@@ -69,6 +76,8 @@ rule table_pages:
         f"layerswap charts table-html --markdown {{input}} --out-dir {layout.table_dir()} > {{log}} 2>&1"
 
 
+#   in:  results/evals/merge/<swap config>/<lang>/l<i>m<j>/mgsm.json
+#   out: results/figures/swap_grid.{svg,png,csv}
 rule swap_grid:
     localrule: True
     input:
@@ -90,6 +99,9 @@ rule swap_grid:
         f"--out-prefix {layout.figure_prefix('swap_grid')} > {{log}} 2>&1"
 
 
+#   in:  results/evals/base/mgsm.json, results/evals/ckpt/<run>/<an index>.json,
+#        results/evals/merge/<config>/<lang>/l<i>m<j>/mgsm.json
+#   out: results/figures/table1_bars.{svg,png,csv}
 rule table1_bars:
     localrule: True
     input:
@@ -110,6 +122,7 @@ rule table1_bars:
         f"--params-json {{params.tables}} --out-prefix {layout.figure_prefix('table1_bars')} > {{log}} 2>&1"
 
 
+# out: results/config_used.yaml, results/config_used.html
 rule config_used:
     localrule: True
     output:

@@ -18,8 +18,8 @@ from layerswap.data.hub import is_local_source
 from layerswap.train.gguf_base import is_gguf_source
 from layerswap.workflow.ablations import enabled as enabled_ablations, plan as plan_ablations, with_merge_configs
 from layerswap.workflow.resources import Requests
-from layerswap.workflow.layout import R
-from layerswap.workflow.scratch import claim as claim_scratch
+from layerswap.layout import R
+from layerswap.scratch import claim as claim_scratch
 from layerswap.workflow.site import Site, check_storage
 from layerswap.workflow.spec import Spec, storage_of
 from layerswap.workflow.words import as_json, evaluate_shell, revision_arg  # params words; shell words
@@ -60,7 +60,7 @@ except UserError as err:
     sys.exit(f"site settings: {err}")
 # The storage paths the jobs use (the config's, else the site file's) are checked first; then the main Snakemake
 # process (dry runs too) gives this results folder its own namespace on storage.scratch, or is refused in one line
-# where another results folder owns it (layerswap/workflow/scratch.py); the jobs read its id.
+# where another results folder owns it (layerswap/scratch.py); the jobs read its id.
 MAIN_PROCESS = not workflow.remote_exec and not workflow.subprocess_exec
 STORAGE = storage_of(config, SITE)
 try:
@@ -75,7 +75,7 @@ try:
     spec = Spec(config, ABLATIONS, ABLATION_MERGE_CONFIGS, SELECTED_ABLATIONS, SITE)
 except UserError as err:
     sys.exit(f"scratch: {err}")
-layout = spec.layout  # every results path the rules name (layerswap/workflow/layout.py)
+layout = spec.layout  # every results path the rules name (layerswap/layout.py)
 evals = spec.evals  # the evaluation jobs: benchmarks, languages, data files, params (workflow/evaluation_jobs.py)
 PAIRS, SOUPS = spec.merges.pairs, spec.merges.soups  # a language's expert pairs l<i>m<j>; langsoup, multisoup
 SOUPSWAP = spec.merges.soup_swap  # the merge config of the soup-then-swap recipes: soupswap (layerswap/contracts.py)

@@ -38,6 +38,9 @@ rule evaluate_base:
 
 if evals.single_task_jobs:
 
+    # A benchmark that scores nothing (MBPP without execute_code), written as skipped by a local job, no GPU:
+    #   in:  results/base/config.json
+    #   out: results/evals/base/{benchmark}.json
     use rule evaluate_base as evaluate_base_skipped with:
         localrule: True
         wildcard_constraints:

@@ -75,6 +75,9 @@ rule evaluate_checkpoints_other:
                        f" --top-k {{params.top_k}} --store {layout.store()}")
 
 
+# A Table 5 part that scores nothing (MBPP without execute_code), written as skipped by a local job, no GPU:
+#   in:  <big>/experts/{run}/checkpoints.json, results/selection/<the run's expert type>.json
+#   out: results/evals/ckpt/{run}/index.{part}.json
 use rule evaluate_checkpoints_other as checkpoint_skipped with:
     localrule: True
     wildcard_constraints:
@@ -85,7 +88,8 @@ use rule evaluate_checkpoints_other as checkpoint_skipped with:
 
 if evals.single_task_jobs:
 
-    # in: results/evals/ckpt/{run}/index.<benchmark>.json (each primary selection benchmark); out: .../index.json
+    # in:  results/evals/ckpt/{run}/index.<benchmark>.json (each primary selection benchmark)
+    # out: results/evals/ckpt/{run}/index.json
     rule checkpoint_index:
         """The per-benchmark indexes of a run's primary selection benchmarks, as the one index `select` reads."""
         localrule: True

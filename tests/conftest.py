@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from layerswap.benchmarks import BENCHMARKS
-from layerswap.workflow.layout import R
+from layerswap.layout import R
 
 REPO = Path(__file__).resolve().parents[1]
 # Hermetic runs: a site file of the developer's (cluster/site.yaml via the cluster profile, or this variable) must not

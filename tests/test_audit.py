@@ -15,8 +15,8 @@ import pytest
 from layerswap.cli import main
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.fingerprint import file_sha256 as sha256_file
+from layerswap.layout import LOGS, STORE, Layout, R
 from layerswap.machine import cpu_info, hardware
-from layerswap.workflow.layout import LOGS, STORE, Layout, R
 
 try:
     from conftest import MICRO, REPO, snakemake

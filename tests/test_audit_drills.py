@@ -18,7 +18,7 @@ from conftest import MICRO, REPO, snakemake
 from test_staleness import set_in, write_config
 
 from layerswap.contracts import merge_model_id
-from layerswap.workflow.layout import Layout, R
+from layerswap.layout import Layout, R
 
 pytestmark = pytest.mark.workflow
 

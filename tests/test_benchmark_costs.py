@@ -1,4 +1,5 @@
-"""measure/benchmark_costs.py on the tiny random model: one JSON record, 9 merges timed, the SFT rate, skips named."""
+"""scripts/measure/benchmark_costs.py on the tiny random model: one JSON record, 9 merges timed, the SFT rate, skips
+named."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ def test_benchmark_costs_tiny(tmp_path):
     cmd = [
         sys.executable,
         "-m",
-        "measure.benchmark_costs",
+        "scripts.measure.benchmark_costs",
         "--out",
         str(out),
         "--models",
@@ -67,7 +68,7 @@ def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_
     cmd = [
         sys.executable,
         "-m",
-        "measure.benchmark_costs",
+        "scripts.measure.benchmark_costs",
         "--out",
         str(out),
         "--models",
@@ -118,13 +119,13 @@ def test_benchmark_costs_sharded_base_hard_linked_experts_and_a_batch_sweep(tmp_
 
 
 def test_measure_first_generation_reports_each_phase_per_model(tmp_path):
-    """measure/first_generation.py on the 8B code path at a size for tests: two fresh builds, each a first
+    """scripts/measure/first_generation.py on the 8B code path at a size for tests: two fresh builds, each a first
     model and a weight swap, with the phases of each lm-eval call and nothing compiled."""
     out = tmp_path / "first.json"
     cmd = [
         sys.executable,
         "-m",
-        "measure.first_generation",
+        "scripts.measure.first_generation",
         "--shape",
         "tiny_sharded",
         "--builds",

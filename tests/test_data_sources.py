@@ -19,13 +19,13 @@ from layerswap.config import load_config
 from layerswap.data import hub, prepare_base
 from layerswap.data.mixes import OverlapFilter, build_mix, examples, normalise, overlap_key, to_schema
 from layerswap.errors import UserError
+from layerswap.layout import Layout
 from layerswap.workflow import cost as cost_mod
 from layerswap.workflow import prestage
-from layerswap.workflow.layout import Layout
 
 PAPER = REPO / "config" / "paper.yaml"
 
-# One row per paper source, in the hub dataset's own columns and row shapes (tests/hub_replica/EVIDENCE.md).
+# One row per paper source, in the hub dataset's own columns and row shapes (scripts/hub_replica/EVIDENCE.md).
 HUB_ROWS = {
     # microsoft/orca-math-word-problems-200k: question, answer
     "orca_math": {"question": "Tom has 3 apples and buys 4 more. How many?", "answer": "Tom has 3 + 4 = 7 apples."},

@@ -98,7 +98,7 @@ def test_a_store_entry_edited_with_its_key_is_named_by_the_audit(grid, tmp_path,
     from layerswap.audit.manifest import build_manifest
     from layerswap.audit.reevaluate import reevaluate_entry
     from layerswap.audit.store_check import check_store
-    from layerswap.workflow.layout import Layout
+    from layerswap.layout import Layout
 
     root = tmp_path / "results"
     layout = Layout.at(root)

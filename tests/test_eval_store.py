@@ -18,8 +18,8 @@ pytest.importorskip("lm_eval")
 pytest.importorskip("torch")
 
 from layerswap.evaluation import evaluate_merges as em  # noqa: E402
+from layerswap.layout import Layout  # noqa: E402
 from layerswap.merge.recipes import recipe_hash  # noqa: E402
-from layerswap.workflow.layout import Layout  # noqa: E402
 from tests.test_switch import BENCHMARKS, grid  # noqa: E402,F401 (fixture)
 
 COUNT = re.compile(r"evaluate: store: reused (\d+), evaluated (\d+)")

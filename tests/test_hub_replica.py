@@ -1,4 +1,4 @@
-"""The paper path against the Hub replica (tests/hub_replica): a real Hub-protocol server (olah) on 127.0.0.1 serving
+"""The paper path against the Hub replica (scripts/hub_replica): a real Hub-protocol server (olah) on 127.0.0.1 serving
 a replica of every repository `config/paper.yaml` reads. The pre-flight check answers each broken artefact with its
 one line and leaves the cache empty; the paper-shaped config (paper.yaml with only its sizes changed) runs from
 `prestage` to the tables, offline but for the replica."""
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import HANG_GUARD, REPO, snakemake
-from hub_replica import Replica, reset, status
-from hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
-from layerswap.workflow.layout import Layout, R
+from layerswap.layout import Layout, R
+from scripts.hub_replica import Replica, reset, status
+from scripts.hub_replica.shaped import ALLOWED, NEW_TOKENS, PAPER, differences, external, shaped, write_shaped
 
 LAYERSWAP = str(Path(sys.executable).parent / "layerswap")
 

@@ -1,6 +1,7 @@
 """The package's layers (docs/ARCHITECTURE.md, "Layers: who imports whom") hold on its import graph: no cycle, no
 import of a higher layer's module, no stage importing another but as the page lists; each exception is one the page
-justifies, and each one the page lists still exists. The graph and the layers are tools/structure_counts.py's."""
+justifies, and each one the page lists still exists. The graph and the layers are
+scripts/tools/structure_counts.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from tools import structure_counts as counts
+from scripts.tools import structure_counts as counts
 
 REPO = Path(__file__).resolve().parents[1]
 PAGE = REPO / "docs" / "ARCHITECTURE.md"
@@ -70,8 +71,8 @@ def test_the_page_places_every_module_in_the_layer_the_script_does(graph):
         where = exact if exact is not None else named.get(folder)
         assert where is not None, f"{module} is in no layer of docs/ARCHITECTURE.md"
         assert where == counts.layer(module), (
-            f"{module}: docs/ARCHITECTURE.md puts it in layer {counts.LAYERS[where]}, tools/structure_counts.py "
-            f"in {counts.LAYERS[counts.layer(module)]}"
+            f"{module}: docs/ARCHITECTURE.md puts it in layer {counts.LAYERS[where]}, "
+            f"scripts/tools/structure_counts.py in {counts.LAYERS[counts.layer(module)]}"
         )
 
 

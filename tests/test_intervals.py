@@ -15,9 +15,9 @@ from conftest import REPO
 from test_tables import ITEMS, PARAMS, SWH, TEL, make_world
 
 from layerswap.errors import UserError
+from layerswap.layout import Layout, R
 from layerswap.report import intervals, summary, tables
 from layerswap.report.render import Table, fmt_pct
-from layerswap.workflow.layout import Layout, R
 
 
 def test_bootstrap_matches_the_binomial_spread_and_is_seeded():
@@ -258,7 +258,7 @@ def test_cli_writes_the_summary(tmp_path):
 
 def _script(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "tools.readme_summary", *args], capture_output=True, text=True, cwd=REPO
+        [sys.executable, "-m", "scripts.tools.readme_summary", *args], capture_output=True, text=True, cwd=REPO
     )
 
 

@@ -33,8 +33,8 @@ def test_old_names_are_not_modules():
 def repo_files():
     for pattern in (
         "layerswap/**/*.py",
-        "measure/*.py",
-        "tools/**/*.py",
+        "scripts/measure/*.py",
+        "scripts/tools/**/*.py",
         "tests/*.py",
         "rules/*.smk",
         "Snakefile",

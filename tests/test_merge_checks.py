@@ -10,9 +10,9 @@ import torch
 
 from layerswap.cli import main
 from layerswap.errors import UserError
+from layerswap.layout import Layout
 from layerswap.merge.engine import build_state_dict, write_merged
 from layerswap.merge.recipes import Recipe, validate_recipe
-from layerswap.workflow.layout import Layout
 
 try:
     from test_merge_engine import LANG, TASK, llama_shapes, make_ckpt, swap

@@ -17,11 +17,11 @@ from test_tables import PAIRS, PARAMS, SWH, TEL, make_world, write_eval
 from layerswap.config import check, validate_config
 from layerswap.contracts import merge_model_id
 from layerswap.errors import UserError
+from layerswap.layout import Layout
 from layerswap.merge.engine import build_state_dict, write_merged
 from layerswap.merge.methods.dare import BLOCK, keep_mask
 from layerswap.merge.recipes import validate_recipe
 from layerswap.report import tables
-from layerswap.workflow.layout import Layout
 from layerswap.workflow.spec import Spec
 
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import MICRO
 
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 from layerswap.workflow.merge_groups import chunks
 
 COUNT = re.compile(r"evaluate: store: reused (\d+), evaluated (\d+)")
@@ -136,8 +136,8 @@ def test_a_group_job_killed_mid_way_resumes_from_the_store_with_the_same_bytes(t
     killed (SIGKILL, as a time limit or a preemption) as it starts writing its fifth model, while the sixth is built
     ahead on its thread; the rerun copies the four finished ones from the store, evaluates the others, and every file
     equals an uninterrupted job's."""
+    from scripts.fixture_world import make_data, make_model
     from tests.test_eval_resume import JOB
-    from tests.test_evaluate import make_data, make_model
     from tests.test_switch import BENCHMARKS
 
     vocab = make_data(tmp_path / "data")

@@ -19,8 +19,8 @@ import yaml
 from conftest import REPO
 
 from layerswap.config import load_config
-from layerswap.workflow.layout import R
-from layerswap.workflow.scratch import read_id
+from layerswap.layout import R
+from layerswap.scratch import read_id
 
 PAPER = REPO / "config" / "paper.yaml"
 # + evaluate_checkpoint*
@@ -347,7 +347,7 @@ def test_site_paths_expand_home_and_variables(tmp_path):
         os.environ["HOME"] = old
         del os.environ["LAYERSWAP_TEST_SCRATCH"]
     assert proc.returncode == 0, proc.stderr[-2000:]
-    ident = read_id(tmp_path / "work" / R)  # this results folder's namespace (layerswap/workflow/scratch.py)
+    ident = read_id(tmp_path / "work" / R)  # this results folder's namespace (layerswap/scratch.py)
     assert f"{tmp_path}/scratch/layerswap/{ident}/experts/math_1/checkpoints.json" in proc.stdout + proc.stderr
     assert f"--hf-home {tmp_path}/home/hf" in proc.stdout + proc.stderr
 

@@ -17,7 +17,7 @@ import pytest
 from conftest import MICRO, REPO
 from test_staleness import planned, run_snakemake, set_in, write_config
 
-from layerswap.workflow.layout import LOGS, Layout, R
+from layerswap.layout import LOGS, Layout, R
 
 pytestmark = pytest.mark.workflow
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, snakemake
-from slurm_cluster import run_record_folders
 
 from layerswap.audit.files import is_run_log
 from layerswap.contracts import merge_model_id
-from layerswap.workflow.layout import Layout, R
+from layerswap.layout import Layout, R
 from layerswap.workflow.plan import parse_dry_run
+from scripts.slurm_cluster import run_record_folders
 
 pytestmark = pytest.mark.workflow
 L = Layout()
@@ -85,7 +85,7 @@ def plan(work: Path) -> set[str]:
 
 def result_files(results: Path) -> dict[str, bytes]:
     """Every result's bytes: what the manifest compares (not the logs, the run logs, the manifest, nor the hash cache
-    and the store's fed records: run records, tests/slurm_cluster.py run_record_folders)."""
+    and the store's fed records: run records, scripts/slurm_cluster.py run_record_folders)."""
     out = {}
     for p in sorted(results.rglob("*")):
         rel = str(p.relative_to(results))

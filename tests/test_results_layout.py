@@ -1,4 +1,4 @@
-"""The results layout (layerswap/workflow/layout.py) is where the commands that are given a folder read and write:
+"""The results layout (layerswap/layout.py) is where the commands that are given a folder read and write:
 a results folder elsewhere (`Layout.at`), a path inside a folder a command is given (`relative`)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from layerswap.audit.files import RECORDS
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.evaluation.results import result_file
 from layerswap.evaluation.tasks import _data_file
+from layerswap.layout import RUN_RECORD, Layout
 from layerswap.report.evals import Evals
-from layerswap.workflow.layout import RUN_RECORD, Layout
 
 
 def test_a_results_folder_elsewhere_holds_its_big_artefacts_too(tmp_path):

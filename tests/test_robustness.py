@@ -315,7 +315,7 @@ def test_hard_kill_then_unlock_and_run_again_rebuilds_incomplete_outputs(tmp_pat
 
     from conftest import MICRO, snakemake
 
-    from layerswap.workflow.layout import Layout, R
+    from layerswap.layout import Layout, R
 
     target = str(Path(Layout.at(R).base_config()))  # toy_corpus, then toy_base (a pretraining of several seconds)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

@@ -11,23 +11,34 @@ import sys
 import pytest
 from conftest import REPO
 
-from tools.dry_run_jobs import jobs
+from scripts.tools.dry_run_jobs import jobs
 
 RULE = re.compile(r"^(?:rule (\w+):|use rule \w+ as (\w+) with:)")
 SEGMENT = re.compile(r"\b(in|out):(.*?)(?=\b(?:in|out):|$)")  # `in: ...; out: ...` on one line too
 PATH = re.compile(r"(?:<[^>]*>|[^\s<(])+")  # a path; `<...>` may hold spaces
 
 
+def all_rules() -> list[str]:
+    """Every rule of the rule files, wherever it stands (at the top or inside an `if` block)."""
+    return [
+        m.group(1) or m.group(2)
+        for smk in sorted((REPO / "rules").glob("*.smk"))
+        for line in smk.read_text().splitlines()
+        if (m := RULE.match(line.strip()))
+    ]
+
+
 def commented_rules() -> dict[str, dict[str, list[list[str]]]]:
-    """{rule: {"in"/"out": [the file patterns of each such comment line: alternatives, one must match]}}."""
+    """{rule: {"in"/"out": [the file patterns of each such comment line: alternatives, one must match]}}, of the
+    rules at the top of a rule file and those inside an `if` block alike."""
     found: dict[str, dict[str, list[list[str]]]] = {}
     for smk in sorted((REPO / "rules").glob("*.smk")):
         comments: list[str] = []
         for line in smk.read_text().splitlines():
-            if line.startswith("#"):
-                comments.append(line)
+            if line.lstrip().startswith("#"):
+                comments.append(line.strip())
                 continue
-            match = RULE.match(line)
+            match = RULE.match(line.strip())
             if match and comments:
                 patterns: dict[str, list[list[str]]] = {}
                 for comment in comments:
@@ -69,9 +80,12 @@ def planned_files(tmp_path, configfile) -> dict[str, dict[str, set[str]]]:
     return files
 
 
-def test_rules_print_their_file_patterns():
+def test_every_rule_prints_its_file_patterns():
+    """A rule file reads alone: every rule, wherever it stands, says what it reads and writes above it."""
     rules = commented_rules()
     assert {"evaluate_merges", "merge_recipes", "select", "sft"} <= set(rules), sorted(rules)
+    missing = [r for r in all_rules() if r not in rules and r != "all"]
+    assert not missing, f"rules without an `in:` / `out:` comment above them: {missing}"
 
 
 @pytest.mark.parametrize("configfile", [REPO / "config" / "micro.yaml", REPO / "config" / "paper.yaml"])

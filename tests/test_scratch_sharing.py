@@ -1,4 +1,4 @@
-"""Runs never share a writable folder by name (issue 41 item 5, layerswap/workflow/scratch.py): two results folders
+"""Runs never share a writable folder by name (issue 41 item 5, layerswap/scratch.py): two results folders
 with one `storage.scratch` each keep their big files in a namespace of their own; a namespace another results
 folder owns is refused in one line whose command works as printed; and the provenance stop line's commands work as
 printed (layerswap/audit/provenance.py `repair_commands`)."""
@@ -19,8 +19,8 @@ from test_staleness import run_snakemake, set_in, write_config
 
 from layerswap.audit.provenance import repair_commands
 from layerswap.errors import UserError
-from layerswap.workflow.layout import Layout, R
-from layerswap.workflow.scratch import MARKER, OWNER, check_owner, claim, read_id
+from layerswap.layout import Layout, R
+from layerswap.scratch import MARKER, OWNER, check_owner, claim, read_id
 
 SNAKEFILE = REPO / "Snakefile"
 ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}

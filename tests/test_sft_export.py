@@ -254,7 +254,7 @@ def test_no_process_waits_for_the_main_ones_export_write(tiny_base, toy_world, t
     import sys
 
     from layerswap.data.mixes import build_mix
-    from layerswap.workflow.layout import RUN_RECORD
+    from layerswap.layout import RUN_RECORD
 
     data = tmp_path / "math.jsonl"
     build_mix(

@@ -1,5 +1,5 @@
 """The cluster path on a real scheduler: `snakemake --profile cluster` against a one-node SLURM on loopback
-(tests/slurm_cluster.py: munged, mariadbd, slurmdbd, slurmctld, slurmd from Debian's packages, fake GPUs as GRES, a
+(scripts/slurm_cluster.py: munged, mariadbd, slurmdbd, slurmctld, slurmd from Debian's packages, fake GPUs as GRES, a
 `cpu` and a `gpu` partition), with a test site file (cluster/site.yaml's keys) and the shipped profile unchanged.
 
 - the micro config through the queue, to the tables: the same bytes as the local run of tests/test_workflow.py, while a
@@ -27,10 +27,10 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import HANG_GUARD, MICRO, REPO
-from slurm_cluster import ACCOUNT, Cluster, differing
 from test_paper_config import paper_minutes
 
-from layerswap.workflow.layout import Layout, R
+from layerswap.layout import Layout, R
+from scripts.slurm_cluster import ACCOUNT, Cluster, differing
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slurm]
 

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from conftest import MICRO, REPO
 
-from layerswap.workflow.layout import Layout
+from layerswap.layout import Layout
 from layerswap.workflow.plan import parse_dry_run
 
 pytestmark = pytest.mark.workflow

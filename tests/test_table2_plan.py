@@ -15,8 +15,8 @@ import pytest
 
 from layerswap.contracts import checkpoint_model_id, merge_model_id
 from layerswap.errors import UserError
+from layerswap.layout import Layout
 from layerswap.report import table2_models as t2m
-from layerswap.workflow.layout import Layout
 
 COUNT = re.compile(r"evaluate: store: reused (\d+), evaluated (\d+)")
 LAYOUT = Layout()

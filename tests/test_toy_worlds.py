@@ -7,7 +7,7 @@ import yaml
 from snakemake.utils import update_config
 
 from layerswap.config import check, validate_config
-from measure import toy_worlds
+from scripts.measure import toy_worlds
 
 REPO = Path(__file__).resolve().parents[1]
 LEVERS = sorted(p.stem for p in (REPO / "config" / "worlds").glob("*.yaml"))
@@ -82,7 +82,7 @@ def test_record_page_rows(tmp_path, monkeypatch):
     record = {
         "world": "relex",
         "levers": ["relex"],
-        "command": "python -m measure.toy_worlds --workdir DIR --levers relex",
+        "command": "python -m scripts.measure.toy_worlds --workdir DIR --levers relex",
         "wall_s": 600.0,
         "scores": scores,
     }

@@ -26,8 +26,9 @@ import pytest
 import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
-import vllm_cpu_env  # noqa: E402
 from conftest import MICRO, REPO, R  # noqa: E402
+
+from scripts import vllm_cpu_env  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 HEAD_DIM_32 = {"hidden_size": 64, "intermediate_size": 64}  # micro's 2 heads

@@ -1,5 +1,5 @@
 """The vLLM backend through a real vLLM engine: vllm-cpu in its own environment (`make vllm-cpu-venv`,
-tests/vllm_cpu_env.py), each vLLM run a `layerswap` subprocess of that environment, the HF runs in this one.
+scripts/vllm_cpu_env.py), each vLLM run a `layerswap` subprocess of that environment, the HF runs in this one.
 
 The world: Llama-shaped random models (hidden 128, 4 heads: head_dim 32, the smallest vLLM's CPU attention takes;
 2 layers) with a word-level tokenizer, two task and two language experts, their 2x2 layer swaps, MGSM-format
@@ -23,10 +23,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import vllm_cpu_env  # noqa: E402
 from test_evaluate import make_args, make_data, make_model  # noqa: E402
 
 from layerswap.evaluation import evaluate_merges  # noqa: E402
+from scripts import vllm_cpu_env  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 BENCH = {"mgsm": {"shots": 1, "languages": ["en", "toy_swh"]}, "belebele": {"shots": 0}}

@@ -13,7 +13,7 @@ import torch
 import yaml
 from conftest import MICRO, snakemake
 
-from layerswap.workflow.layout import Layout, R
+from layerswap.layout import Layout, R
 
 pytestmark = pytest.mark.workflow
 
@@ -184,8 +184,8 @@ def test_storage_scratch_holds_the_expert_checkpoints(tmp_path):
     proc = snakemake(tmp_path / "work", "-n", "-p", configfile=path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     # the SFT job writes into the directory of its output, the run's manifest under storage.scratch, in the
-    # namespace of this results folder (layerswap/workflow/scratch.py; tests/test_scratch_sharing.py)
-    from layerswap.workflow.scratch import read_id
+    # namespace of this results folder (layerswap/scratch.py; tests/test_scratch_sharing.py)
+    from layerswap.scratch import read_id
 
     record = Layout(big=f"{tmp_path / 'scratch'}/{read_id(tmp_path / 'work' / R)}").checkpoints_record("math_1")
     assert f'--out-dir "$(dirname {record})"' in proc.stdout

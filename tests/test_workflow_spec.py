@@ -229,7 +229,7 @@ def test_paper_checkpoint_evaluation_params(paper):
 
 
 def test_storage_scratch_and_keep_merged_place_the_big_files(tmp_path, monkeypatch):
-    from layerswap.workflow.scratch import claim
+    from layerswap.scratch import claim
 
     monkeypatch.chdir(tmp_path)  # the results folder's namespace marker is written under ./results
     scratch = str(tmp_path / "scratch")
