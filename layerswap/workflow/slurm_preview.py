@@ -63,7 +63,8 @@ def parse_jobs(text: str) -> list[dict]:
     for line in text.splitlines():
         head = re.fullmatch(r"(?:local)?(?:rule|checkpoint) (\w+):", line.strip())
         if head:
-            job = {"rule": family(head.group(1)), "resources": {}, "threads": 1}  # merge groups counted together
+            # merge groups counted together (`rule`), each planned as the job of its own rule (`name`)
+            job = {"rule": family(head.group(1)), "name": head.group(1), "resources": {}, "threads": 1}
             jobs.append(job)
         elif job is not None and line.startswith("    wildcards: "):
             job["wildcards"] = dict(item.partition("=")[::2] for item in line.split(": ", 1)[1].split(", "))
@@ -187,9 +188,10 @@ def planned_limits(jobs: list[dict], plan) -> list[tuple[str, dict, int, float]]
     for job in jobs:
         if not job["rule"].startswith("evaluate") or not int(job["resources"].get("gpu", 0) or 0):
             continue
-        hours = plan.job_hours(job["rule"], job.get("wildcards", {}))
+        hours = plan.job_hours(job.get("name", job["rule"]), job.get("wildcards", {}))
         if hours:
-            out.append((job["rule"], job.get("wildcards", {}), int(job["resources"]["runtime"]), hours * 60))
+            name = job.get("name", job["rule"])
+            out.append((name, job.get("wildcards", {}), int(job["resources"]["runtime"]), hours * 60))
     return out
 
 
