@@ -336,7 +336,7 @@ def test_the_manifest_hashes_what_is_on_disk(tmp_path, monkeypatch):
     os.utime(table, ns=(st.st_atime_ns, st.st_mtime_ns))  # and the time set back: the verify-once cache's key
     from layerswap.hashcache import state
 
-    assert state(table.stat()) == state(st)
+    assert state(table, table.stat()) == state(table, st)
     assert files.hash_files([table], states)[str(table)]["sha256"] == file_sha256(table) != first[str(table)]["sha256"]
     assert len(read) == 2
     assert files.hash_files([table])[str(table)]["sha256"] == file_sha256(table)  # no states: always read

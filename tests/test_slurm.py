@@ -323,10 +323,10 @@ def preview_rows(env, config: Path) -> list[dict]:
 
 def test_preview_of_micro_and_paper_against_the_cluster(env):
     """The preview with the cluster profile against this SLURM (its sinfo and sacctmgr check the site): the micro
-    config's 23 SLURM jobs on the CPU partition, no GPU, at most 8 GB and 2 hours each; the paper config's GPU jobs on
+    config's 24 SLURM jobs on the CPU partition, no GPU, at most 8 GB and 2 hours each; the paper config's GPU jobs on
     the GPU partition with the requests docs/CLUSTER.md gives, those over the gpu partition's 4 hours capped at it."""
     micro = preview_rows(env, MICRO)
-    assert sum(r["jobs"] for r in micro) == 23
+    assert sum(r["jobs"] for r in micro) == 24
     assert {"sft", "evaluate_merges", "evaluate_checkpoints", "heatmap"} <= {r["rule"] for r in micro}
     for row in micro:
         assert row["partition"] == "cpu" and row["gpus"] == 0 and row["mem_gb"] <= 8 and row["minutes"] <= 120, row
@@ -340,17 +340,25 @@ def test_preview_of_micro_and_paper_against_the_cluster(env):
     from layerswap.config import load_config
     from layerswap.workflow.cost import eval_plan
 
-    groups = eval_plan(load_config(REPO / "config" / "paper.yaml")).spec.merge_groups.groups
+    paper_yaml = REPO / "config" / "paper.yaml"
+    groups = eval_plan(load_config(paper_yaml)).spec.merge_groups.groups
     shown = [r for r in rows if r["rule"] == "evaluate_merge_group"]
     assert {r["mem_gb"] for r in shown} == {149} and sum(r["jobs"] for r in shown) == len(groups) == 29
     minutes = Counter()
     for r in shown:
         minutes[r["minutes"]] += r["jobs"]
     assert minutes == Counter(min(paper_minutes(g.rule, 1), 240) for g in groups)
+    # Table 2's evaluations, one job per language: each asks for its language's work (Telugu's prompts are longest)
+    table2 = Counter()
+    for r in rows:
+        if r["rule"] == "evaluate_table2":
+            table2[r["minutes"]] += r["jobs"]
+    jobs = {dict(j.wildcards)["lang"] for j in eval_plan(load_config(paper_yaml)).jobs if j.rule == "evaluate_table2"}
+    wanted = Counter(min(paper_minutes("evaluate_table2", 1, wildcards={"lang": lang}), 240) for lang in jobs)
+    assert table2 == wanted and len(wanted) > 1
     for (rule, gpus), run in {
         ("sft", 8): "jpn_1",
         ("sft", 4): "math_1",
-        ("evaluate_table2", 1): None,
     }.items():
         wanted = paper_minutes(rule, gpus, run)  # the uncapped request (tests/test_paper_config.py)
         assert paper[rule, gpus]["minutes"] == min(wanted, 240), (rule, gpus, wanted)  # MaxTime 4 h

@@ -315,6 +315,7 @@ COMMANDS = {
     "select": lambda params, output, _: _selection(params, output),
     "evaluate": _evaluation,
     "evaluate-merges": _evaluation,
+    "evaluate-leaders": _evaluation,  # its index lists the constraint evaluations it wrote
     "mix": _mix,
     "hub-data": _hub_data,
     "toy-base": _toy_base,

@@ -9,6 +9,7 @@ from layerswap.config import expert_type
 from layerswap.layout import Layout
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.expert_sets import EXPERT_MERGE_PREFIX
+from layerswap.workflow.merge_groups import MergeGroups
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.selection_jobs import SelectionJobs
 from layerswap.workflow.words import as_json
@@ -26,11 +27,13 @@ class AblationJobs:
         merges: MergeJobs,
         evals: EvaluationJobs,
         selection: SelectionJobs,
+        merge_groups: MergeGroups,
     ):
         """`planned`: the planned ablations (layerswap/workflow/ablations.py: plan), by name; `selected`: those the
         `ablations` target builds (None: all)."""
         self._config, self._layout, self._merges, self._evals = config, layout, merges, evals
         self._selection = selection
+        self._merge_groups = merge_groups
         self.planned = planned
         self.selected = list(planned) if selected is None else list(selected)
         self.expert_sets = {n: a for n, a in planned.items() if "runs" in a}
@@ -109,6 +112,7 @@ class AblationJobs:
                 files += [f for e in experts for f in self.base_evals(name, set_name, e)]
                 files += [f for e in experts for f in self.leaders(name, set_name, e)]
         files += self._merges.recipes(self.configs(name)) + self.inputs(name) + self.outputs(name)
+        files += self._merge_groups.jobs_writing(files)  # a main merge group job writes all its configs' files
         return list(dict.fromkeys(files))
 
     def params(self, name: str) -> str:

@@ -118,6 +118,18 @@ class MergeGroups:
             for b in group.benchmarks
         ]
 
+    def jobs_writing(self, files: list[str]) -> list[str]:
+        """Every file the group jobs that write one of `files` write or read: their evaluations and recipes. A target
+        list holding one of a group's evaluations (an ablation's, of a main merge config) holds them all, so what the
+        job it runs writes is rebuilt by that target too."""
+        wanted = set(files)
+        out: list[str] = []
+        for group in self.groups:
+            written = self.outputs(group)
+            if wanted.intersection(written):
+                out += self.recipes(group) + written
+        return out
+
     def model_args(self, group: MergeGroup) -> str:
         """The --model words of the group's job: `merge/<cfg>/<lang>/<member>=<recipe>`."""
         return " ".join(

@@ -93,7 +93,14 @@ class Spec:
             bool(soups) and all(f in read for f in soups),
         )
         self.ablations = AblationJobs(
-            config, ablations, selected_ablations, self.layout, self.merges, self.evals, self.selection
+            config,
+            ablations,
+            selected_ablations,
+            self.layout,
+            self.merges,
+            self.evals,
+            self.selection,
+            self.merge_groups,
         )
 
     def config_json(self) -> str:
