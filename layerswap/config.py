@@ -23,7 +23,9 @@ Known target languages
 ----------------------
 * world ``toy``: the keys of ``toy_world.languages``.
 * world ``hf``: the paper's targets `PAPER_TARGETS` (swh, tel, ben, jpn), plus any language code that some entry of
-  ``data_sources`` lists under ``languages`` (so a new target needs at least one data source that names it).
+  ``data_sources`` lists under ``languages`` (so a new target needs at least one data source that names it), and
+  only those with an entry in `HF_LANGUAGES` (every benchmark evaluates a target language: without its codes none
+  could).
 ``mgsm_languages`` (and ``evaluation.tasks.mgsm.languages``) must be ``en`` or a toy language (toy world), or one of
 MGSM's languages (hf world).
 """
@@ -215,6 +217,14 @@ def check(config: dict) -> None:
     for i, lang in enumerate(languages):
         if lang not in known:
             raise key_error(f"languages[{i}]", f"unknown language '{lang}'", known)
+        if world == "hf" and lang not in HF_LANGUAGES:
+            # a data source may name a language the paper task set cannot evaluate: refused here, not by the jobs
+            raise key_error(
+                f"languages[{i}]",
+                f"'{lang}' has no entry in layerswap/languages.py:HF_LANGUAGES (its MGSM and FLORES/Belebele codes), "
+                "so no benchmark can evaluate it; docs/EXTENDING.md: adding a language",
+                [code for code in HF_LANGUAGES if code != "en"],
+            )
     mgsm_ok = mgsm_allowed(config)
     for i, lang in enumerate(config["mgsm_languages"]):
         if lang not in mgsm_ok:

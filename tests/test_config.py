@@ -612,13 +612,28 @@ def test_paper_unknown_language(paper):
     assert "config key 'languages[4]': unknown language 'yor'; allowed: swh, tel, ben, jpn" in text
 
 
+def _add_target(paper: dict, lang: str, aya_name: str) -> None:
+    paper["languages"].append(lang)
+    paper["data_sources"]["aya"]["languages"][lang] = aya_name
+    paper["mixes"]["language"][lang] = {"aya": 1000}
+    paper["sft"]["runs"].update({f"{lang}_{i}": {"expert": lang, "seed": 30 + i} for i in range(3)})
+
+
 def test_paper_new_language_with_data_source(paper):
-    paper["languages"].append("hau")
-    paper["data_sources"]["aya"]["languages"]["hau"] = "hau"
-    paper["mixes"]["language"]["hau"] = {"aya": 1000}
-    paper["sft"]["runs"].update({f"hau_{i}": {"expert": "hau", "seed": 30 + i} for i in range(3)})
+    """A data source that names a language makes it a target; the paper task set knows Thai (MGSM, FLORES, Belebele
+    codes in layerswap/languages.py), so the config is accepted."""
+    _add_target(paper, "tha", "Thai")
     cfg.validate_config(paper, SCHEMA)
     cfg.check(paper)
+
+
+def test_paper_language_no_benchmark_can_evaluate_is_refused(paper):
+    """Issue 50: Hausa named by a data source was accepted, and then the evaluation jobs and prestage refused it
+    (`paper task set: unknown language`). check-config refuses it, one line naming the key and the file to edit."""
+    _add_target(paper, "hau", "Hausa")
+    text = error_of(paper)
+    assert text.startswith("config key 'languages[4]': 'hau' has no entry in layerswap/languages.py:HF_LANGUAGES")
+    assert "docs/EXTENDING.md" in text and "allowed: swh, tel, ben, jpn, deu" in text
 
 
 def test_paper_layer_range(paper):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import yaml
 from conftest import REPO
 
 from layerswap import benchmarks
@@ -74,9 +75,7 @@ def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(
 def test_the_files_extending_md_cites_exist():
     """The doc's examples are files of the repository (a path with a <placeholder> is a pattern, not a citation)."""
     cited = set(
-        re.findall(
-            r"`((?:layerswap|tests|config|measure|tools|docs|rules)/[^`<>\s:]+)(?:::(\w+))?`", EXTENDING.read_text()
-        )
+        re.findall(r"`((?:layerswap|tests|config|scripts|docs|rules)/[^`<>\s:]+)(?:::(\w+))?`", EXTENDING.read_text())
     )
     assert len(cited) > 10 and any(test for _, test in cited)
     assert [path for path, _ in sorted(cited) if not (REPO / path).exists()] == []
@@ -91,3 +90,27 @@ def test_readme_states_no_hand_kept_ablation_count():
     for doc in ("README.md", "docs/ABLATIONS.md"):
         text = (REPO / doc).read_text()
         assert not re.search(rf"\b{words} ablations\b|\ball {words}\b", text, re.IGNORECASE), doc
+
+
+def test_a_new_toy_language_runs_from_config_edits_alone(tmp_path):
+    """The toy-Yoruba steps of docs/EXTENDING.md ("A new target language"), taken from the doc's own YAML block: the
+    config is accepted by check-config and the dry run plans the language's data, SFT runs, selection and merges."""
+    from conftest import snakemake
+
+    from layerswap.config import load_config
+
+    block = EXTENDING.read_text().split("## A new target language", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
+    edits = yaml.safe_load(block)
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    cfg["toy_world"]["languages"].update(edits["toy_world"]["languages"])
+    cfg["languages"], cfg["mgsm_languages"] = edits["languages"], edits["mgsm_languages"]
+    cfg["language_names"].update(edits["language_names"])
+    cfg["sft"]["runs"].update(edits["sft"]["runs"])
+    cfg["evaluation"]["tasks"]["mgsm"] = edits["evaluation"]["tasks"]["mgsm"]
+    path = tmp_path / "toy5.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    load_config(path)  # check-config's checks
+    proc = snakemake(tmp_path / "work", "-n", configfile=path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for wanted in ("results/data/sft/toy_yor.jsonl", "results/selection/toy_yor.json", "results/merges/swap"):
+        assert wanted in proc.stdout, wanted
