@@ -387,9 +387,9 @@ def _evaluation_record(benchmarks: dict, seed: int = 0, index: str | None = None
 
 
 def test_an_evaluation_record_is_checked_against_its_files(tmp_path):
-    """Issue 49: what an evaluation file records of its job (shots, limit, task keys, seed, budget, code off) must be
-    the record's, for a declared file and for each file an index lists; a record whose params and shell command
-    disagree is refused too."""
+    """Issue 49: what an evaluation file records of its job (shots, limit, task keys, seed, budget, code off, backend)
+    must be the record's, for a declared file and for each file an index lists; a record whose params and shell
+    command disagree is refused too."""
     doc = {
         "model_id": "base",
         "benchmark": "mgsm",
@@ -440,6 +440,12 @@ def test_an_evaluation_record_is_checked_against_its_files(tmp_path):
     assert mismatch("evaluate_base", *_evaluation_record(code)[:1], str(mbpp), _evaluation_record(code)[1]) == (
         "its execute_code is not the record's"
     )
+    # the backend that scored it: the job's --backend, or the benchmark's own backend in --benchmarks-json
+    path.write_text(json.dumps({**doc, "backend": "vllm"}))
+    params, shell = _evaluation_record(honest)  # --backend hf, MGSM names none
+    assert mismatch("evaluate_base_select", params, str(path), shell) == "its backend is not the record's"
+    params, shell = _evaluation_record({"mgsm": {**honest["mgsm"], "backend": "vllm"}})
+    assert mismatch("evaluate_base_select", params, str(path), shell) is None
 
 
 def test_records_of_mixes_and_the_toy_base_are_checked(tmp_path):

@@ -106,8 +106,9 @@ def test_output_fields_and_ranges(main_run):
             "lm_eval_version",
             "task_config_hash",
             "skipped",
-        } | ({"dtype"} if not doc["skipped"] else set())
+        } | ({"dtype", "backend"} if not doc["skipped"] else set())
         assert doc.get("dtype", "float32") == "float32"  # --dtype auto on a CPU
+        assert doc.get("backend", "hf") == "hf"  # the engine that scored it
         assert doc["model_id"] == "ckpt/a" and doc["benchmark"] == bench and doc["seed"] == 0
         assert doc["lm_eval_version"] == "0.4.13" and len(doc["task_config_hash"]) == 64
         if bench == "mbpp":

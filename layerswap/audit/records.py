@@ -12,7 +12,8 @@ describes is checked against it where the file's bytes carry what made it:
 - `config_used.yaml` is the config: the record's config param;
 - an evaluation file (`layerswap evaluate`, `evaluate-merges`: the base's, the checkpoints', the merges', Table 2's,
   the ablations'; an index: each file it lists) holds its benchmark, shots, limit, task keys (the languages), seed,
-  generation budget, task set and whether code ran: the record's `--benchmarks-json`, `--seed`, `--task-set`;
+  generation budget, task set, whether code ran and the backend that scored it: the record's `--benchmarks-json`,
+  `--seed`, `--task-set`, `--backend`;
 - an SFT mix's manifest holds its sources (name, language, schema, file, rows taken) and seed: `--sources-json`,
   `--seed`; a hub source's manifest its dataset, subset, split, revision, schema and seed: `--spec-json`, `--seed`;
 - the toy base's `config.json` and `layerswap_meta.json` hold its shapes, layers, seed and tokens seen:
@@ -26,8 +27,8 @@ too. A record that does not describe its file is not put back: the file is named
 stops with the repair, `provenance.check`). Outputs whose bytes do not carry their params (weights, the toy data,
 tables, figures, table pages) are checked by their sha256 against the manifest's entry (`provenance._same_bytes`)
 and by their job's other rerun triggers; what they are built from is checked above. What no file records is not
-checked: an evaluation's batch size and backend (log-likelihoods move in the last bits with the batch; the store's
-key holds both), the toy data's generator params, a table's or figure's params (docs/SECURITY.md).
+checked: an evaluation's batch size (log-likelihoods move in the last bits with the batch; the store's key holds
+it), the toy data's generator params, a table's or figure's params (docs/SECURITY.md).
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def _differ(pairs: dict[str, tuple]) -> str | None:
 
 # ------------------------------------------------------------------------------------------------- evaluations
 def _evaluation(params, output: str, shellcmd=None) -> str | None:
-    opts, why = _options(shellcmd, params, ("--benchmarks-json", "--seed", "--task-set"))
+    opts, why = _options(shellcmd, params, ("--benchmarks-json", "--seed", "--task-set", "--backend"))
     if why:
         return why
     benchmarks = _json_params(params)
@@ -200,20 +201,22 @@ def _evaluation(params, output: str, shellcmd=None) -> str | None:
         return "the file is not a readable JSON object"
     seed = (opts.get("--seed") or [None])[0]
     paper = (opts.get("--task-set") or ["toy"])[0] == "paper"
+    backend = (opts.get("--backend") or ["hf"])[0]
     listed = doc.get("files") if "benchmark" not in doc else None  # an index: {model id: {benchmark: file}}
     files = [output] if listed is None else [f for by in listed.values() if isinstance(by, dict) for f in by.values()]
     for path in files:
         result = doc if path == output else _load(path)
         if result is None:
             continue  # missing: Snakemake and the audit name it
-        why = _evaluation_file(result, benchmarks[0], seed, paper)
+        why = _evaluation_file(result, benchmarks[0], seed, paper, backend)
         if why:
             return why if path == output else f"{path}: {why}"
     return None
 
 
-def _evaluation_file(doc: dict, benchmarks: dict, seed: str | None, paper: bool) -> str | None:
-    """Why an evaluation file's own record of what made it is not the job's (`benchmarks`: --benchmarks-json)."""
+def _evaluation_file(doc: dict, benchmarks: dict, seed: str | None, paper: bool, backend: str) -> str | None:
+    """Why an evaluation file's own record of what made it is not the job's (`benchmarks`: --benchmarks-json,
+    `backend`: --backend, which a benchmark's own `backend` overrides)."""
     from layerswap.benchmarks import BENCHMARKS
 
     name = doc.get("benchmark")
@@ -229,6 +232,8 @@ def _evaluation_file(doc: dict, benchmarks: dict, seed: str | None, paper: bool)
     if seed is not None:
         pairs["seed"] = (str(doc.get("seed")), seed)
     pairs["task set"] = (doc.get("task_set") == "paper", paper)
+    if "backend" in doc:  # written where something was scored (files made before it was recorded hold none)
+        pairs["backend"] = (doc["backend"], want.get("backend") or backend)
     if bench.unsafe:  # model-written code runs only with execute_code; the file says when it did not
         pairs["execute_code"] = ("model-written code" in str(doc.get("skipped")), not want.get("execute_code", False))
     return _differ(pairs)

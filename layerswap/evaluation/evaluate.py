@@ -444,6 +444,7 @@ def _evaluate_models(
             phases.update({prefix + k: v for k, v in part.host.phase.items()})
         tc = time.perf_counter()
         recipe = None if isinstance(source, Path) else source.hash
+        backend = {p.name: part.backend for part in job.parts for p in part.plans}
         for plan in plans:
             write_outputs(
                 job.out_dir,
@@ -454,6 +455,7 @@ def _evaluate_models(
                 job.lm_eval_version,
                 job.dtype,
                 recipe,
+                backend.get(plan.name),
             )
         if kept is not None:
             kept(model_id)

@@ -69,8 +69,10 @@ def write_outputs(
     version: str,
     dtype: str | None = None,
     recipe_hash: str | None = None,
+    backend: str | None = None,
 ) -> None:
-    """`recipe_hash`: of the merge recipe evaluated (`layerswap.merge.recipe_hash`), recorded in the file."""
+    """`recipe_hash`: of the merge recipe evaluated (`layerswap.merge.recipe_hash`), recorded in the file; `backend`:
+    the engine that scored it (hf, vllm), recorded where something was scored."""
     scoring = plan.scoring
     scores, n, samples = {}, {}, []
     if results is not None:
@@ -109,6 +111,8 @@ def write_outputs(
         doc["max_new_tokens"] = plan.max_new_tokens
     if dtype is not None and results is not None:
         doc["dtype"] = dtype  # of the evaluated weights
+    if backend is not None and results is not None:
+        doc["backend"] = backend  # the audit checks it against the job's record (layerswap/audit/records.py)
     if recipe_hash is not None:
         doc["recipe_hash"] = recipe_hash
     if plan.task_set == "paper":
