@@ -235,6 +235,17 @@ def check(config: dict) -> None:
         for i, lang in enumerate(spec.get("languages") or []):
             if lang not in ok:
                 raise key_error(f"evaluation.tasks.{task}.languages[{i}]", f"unknown language '{lang}'", ok)
+    evaluation = config["evaluation"]
+    for task in dict.fromkeys([*evaluation.get("merge_tasks", []), *evaluation.get("checkpoint_tasks", [])]):
+        listed = (evaluation["tasks"].get(task) or {}).get("languages")
+        missing = [lang for lang in languages if listed is not None and lang not in listed]
+        if missing:  # its jobs for that language would evaluate nothing, and the tables would lack it
+            raise key_error(
+                f"evaluation.tasks.{task}.languages",
+                f"leaves out target language '{missing[0]}', whose experts and merges are evaluated on {task} "
+                "(evaluation.checkpoint_tasks / merge_tasks): add it",
+                [*listed, *missing],
+            )
     for lang in config.get("language_names") or {}:
         if lang not in eval_ok:
             raise key_error(f"language_names.{lang}", f"unknown language '{lang}'", eval_ok)

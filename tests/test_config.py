@@ -623,6 +623,8 @@ def test_paper_new_language_with_data_source(paper):
     """A data source that names a language makes it a target; the paper task set knows Thai (MGSM, FLORES, Belebele
     codes in layerswap/languages.py), so the config is accepted."""
     _add_target(paper, "tha", "Thai")
+    for task in ("mgsm", "belebele", "flores", "mmlu", "mbpp"):
+        paper["evaluation"]["tasks"][task]["languages"].append("tha")
     cfg.validate_config(paper, SCHEMA)
     cfg.check(paper)
 
@@ -779,3 +781,11 @@ def test_embedded_default_config_checked_first(tmp_path, content):
     assert proc.returncode == 1 and _snakemake_errors(proc) == [
         f"config error: config file {bad} {BAD_CONFIGS[content]}"
     ], proc.stderr
+
+
+def test_a_benchmark_that_leaves_out_a_target_language_is_refused(paper):
+    """Issue 50: Thai added as a target but left out of MGSM's languages planned merge evaluation jobs with an empty
+    language list (and tables without Thai). check-config names the benchmark's key and the language."""
+    _add_target(paper, "tha", "Thai")
+    text = error_of(paper)
+    assert text.startswith("config key 'evaluation.tasks.mgsm.languages': leaves out target language 'tha'")
