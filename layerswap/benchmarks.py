@@ -37,6 +37,23 @@ class HubSplits:
 
 
 @dataclass(frozen=True)
+class ItemWork:
+    """A paper benchmark's items in English, in Llama 3 tokens (estimates where not counted), what the paper plan
+    costs it by (layerswap/workflow/token_counts.py scales them per language; `layerswap token-counts` counts them)."""
+
+    items: int  # test items per language key (scripts/hub_replica/EVIDENCE.md)
+    requests: int  # per item
+    prompt: int  # a 0-shot item's prompt
+    per_shot: int  # what each few-shot example adds
+    spread: float  # the longest item's own prompt over the mean (estimate)
+    shot_spread: float  # the longest few-shot block over the mean (1: every item gets the same shots)
+    shared_shots: bool  # lm-eval's first_n sampler: every item gets the same shots in the same order
+    continuation: int
+    new_tokens: int  # the task's own generation budget (the config's max_new_tokens replaces it)
+    source: str
+
+
+@dataclass(frozen=True)
 class LmEvalTask:
     """A benchmark in the paper task set, as lm-eval tasks scored by `metric,filter`: per task key (a language, or a
     FLORES direction "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to
@@ -55,6 +72,7 @@ class LmEvalTask:
     missing: str
     code: str  # "mgsm" (ISO 639-1 split names) or "flores" (FLORES-200 codes)
     hub: HubSplits
+    work: ItemWork  # its items' work, for the paper plan
     directions: bool = False
     unsafe: bool = False
     group: bool = False  # the task name is an lm-eval group (metric aggregated over its subtasks)
@@ -119,6 +137,13 @@ REGISTRY: tuple[Benchmark, ...] = (
             missing="MGSM has no {key} split ({task} not in lm-eval)",
             code="mgsm",
             hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number")),
+            # a GSM8K-style question ~45 words + "Question:/Step-by-Step Answer:" ~60 tokens with the template; an
+            # exemplar adds its question and a one-paragraph worked answer ~150. lm-eval's default sampler draws the 8
+            # exemplars in a per-item random order (mgsm native_cot YAML: no first_n), so items share no prefix.
+            # MGSM's train split holds exactly 8 exemplars per language, so every item gets all 8 (a fixed length)
+            work=ItemWork(
+                250, 1, 150, 150, 2.0, 1.0, False, 0, 256, "estimate: ~45-word question, ~150-token exemplars"
+            ),
         ),
         table5=("en", "targets", "avg"),
     ),
@@ -145,6 +170,9 @@ REGISTRY: tuple[Benchmark, ...] = (
                 ("test",),
                 ("flores_passage", "question", "mc_answer1", "mc_answer4", "correct_answer_num"),
             ),
+            # a FLORES passage of ~4 sentences (~85 words) + question + 4 short answers + template ~200 tokens; the 4
+            # choices are the letters A-D, one token each; first_n sampler over the test split: the same 5 shots for all
+            work=ItemWork(900, 4, 200, 200, 1.5, 1.0, True, 1, 0, "estimate: passage, question, 4 answers ~200 tokens"),
         ),
         table5=("en", "targets"),
         toy_scoring="none (argmax loglikelihood over the 4 answer texts)",
@@ -168,6 +196,8 @@ REGISTRY: tuple[Benchmark, ...] = (
             missing="no FLORES task YAML for {key} in layerswap/tasks/paper",
             code="flores",
             hub=HubSplits(None, "{code}", None, ("id", "text")),
+            # one FLORES sentence ~25 words + the instruction naming both languages ~30 tokens: 60; 0-shot
+            work=ItemWork(1012, 1, 60, 60, 3.0, 1.0, False, 0, 256, "estimate: ~25-word sentence + instruction"),
             directions=True,
             own_fewshot=False,
             yaml="_flores_template_yaml",
@@ -195,6 +225,8 @@ REGISTRY: tuple[Benchmark, ...] = (
             missing="",
             code="mgsm",
             hub=HubSplits(None, None, None, ("task_id", "text", "test_list", "test_setup_code")),
+            # an MBPP problem statement and its test ~150 tokens, 0-shot, English for every key (MBPP_VARIANT)
+            work=ItemWork(500, 1, 150, 150, 2.0, 1.0, False, 0, 512, "estimate: problem + tests ~150 tokens"),
             unsafe=True,
             own_fewshot=False,
             yaml="mbpp.yaml",
@@ -226,6 +258,9 @@ REGISTRY: tuple[Benchmark, ...] = (
                 ("test", "dev"),
                 ("question", "option_a", "option_d", "answer", "subject"),
             ),
+            # a Global-MMLU question with 4 options ~120 tokens; some subjects (law, history) run to ~1,000: spread 8;
+            # 5 dev-split shots of the item's own subject (first_n sampler), up to twice the mean in the longest subject
+            work=ItemWork(14042, 4, 120, 120, 8.0, 2.0, True, 1, 0, "estimate: question + 4 options ~120 tokens"),
             group=True,
         ),
         toy_scoring="none (argmax loglikelihood over the 4 choice texts)",

@@ -10,7 +10,8 @@ Two sources, the first that is there:
   the generation budget. Written to `<HF cache>/layerswap/token_counts.json` (COUNTS_FILE) with what they were counted
   for (tokenizer, task set, each benchmark's settings); the plan takes a benchmark's counts only where they match the
   config's.
-- **length factors** (LENGTH_FACTORS): English token counts of each benchmark (ENGLISH, estimates, reasoned there) x
+- **length factors** (LENGTH_FACTORS): English token counts of each benchmark (its entry's `work` in
+  layerswap/benchmarks.py: estimates, reasoned there) x
   the language's Llama 3 tokens per English token of the same text, each factor with its source.
 
 `Lengths` is what the plan (layerswap/workflow/eval_plan.py) and the batch fit (layerswap/workflow/batch_fit.py) read.
@@ -23,7 +24,7 @@ import json
 import logging
 from pathlib import Path
 
-from layerswap.benchmarks import BENCHMARKS
+from layerswap.benchmarks import BENCHMARKS, ItemWork
 from layerswap.errors import UserError
 
 log = logging.getLogger("layerswap.token_counts")
@@ -46,41 +47,9 @@ class Lengths:
     source: str
 
 
-@dataclasses.dataclass(frozen=True)
-class English:
-    """A benchmark's items in English, in Llama 3 tokens (estimates where not counted)."""
-
-    items: int  # test items per language key (scripts/hub_replica/EVIDENCE.md)
-    requests: int  # per item
-    prompt: int  # a 0-shot item's prompt
-    per_shot: int  # what each few-shot example adds
-    spread: float  # the longest item's own prompt over the mean (estimate)
-    shot_spread: float  # the longest few-shot block over the mean (1: every item gets the same shots)
-    shared_shots: bool  # lm-eval's first_n sampler: every item gets the same shots in the same order
-    continuation: int
-    new_tokens: int  # the task's own generation budget (the config's max_new_tokens replaces it)
-    source: str
-
-
-#: Per benchmark, English lengths. Estimates (nothing here was counted with Llama 3's tokenizer; `layerswap
-#: token-counts` counts them on the pre-staged data), at ~1.3 tokens a word (English, cl100k-style BPE):
-ENGLISH = {
-    # a GSM8K-style question ~45 words + "Question:/Step-by-Step Answer:" ~60 tokens with the template; an
-    # exemplar adds its question and a one-paragraph worked answer ~150. lm-eval's default sampler draws the 8
-    # exemplars in a per-item random order (mgsm native_cot YAML: no first_n), so items share no prefix.
-    # MGSM's train split holds exactly 8 exemplars per language, so every item gets all 8 (a fixed block length)
-    "mgsm": English(250, 1, 150, 150, 2.0, 1.0, False, 0, 256, "estimate: ~45-word question, ~150-token exemplars"),
-    # a FLORES passage of ~4 sentences (~85 words) + question + 4 short answers + template ~200 tokens; the 4
-    # choices are the letters A-D, one token each; first_n sampler over the test split: the same 5 shots for all
-    "belebele": English(900, 4, 200, 200, 1.5, 1.0, True, 1, 0, "estimate: passage, question, 4 answers ~200 tokens"),
-    # one FLORES sentence ~25 words + the instruction naming both languages ~30 tokens: 60; 0-shot
-    "flores": English(1012, 1, 60, 60, 3.0, 1.0, False, 0, 256, "estimate: ~25-word sentence + instruction"),
-    # a Global-MMLU question with 4 options ~120 tokens; some subjects (law, history) run to ~1,000: spread 8;
-    # 5 dev-split shots of the item's own subject (first_n sampler), up to twice the mean in the longest subject
-    "mmlu": English(14042, 4, 120, 120, 8.0, 2.0, True, 1, 0, "estimate: question + 4 options ~120 tokens"),
-    # an MBPP problem statement and its test ~150 tokens, 0-shot, English for every key (MBPP_VARIANT)
-    "mbpp": English(500, 1, 150, 150, 2.0, 1.0, False, 0, 512, "estimate: problem + tests ~150 tokens"),
-}
+#: Per paper benchmark, its items' work in English (layerswap/benchmarks.py: each entry's `LmEvalTask.work`, its
+#: estimates reasoned there; `layerswap token-counts` counts them on the pre-staged data).
+ENGLISH: dict[str, ItemWork] = {b.name: b.paper.work for b in BENCHMARKS.values() if b.paper is not None}
 
 #: Llama 3 tokens per English token of the same text, per language, with the source of each. The paper's four
 #: targets: the figures issue 48 cites as published fertility of Llama 3's tokenizer on FLORES-200 (Telugu ~7-10x
