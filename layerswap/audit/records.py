@@ -193,8 +193,18 @@ def _evaluation(params, output: str, shellcmd=None) -> str | None:
     opts, why = _options(shellcmd, params, ("--benchmarks-json", "--seed", "--task-set", "--backend"))
     if why:
         return why
-    benchmarks = _json_params(params)
-    if len(benchmarks) != 1 or not all(isinstance(v, dict) or v is None for v in benchmarks[0].values()):
+    # the shell command's --benchmarks-json (checked above to be one of the params), where a job has other JSON
+    # params too (the leaders' selection params); else the one JSON object among the params
+    given = opts.get("--benchmarks-json") or []
+    try:
+        benchmarks = [json.loads(given[0])] if given else _json_params(params)
+    except ValueError:
+        benchmarks = []
+    if (
+        len(benchmarks) != 1
+        or not isinstance(benchmarks[0], dict)
+        or not all(isinstance(v, dict) or v is None for v in benchmarks[0].values())
+    ):
         return "its params hold no single benchmarks object"
     doc = _load(output)
     if doc is None:
