@@ -424,6 +424,16 @@ def test_an_evaluation_record_is_checked_against_its_files(tmp_path):
     index.write_text(json.dumps({"run": "r", "files": {"ckpt/r/s1": {"mgsm": str(path)}}}))
     params, shell = _evaluation_record({"mgsm": {**honest["mgsm"], "shots": 0}}, index=str(index))
     assert mismatch("evaluate_checkpoints", params, str(index), shell) == f"{path}: its shots is not the record's"
+    # the leaders' index: a job with another JSON param (its selection params) beside --benchmarks-json
+    select = "'" + json.dumps({"top_k": 3, "on_no_pass": "best"}) + "'"
+    for benchmarks, why in (
+        (honest, None),
+        ({"mgsm": {**honest["mgsm"], "shots": 0}}, "its shots is not the record's"),
+    ):
+        params, shell = _evaluation_record(benchmarks, index=str(index))
+        shell = shell.replace("layerswap evaluate ", "layerswap evaluate-leaders ") + f" --params-json {select}"
+        got = mismatch("evaluate_checkpoint_leaders", sorted([*params, repr(select)]), str(index), shell)
+        assert got == (why and f"{path}: {why}")
     # code off: MBPP says it did not run model-written code; a record saying execute_code true does not describe it
     mbpp = tmp_path / "mbpp.json"
     mbpp.write_text(
