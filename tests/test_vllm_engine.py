@@ -123,7 +123,7 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
     (`vllm_weights.hf_decoding`; vLLM's own text keeps special tokens and, detokenised after the prompt with this
     word-level tokenizer, starts with a space). One difference, explained: loglikelihoods: vLLM's CPU kernels sum in
     another order than torch's, so they agree to ~1e-6 (fp32), not bit for bit. Scores, extracted answers and chosen
-    options are equal."""
+    options are equal; each file records the backend that scored it."""
     hf, vl, log = runs
     _, models = world
     assert log.count("loaded into the running engine: switch") == len(models) - 1, log[-3000:]
@@ -132,9 +132,9 @@ def test_in_engine_switches_match_hf(world, runs) -> None:
     assert loaded[0][0] == loaded[0][1] and any(n < total for n, total in loaded), "merges sharing layers: a part"
     for model, _ in models:
         for bench in BENCH:
-            assert json.loads((vl / model / f"{bench}.json").read_text()) == json.loads(
-                (hf / model / f"{bench}.json").read_text()
-            ), (model, bench)
+            got, want = (json.loads((d / model / f"{bench}.json").read_text()) for d in (vl, hf))
+            assert (got.pop("backend"), want.pop("backend")) == ("vllm", "hf"), (model, bench)  # which engine scored
+            assert got == want, (model, bench)
         for a, b in zip(samples(hf, model, "mgsm"), samples(vl, model, "mgsm"), strict=True):
             assert a["generation"] == b["generation"] and a["extracted"] == b["extracted"], model
         for a, b in zip(samples(hf, model, "belebele"), samples(vl, model, "belebele"), strict=True):
