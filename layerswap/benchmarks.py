@@ -38,8 +38,10 @@ class HubSplits:
 
 @dataclass(frozen=True)
 class ItemWork:
-    """A paper benchmark's items in English, in Llama 3 tokens (estimates where not counted), what the paper plan
-    costs it by (layerswap/workflow/token_counts.py scales them per language; `layerswap token-counts` counts them)."""
+    """A paper benchmark's items in English, in Llama 3 tokens, what the paper plan costs it by
+    (layerswap/workflow/token_counts.py scales them per language). Estimates at ~1.3 tokens a word (English,
+    cl100k-style BPE): nothing here was counted with Llama 3's tokenizer; `layerswap token-counts` counts them on the
+    pre-staged data."""
 
     items: int  # test items per language key (scripts/hub_replica/EVIDENCE.md)
     requests: int  # per item

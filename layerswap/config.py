@@ -238,7 +238,9 @@ def check(config: dict) -> None:
     evaluation = config["evaluation"]
     for task in dict.fromkeys([*evaluation.get("merge_tasks", []), *evaluation.get("checkpoint_tasks", [])]):
         listed = (evaluation["tasks"].get(task) or {}).get("languages")
-        missing = [lang for lang in languages if listed is not None and lang not in listed]
+        if listed is None:  # every target language
+            continue
+        missing = [lang for lang in languages if lang not in listed]
         if missing:  # its jobs for that language would evaluate nothing, and the tables would lack it
             raise key_error(
                 f"evaluation.tasks.{task}.languages",

@@ -419,6 +419,7 @@ def _evaluate_models(
     from lm_eval.evaluator import evaluate
 
     plans, seed = job.plans, job.seed
+    backend = {p.name: part.backend for part in job.parts for p in part.plans}  # the engine that scores each benchmark
     for model_id, source in job.parts[0].host.order(models) if job.parts else models:
         cpu_a = time.process_time()
         results, load, run, phases = None, 0.0, 0.0, {}
@@ -444,7 +445,6 @@ def _evaluate_models(
             phases.update({prefix + k: v for k, v in part.host.phase.items()})
         tc = time.perf_counter()
         recipe = None if isinstance(source, Path) else source.hash
-        backend = {p.name: part.backend for part in job.parts for p in part.plans}
         for plan in plans:
             write_outputs(
                 job.out_dir,

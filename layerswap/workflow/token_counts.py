@@ -11,8 +11,8 @@ Two sources, the first that is there:
   for (tokenizer, task set, each benchmark's settings); the plan takes a benchmark's counts only where they match the
   config's.
 - **length factors** (LENGTH_FACTORS): English token counts of each benchmark (its entry's `work` in
-  layerswap/benchmarks.py: estimates, reasoned there) x
-  the language's Llama 3 tokens per English token of the same text, each factor with its source.
+  layerswap/benchmarks.py: estimates, reasoned there) x the language's Llama 3 tokens per English token of the same
+  text, each factor with its source.
 
 `Lengths` is what the plan (layerswap/workflow/eval_plan.py) and the batch fit (layerswap/workflow/batch_fit.py) read.
 """
