@@ -18,6 +18,8 @@ shapes in random bf16, scripts/measure/benchmark_costs.py's base, for a GPU), th
   phases        cumulative seconds of lm-eval request building (`Task.build_all_requests`, with the request cache
                 write), `HFLM.generate_until`, transformers `generate`, the model's forward passes, tokenizer
                 encode/decode, lm-eval's stop-sequence checks
+  request_cache how many times the call wrote and read lm-eval's request cache (the job's context writes it once,
+                so each model's call only reads it)
   compiled      torch._dynamo graph counters: non-zero if anything was compiled (torch.compile, CUDA graphs through
                 it) during the call
   cuda          on CUDA only: device allocations and frees (`num_device_alloc`/`num_device_free`), allocator retries,
@@ -47,6 +49,8 @@ PHASES = {
     "decode": ("lm_eval/models/huggingface.py", "tok_decode"),
     "stop_checks": ("lm_eval/models/utils_hf.py", "__call__"),
 }
+#: lm-eval's request cache: a call that builds its requests writes them, one that finds them reads them
+REQUEST_CACHE = {"written": "save_to_cache", "read": "load_from_cache"}
 CUDA_STATS = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms")
 
 
@@ -59,6 +63,19 @@ def phase_seconds(stats: dict) -> dict[str, float]:
         ]
         out[phase] = round(max(cums, default=0.0), 4)
     return out
+
+
+def request_cache(stats: dict) -> dict[str, int]:
+    """How often the call wrote and read lm-eval's request cache (calls, not seconds: a structural fact that timing
+    noise cannot flip)."""
+    counts = {}
+    for what, name in REQUEST_CACHE.items():
+        counts[what] = sum(
+            v[1]
+            for (file, _, func), v in stats.items()
+            if func == name and file.replace("\\", "/").endswith("lm_eval/caching/cache.py")
+        )
+    return counts
 
 
 def top_differences(first: dict, second: dict, n: int = 12) -> list[dict]:
@@ -202,6 +219,7 @@ def main() -> None:
                         "evaluate_call_s": row["seconds"],
                         "evaluate_call_cpu_s": row["cpu_s"],
                         "phases": phase_seconds(row["stats"]),
+                        "request_cache": request_cache(row["stats"]),
                         "compiled": row["compiled"],
                         **({"cuda": row["cuda"]} if "cuda" in row else {}),
                         **({"extra_vs_second": top_differences(first["stats"], second["stats"])} if i == 0 else {}),
