@@ -2,8 +2,9 @@
 # Snakemake 9's HTML report shows images, HTML and PDF inline; CSV/Markdown/YAML are download links. Each table is
 # therefore in the report twice: rendered (an HTML page made from its Markdown) and as CSV.
 
-# Which tables exist, their files, builders and report pages: layerswap/report/registry.py. File lists, report
-# entries (spec.report.table_pages, spec.report.figures) and params: layerswap/workflow/report_jobs.py.
+# Which tables and figures exist, their files, builders, report pages and the merges each reads:
+# layerswap/report/registry.py. File lists, report entries (spec.report.table_pages, spec.report.figures) and params:
+# layerswap/workflow/report_jobs.py.
 
 
 # The tables' 95% intervals also read the per-item logs (<benchmark>.samples.jsonl) beside each evaluation file:

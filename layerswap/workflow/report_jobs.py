@@ -5,22 +5,21 @@ reads and their params. A part of `Spec` (layerswap/workflow/spec.py), for rules
 from __future__ import annotations
 
 from layerswap.config import expert_type
-from layerswap.contracts import merge_model_id
 from layerswap.layout import Layout
-from layerswap.merge.registry import METHODS, SWAP
-from layerswap.report.registry import INPUTS, PAPER_VS_OURS_CAPTION, PAPER_VS_OURS_FORMATS, TABLES, paper_vs_ours
+from layerswap.merge.registry import SWAP
+from layerswap.report.registry import (
+    FIGURES,
+    INPUTS,
+    PAPER_VS_OURS_CAPTION,
+    PAPER_VS_OURS_FORMATS,
+    TABLES,
+    MergeReads,
+    paper_vs_ours,
+)
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json
-
-# report entries of the figures: name -> (subcategory, caption)
-FIGURES = {
-    "param_change": ("Parameter change", "../report/heatmap.rst"),
-    "param_change_mean": ("Parameter change", "../report/param_change_mean.rst"),
-    "swap_grid": ("Layer-swap grid", "../report/swap_grid.rst"),
-    "table1_bars": ("Table 1 bars", "../report/table1_bars.rst"),
-}
 
 
 class ReportJobs:
@@ -35,9 +34,9 @@ class ReportJobs:
         if self.paper_world:
             pages |= {paper_vs_ours(t.name): (f"Table {t.number}", PAPER_VS_OURS_CAPTION) for t in TABLES if t.paper}
         self.table_pages = pages
-        self.figures = FIGURES
+        self.figures = {f.name: (f.subcategory, f.caption) for f in FIGURES}  # report entries: stem -> (sub, caption)
         self.report_files = self.tables + [layout.table(t, "html") for t in pages]
-        self.report_files += [layout.figure(f, e) for f in FIGURES for e in ("svg", "png", "csv")]
+        self.report_files += [layout.figure(f.name, e) for f in FIGURES for e in ("svg", "png", "csv")]
         self.report_files += [layout.config_used("yaml"), layout.config_used("html")]
         # the layer_swap configs of the swap-grid figure (lang_layers ones are listed in its CSV, not plotted)
         self.swap_configs = {n: c for n, c in config["merges"]["configs"].items() if c["method"] == SWAP}
@@ -71,7 +70,7 @@ class ReportJobs:
 
     def table_inputs(self) -> list[str]:
         """The files the tables read: those of each kind of input (layerswap/report/registry.py) a table reads."""
-        read = {kind for t in TABLES for kind in t.inputs}
+        read = {kind for t in TABLES for kind in t.kinds}
         return [f for kind in INPUTS if kind in read for f in self._input_files(kind)]
 
     def _input_files(self, kind: str) -> list[str]:
@@ -84,8 +83,7 @@ class ReportJobs:
         if kind == "base_evals":
             return evals.eval_files("base", evals.benchmarks)
         if kind == "merge_evals":
-            langs = self.merge_eval_languages().items()
-            return [f for cfg, ls in langs for lang in ls for f in evals.merge_eval_outputs(cfg, lang, merges.pairs)]
+            return self.merge_eval_files(self._merges_read([t.merges for t in TABLES if t.merges]))
         if kind == "soup_swap_evals":
             return [f for lang in merges.langs for f in evals.merge_eval_outputs(merges.soup_swap, lang, merges.soups)]
         if kind == "table2_evals":
@@ -93,22 +91,27 @@ class ReportJobs:
         raise ValueError(f"unknown kind of table input {kind!r}; known: {', '.join(INPUTS)}")
 
     def merge_eval_languages(self) -> dict[str, list[str]]:
-        """{merge config: the languages whose evaluations of it an output reads}, configs no output reads left out.
-        Every language: the best-of configs of the methods Table 1 shows (Table 1, its best-config table, the Table 1
-        bars), the default swap (Tables 1, 2, 6), the soups (Table 6's pairwise soup), the layer-swap configs (the
-        swap-grid figure). Table 2's language only: the best-of configs of the methods only Table 2 shows (TIES)."""
+        """{merge config: the languages whose evaluations of it a table or figure reads} (the union of their
+        `MergeReads`, layerswap/report/registry.py), configs nothing reads left out: what the merge evaluation jobs
+        evaluate."""
+        return self._merges_read([e.merges for e in (*TABLES, *FIGURES) if e.merges])
+
+    def _merges_read(self, reads: list[MergeReads]) -> dict[str, list[str]]:
+        """The union of these declarations: {merge config: its languages}, in the config's order."""
         merges = self._merges
-        m = self._config["merges"]
-        everywhere = {c for names in merges.best_of_configs(1) for c in names}
-        everywhere |= {m["default_swap"], *m["best_of"].get(METHODS["soup"].name, []), *self.swap_configs}
-        table2 = {c for names in merges.best_of_configs(2) for c in names}
-        t2 = self._evals.t2
-        out = {}
-        for cfg in merges.pair_configs:
-            langs = merges.langs if cfg in everywhere else [l for l in merges.langs if l == t2 and cfg in table2]
-            if langs:
-                out[cfg] = langs
-        return out
+        wanted: dict[str, set[str]] = {}
+        for r in reads:
+            for cfg, langs in r.wants(self._config["merges"], merges.langs, self._evals.t2).items():
+                wanted.setdefault(cfg, set()).update(langs)
+        return {c: [l for l in merges.langs if l in wanted[c]] for c in merges.pair_configs if wanted.get(c)}
+
+    def merge_eval_files(self, configs: dict[str, list[str]], benchmarks: list[str] | None = None) -> list[str]:
+        """The evaluation files of every pair of these merge configs in their languages: of each merge benchmark, or
+        of `benchmarks`."""
+        evals, pairs = self._evals, self._merges.pairs
+        return [
+            f for c, langs in configs.items() for l in langs for f in evals.merge_eval_outputs(c, l, pairs, benchmarks)
+        ]
 
     def table_params(self, table2: bool = True) -> str:
         """The tables' params; table2=False: without the Table 2 language and Table 5's benchmarks (the Table 1
@@ -156,28 +159,21 @@ class ReportJobs:
             }
         )
 
+    def figure_merge_files(self, name: str) -> list[str]:
+        """The MGSM evaluation files of the merges figure `name` declares it reads."""
+        (reads,) = [f.merges for f in FIGURES if f.name == name]
+        return self.merge_eval_files(self._merges_read([reads]), ["mgsm"])
+
     def swap_grid_inputs(self) -> list[str]:
-        return self.merge_mgsm_files(self.swap_configs)
+        return self.figure_merge_files("swap_grid")
 
     def table1_bars_inputs(self) -> list[str]:
         """Exactly what Table 1 reads: selections and checkpoint indexes of math + each language, base MGSM, and the
-        MGSM of every pair of the default swap and the best-of configs of the methods Table 1 shows."""
+        MGSM of the merges it declares (every pair of the default swap and the best-of configs of the methods Table
+        1 shows)."""
         evals = self._evals
         experts = ["math"] + self._merges.langs
         files = [self._layout.selection(e) for e in experts]
         files += [i for e in experts for i in evals.checkpoint_indexes(e, ["mgsm"])]
         files += evals.eval_files("base", ["mgsm"])
-        configs = [c for names in self._merges.best_of_configs(1) for c in names]
-        configs = dict.fromkeys(configs + [self._config["merges"]["default_swap"]])
-        return files + self.merge_mgsm_files(configs)
-
-    def merge_mgsm_files(self, configs) -> list[str]:
-        """The MGSM evaluation files of every pair of these merge configs in every language."""
-        merges = self._merges
-        return [
-            f
-            for c in configs
-            for l in merges.langs
-            for p in merges.pairs
-            for f in self._evals.eval_files(merge_model_id(c, l, p), ["mgsm"])
-        ]
+        return files + self.figure_merge_files("table1_bars")

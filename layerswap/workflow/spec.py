@@ -118,5 +118,6 @@ class Spec:
         files += [f for e in runs.expert_types() for f in self.selection.indexes(e)]  # single layout: checkpoint_index
         files += merges.recipes(merges.pair_configs) + merges.soup_recipes()
         files += [evals.table2_models_file(lang) for lang in evals.t2_langs]  # what evaluate_table2 evaluates
-        files += self.report.table_inputs() + self.report.outputs() + merges.merged_models
+        files += self.report.table_inputs() + self.report.merge_eval_files(self.report.merge_eval_languages())
+        files += self.report.outputs() + merges.merged_models
         return list(dict.fromkeys(files))
