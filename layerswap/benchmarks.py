@@ -97,6 +97,10 @@ class Benchmark:
     corpus: bool = False  # a corpus metric (BLEU): no per-item correctness, so no intervals
     unsafe: bool = False  # runs model-written code: only with execute_code (the YAML says unsafe_code: true)
     toy_scoring: str | None = None  # what the toy filter does, where the YAML's filter is not a regex to describe
+    # the selection metrics it gives (selection.weights / selection.constraints): (metric, key of its `scores`), where
+    # `{lang}` is the expert's target language and `*` the mean over the MGSM languages (layerswap/select.py)
+    selection: tuple[tuple[str, str], ...] = ()
+    selects: tuple[str, ...] = ()  # expert kinds (EXPERT_KINDS) whose checkpoints are always evaluated on it
 
     def __post_init__(self):
         if not NAME.fullmatch(self.name):
@@ -148,6 +152,8 @@ REGISTRY: tuple[Benchmark, ...] = (
             ),
         ),
         table5=("en", "targets", "avg"),
+        selection=(("mgsm_en", "en"), ("mgsm_avg", "*"), ("mgsm_target", "{lang}")),
+        selects=("math", "joint"),
     ),
     Benchmark(
         "belebele",
@@ -178,6 +184,8 @@ REGISTRY: tuple[Benchmark, ...] = (
         ),
         table5=("en", "targets"),
         toy_scoring="none (argmax loglikelihood over the 4 answer texts)",
+        selection=(("belebele", "{lang}"),),
+        selects=("language",),
     ),
     Benchmark(
         "flores",
@@ -208,6 +216,8 @@ REGISTRY: tuple[Benchmark, ...] = (
         directions=True,
         corpus=True,
         toy_scoring="none (generation up to newline; sacrebleu corpus BLEU)",
+        selection=(("flores_from_en", "en-{lang}"), ("flores_to_en", "{lang}-en")),
+        selects=("language",),
     ),
     Benchmark(
         "mbpp",
@@ -236,6 +246,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         ),
         unsafe=True,
         toy_scoring="execute: greedy generation run against test_list in the sandbox -> passed|failed|timeout",
+        selection=(("mbpp", "{lang}"),),
     ),
     Benchmark(
         "mmlu",
@@ -266,6 +277,7 @@ REGISTRY: tuple[Benchmark, ...] = (
             group=True,
         ),
         toy_scoring="none (argmax loglikelihood over the 4 choice texts)",
+        selection=(("mmlu", "{lang}"),),
     ),
 )
 
@@ -283,6 +295,15 @@ def by_name(registry: tuple[Benchmark, ...]) -> dict[str, Benchmark]:
 BENCHMARKS: dict[str, Benchmark] = by_name(REGISTRY)
 NAMES: tuple[str, ...] = tuple(BENCHMARKS)
 
+#: The kinds of expert selection tells apart (layerswap.config.expert_type).
+EXPERT_KINDS = ("math", "language", "joint")
+#: Selection metric -> (benchmark whose evaluation file it reads, key of that file's `scores`): the entries' own.
+#: The selection command computes them (layerswap/select.py), the config checks and the rules read which benchmark
+#: each needs.
+SELECTION_METRICS: dict[str, tuple[str, str]] = {m: (b.name, key) for b in REGISTRY for m, key in b.selection}
+#: Expert kind -> the benchmarks its checkpoints are evaluated on for selection whatever the weights name.
+SELECT_READS: dict[str, list[str]] = {kind: [b.name for b in REGISTRY if kind in b.selects] for kind in EXPERT_KINDS}
+
 
 def toy_sizes(given: dict | None = None) -> dict[str, int]:
     """Each benchmark's toy size: `given` (toy_world.sizes) where it names one, else the registry default."""
@@ -296,8 +317,9 @@ END = "  # END benchmarks"
 
 
 def schema_defs() -> dict:
-    """The schema's $defs that list benchmarks: the evaluation tasks (an unsafe one also takes execute_code), the
-    task lists, the toy sizes (each optional, with the registry default)."""
+    """The schema's $defs that list benchmarks or what they give: the selection metrics of the weights and
+    constraints, the evaluation tasks (an unsafe one also takes execute_code), the task lists, the toy sizes (each
+    optional, with the registry default)."""
     unsafe = {
         "type": "object",
         "additionalProperties": False,
@@ -319,6 +341,19 @@ def schema_defs() -> dict:
         },
     }
     return {
+        "selection_weights": {
+            "description": "{metric: weight}; a checkpoint's score is the weighted sum of its metrics",
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"enum": list(SELECTION_METRICS)},
+            "additionalProperties": {"type": "number"},
+        },
+        "selection_constraints": {
+            "description": "{metric: margin >= 0}; the metric must be >= the base model's minus the margin",
+            "type": "object",
+            "propertyNames": {"enum": list(SELECTION_METRICS)},
+            "additionalProperties": {"type": "number", "minimum": 0},
+        },
         "benchmark_tasks": {
             "type": "object",
             "additionalProperties": False,

@@ -35,9 +35,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from layerswap.benchmarks import BENCHMARKS
+from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS
 from layerswap.config_schema import SCHEMA_PATH, key_error, read_config_file, validate_config
-from layerswap.contracts import SELECTION_METRICS
 from layerswap.data.config_checks import check_mixes, check_prompt
 from layerswap.data.hub import is_local_source
 from layerswap.data.mixes import language_mix

@@ -57,21 +57,6 @@ def merge_model_parts(model_id: str) -> tuple[str, str, str]:
     return config, lang, member
 
 
-#: Selection metric -> (benchmark whose evaluation file it reads, key of that file's `scores`); `{lang}` is the
-#: expert's target language, `*` the mean over the MGSM languages. The selection command computes them
-#: (layerswap/select.py), the config checks and the rules read which benchmark each needs.
-SELECTION_METRICS: dict[str, tuple[str, str]] = {
-    "mgsm_en": ("mgsm", "en"),
-    "mgsm_avg": ("mgsm", "*"),
-    "mgsm_target": ("mgsm", "{lang}"),
-    "belebele": ("belebele", "{lang}"),
-    "flores_from_en": ("flores", "en-{lang}"),
-    "flores_to_en": ("flores", "{lang}-en"),
-    "mmlu": ("mmlu", "{lang}"),
-    "mbpp": ("mbpp", "{lang}"),
-}
-
-
 #: An export's own record, beside its weights (layerswap/train/training.py: export_model), and its key holding
 #: {weight file: sha256} as written.
 EXPORT_META = "layerswap_meta.json"

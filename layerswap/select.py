@@ -32,8 +32,9 @@ from pathlib import Path
 from statistics import mean
 from typing import Annotated, Literal
 
+from layerswap.benchmarks import SELECTION_METRICS
 from layerswap.command_params import AtLeast, parse
-from layerswap.contracts import SELECTION_METRICS, read_evaluation_index, read_json, write_json_atomic
+from layerswap.contracts import read_evaluation_index, read_json, write_json_atomic
 from layerswap.errors import UserError
 
 #: selection.on_no_pass: fill the places no passing candidate takes with the best failed ones, or stop
@@ -79,7 +80,7 @@ class Evaluations:
         return _scores_of(read_json(path, "evaluation", recorded, recorded_in), path)
 
 
-# Selection metrics: (benchmark, score key), owned by the file contracts.
+# Selection metrics: (benchmark, score key), declared by the benchmarks' entries.
 METRICS = SELECTION_METRICS
 
 

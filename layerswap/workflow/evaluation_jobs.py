@@ -6,9 +6,9 @@ extra languages).
 
 from __future__ import annotations
 
-from layerswap.benchmarks import BENCHMARKS
+from layerswap.benchmarks import BENCHMARKS, SELECT_READS, SELECTION_METRICS
 from layerswap.config import METRIC_TASK, backend_for, checkpoints_of, expert_type
-from layerswap.contracts import SELECTION_METRICS, checkpoint_model_id, checkpoint_name, merge_model_id
+from layerswap.contracts import checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
 from layerswap.layout import Layout
 from layerswap.merge.registry import METHODS
@@ -16,10 +16,6 @@ from layerswap.workflow.batch_fit import Sizing
 from layerswap.workflow.merge_jobs import MergeJobs
 from layerswap.workflow.runs import Runs
 from layerswap.workflow.words import as_json, canonical_languages
-
-# Benchmarks `layerswap select` reads for each expert kind (layerswap/select.py: metrics_of), plus those its
-# configured weights name; checkpoint evaluations of these benchmarks are the only ones selection depends on.
-SELECT_READS = {"math": ["mgsm"], "joint": ["mgsm"], "language": ["belebele", "flores"]}
 
 
 class EvaluationJobs:
