@@ -41,7 +41,7 @@ from layerswap.data.config_checks import check_mixes, check_prompt
 from layerswap.data.hub import is_local_source
 from layerswap.data.mixes import language_mix
 from layerswap.errors import UserError
-from layerswap.languages import HF_LANGUAGES
+from layerswap.languages import HF_LANGUAGES, check_codes
 from layerswap.merge.params import ParamError
 from layerswap.merge.registry import METHODS, SWAP
 from layerswap.train.gguf_base import is_gguf_source
@@ -224,6 +224,8 @@ def check(config: dict) -> None:
                 "so no benchmark can evaluate it; docs/EXTENDING.md: adding a language",
                 [code for code in HF_LANGUAGES if code != "en"],
             )
+        if world == "hf":
+            check_codes(config, i, lang)
     mgsm_ok = mgsm_allowed(config)
     for i, lang in enumerate(config["mgsm_languages"]):
         if lang not in mgsm_ok:
@@ -385,8 +387,9 @@ def _check_selection(config: dict) -> None:
         for kind, metrics in selection.get(key, {}).items():
             for metric in metrics:
                 where = f"selection.{key}.{kind}.{metric}"
-                if kind == "math" and metric not in ("mgsm_en", "mgsm_avg"):
-                    raise key_error(where, "math experts have no target language", ["mgsm_en", "mgsm_avg"])
+                untargeted = [m for m, (_, score) in SELECTION_METRICS.items() if "{lang}" not in score]
+                if kind == "math" and metric not in untargeted:
+                    raise key_error(where, "math experts have no target language", untargeted)
                 task = METRIC_TASK[metric]
                 if task not in evaluated:
                     ok = [m for m, t in METRIC_TASK.items() if t in evaluated]

@@ -638,6 +638,29 @@ def test_paper_language_no_benchmark_can_evaluate_is_refused(paper):
     assert "docs/EXTENDING.md" in text and "allowed: swh, tel, ben, jpn, deu" in text
 
 
+@pytest.mark.parametrize(
+    "code, names",
+    [
+        ("mgsm", "no MGSM code ('mgsm' in its layerswap/languages.py:HF_LANGUAGES entry), and Table 1"),
+        ("flores", "no Belebele code ('flores' in its layerswap/languages.py:HF_LANGUAGES entry), and selection"),
+    ],
+)
+def test_paper_language_without_a_code_its_tables_or_selection_read_is_refused(paper, monkeypatch, code, names):
+    """Issue 50: a language whose entry lacks a dataset's code was kept (its scores null), and then Table 1 or `select`
+    stopped on the missing score. check-config refuses it when a table or its selection metrics read that dataset."""
+    hau = {"name": "Hausa", "mgsm": "ha", "flores": "hau_Latn"}
+    del hau[code]
+    monkeypatch.setitem(cfg.HF_LANGUAGES, "hau", hau)
+    _add_target(paper, "hau", "Hausa")
+    for task in ("mgsm", "belebele", "flores", "mmlu", "mbpp"):
+        paper["evaluation"]["tasks"][task]["languages"].append("hau")
+    text = error_of(paper)
+    assert text.startswith(f"config key 'languages[4]': 'hau' has {names}"), text
+    assert "allowed: swh, tel, ben, jpn, deu" in text and "\n" not in text
+    hau[code] = "ha" if code == "mgsm" else "hau_Latn"
+    cfg.check(paper)  # with the code, accepted
+
+
 def test_paper_layer_range(paper):
     paper["base"]["num_layers"] = 8
     text = error_of(paper)
