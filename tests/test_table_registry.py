@@ -16,6 +16,7 @@ from test_tables import PAIRS, PARAMS, make_world, write_tables
 
 from layerswap.config import validate_config
 from layerswap.errors import UserError
+from layerswap.report import builders
 from layerswap.report.evals import Evals
 from layerswap.report.paper_tables import Builder
 from layerswap.report.registry import FIGURES, INPUTS, TABLES, MergeReads, TableEntry
@@ -112,7 +113,7 @@ def _declared_world(full, out, entry: TableEntry):
 
 
 def _build(entry: TableEntry, sel, ev):
-    return entry.build(Builder(Workspace(sel, Evals(ev), Params.from_json(json.dumps(PARAMS))), None))
+    return builders.build(entry, Builder(Workspace(sel, Evals(ev), Params.from_json(json.dumps(PARAMS))), None))
 
 
 @pytest.mark.parametrize("entry", TABLES, ids=[t.name for t in TABLES])
@@ -145,7 +146,7 @@ def test_the_workflow_evaluates_what_the_entries_declare(monkeypatch):
     assert report.merge_eval_languages()["ties_d05"] == ["toy_swh"]
     ties_tel = "results/evals/merge/ties_d05/toy_tel/l1m1/mgsm.json"
     assert ties_tel not in report.table_inputs()
-    new = TableEntry("ties_everywhere", 2, "../report/table2.rst", lambda b: None, (), MergeReads(("best_of:ties",)))
+    new = TableEntry("ties_everywhere", 2, "../report/table2.rst", "table2", (), MergeReads(("best_of:ties",)))
     monkeypatch.setattr(report_jobs, "TABLES", (*TABLES, new))
     assert report.merge_eval_languages()["ties_d05"] == every
     assert ties_tel in report.table_inputs()

@@ -1,11 +1,12 @@
-"""The paper's Tables 1, 2, 5 and 6 (and the best-config tables) as `Table`s, from selection and evaluation files.
+"""What the tables share: `Builder(Workspace(selection_dir, evals, params), paper)`, the columns of Tables 1 and 2, the
+models of each column, each method's best config, and a cell with its 95% interval and item count.
 
-`Builder(Workspace(selection_dir, evals, params), paper)` defines each table (`Workspace`: the models of each column
-and their scores, layerswap/report/workspace.py; `params`: `Params`, layerswap/report/table_params.py): its rows,
-columns and cells, each number with its 95% interval and item count (layerswap/report/intervals.py); `layerswap
-tables` (layerswap/report/tables.py) builds those the registry lists (layerswap/report/registry.py) and writes them
-(layerswap/report/render.py). The figures that restate a table (the Table 1 bars, layerswap/report/charts.py) build
-it here too.
+Each table is a module of layerswap/report/builders/ (`build(Builder) -> Table`: its rows, columns and cells);
+`Workspace` gives the models of each column and their scores (layerswap/report/workspace.py), `params` is `Params`
+(layerswap/report/table_params.py), intervals come from layerswap/report/intervals.py. `layerswap tables`
+(layerswap/report/tables.py) builds those the registry lists (layerswap/report/registry.py) and writes them
+(layerswap/report/render.py). The figures that restate a table (the Table 1 bars, layerswap/report/charts.py) read
+their columns here too.
 
 "Best config" of a merge method (a key of params.best_of: layer_swap, soup, ties, ...; layerswap/merge/registry.py):
 per pair (i, j), the config of params.best_of[method] whose merged model scores highest on MGSM in the target
@@ -20,14 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from layerswap.benchmarks import BENCHMARKS
-from layerswap.contracts import BASE_MODEL_ID, SOUP_SWAP, SOUPS, merge_model_id
+from layerswap.contracts import BASE_MODEL_ID
 from layerswap.merge.params import Method
 from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
-from layerswap.report.evals import MISSING, SKIPPED, mean, pct
-from layerswap.report.render import PAPER_TASK_NOTES, TOY_LABEL, Table, fmt_pct
-from layerswap.report.workspace import BestChoice, Stats, Workspace, below_base, selection_rule
+from layerswap.report.evals import pct
+from layerswap.report.render import TOY_LABEL
+from layerswap.report.workspace import BestChoice, Stats, Workspace
 
 
 class Builder:
@@ -169,317 +169,12 @@ class Builder:
         """The merge method of a best-config column (`<column>_best`)."""
         return next(name for name, m in METHODS.items() if m.best_column == col)
 
-    def table1(self) -> Table:
-        cols = self.columns(self.table_columns(1))
-        rows, cells, paper, bounds, counts = [], {}, {}, {}, {}
-        for lang in self.p.languages:
-            models = {col: self.column_models(col, lang) for col, _ in cols}
-            stats = {col: self.mgsm_stats(models[col], lang) for col, _ in cols}
-            for stat in ("avg", "max"):
-                key = (lang, stat)
-                rows.append((key, (f"{self.name(lang)} {stat}",)))
-                for col, _ in cols:
-                    self.fill(cells, bounds, counts, (key, col), getattr(stats[col], stat), models[col], [lang], stat)
-                    ref = self._paper_get("table1", self.paper_code(lang), stat, col)
-                    if ref is not None:
-                        paper[(key, col)] = ref
-        k = self.p.top_k
-        notes = [
-            f"MGSM exact match (%) in the target language. Experts: the top {k} selected checkpoints; merges: the "
-            f"{k}x{k} pairs (language expert rank x math expert rank).",
-            f"Default layer-swap config: {self.p.default_swap}."
-            + (
-                f" {best}; winners in table1_best_configs.csv."
-                if (best := self.best_note(1, "target-language"))
-                else ""
-            ),
-        ]
-        return Table(
-            "table1",
-            self.title("Table 1: MGSM results of layer swapping"),
-            ["Setting"],
-            rows,
-            cols,
-            cells,
-            fmt_pct,
-            notes,
-            paper,
-            bounds,
-            counts,
-        )
-
-    # Table 2 --------------------------------------------------------------------------------------------------
-    def table2(self) -> Table:
-        lang = self.p.table2_language
-        cols = self.columns(self.table_columns(2), lang=self.name(lang))
-        name = self.name(lang)
-        row_spec = [
-            ("min", f"{name} min"),
-            ("avg", f"{name} avg"),
-            ("max", f"{name} max"),
-            ("en_avg", "English avg"),
-            ("all_avg", "All langs avg"),
-        ]
-        paper_lang = (self.paper.get("table2") or {}).get("language")
-        use_paper = paper_lang is not None and self.paper_code(lang) == paper_lang
-        cells, paper, bounds, counts = {}, {}, {}, {}
-        for col, _ in cols:
-            models = self.column_models(col, lang)
-            target = self.mgsm_stats(models, lang)
-            values = {
-                "min": target.min,
-                "avg": target.avg,
-                "max": target.max,
-                "en_avg": mean([pct(self.ws.mgsm(m, "en")) for m in models]),
-                "all_avg": mean([pct(self.ws.mgsm_all(m)) for m in models]),
-            }
-            langs = {"en_avg": ["en"], "all_avg": list(self.p.mgsm_languages)}
-            for row, _ in row_spec:
-                self.fill(
-                    cells,
-                    bounds,
-                    counts,
-                    (row, col),
-                    values[row],
-                    models,
-                    langs.get(row, [lang]),
-                    row if row in ("min", "max") else "avg",
-                )
-                if use_paper:
-                    ref = self._paper_get("table2", "rows", row, col)
-                    if ref is not None:
-                        paper[(row, col)] = ref
-        rows = [(key, (label,)) for key, label in row_spec]
-        notes = [f"MGSM exact match (%). 'All langs avg' = mean over {', '.join(self.p.mgsm_languages)}."]
-        if best := self.best_note(2, name):
-            notes.append(
-                f"{best}; the English and all-languages rows use the same winning models; winners in "
-                "table2_best_configs.csv."
-            )
-        notes.append(f"Joint SFT: the top {self.p.top_k} checkpoints of selection joint_{lang}.")
-        if self.p.world == "paper" and paper:
-            notes.append(
-                "The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "
-                "('all 9 languages', Table 2 caption)."
-            )
-        return Table(
-            "table2",
-            self.title(f"Table 2: MGSM results of layer swapping for {name}"),
-            ["Setting"],
-            rows,
-            cols,
-            cells,
-            fmt_pct,
-            notes,
-            paper,
-            bounds,
-            counts,
-        )
-
-    # Table 5 --------------------------------------------------------------------------------------------------
-    def table5_rows(self) -> list[tuple[str, str]]:
-        """(benchmark, key) per row, benchmarks in registry order, each in its row shape (layerswap/benchmarks.py):
-        en, the target languages, the avg over mgsm_languages, or both directions per target language."""
-        targets = [l for l in self.p.languages if l != "en"]
-        rows = []
-        for name, bench in BENCHMARKS.items():
-            for part in bench.table5:
-                keys = {
-                    "en": ["en"],
-                    "avg": ["avg"],
-                    "targets": targets,
-                    "directions": [k for l in targets for k in bench.keys(l)],
-                }[part]
-                rows += [(name, key) for key in keys]
-        return rows
-
-    def table5(self) -> Table:
-        ws = self.ws
-        cols = [("base", "base model"), ("math", "math experts")]
-        cols += [(lang, f"{self.name(lang)} experts") for lang in self.p.languages]
-        models = {"base": [BASE_MODEL_ID], "math": ws.experts("math")}
-        models.update({lang: ws.experts(lang) for lang in self.p.languages})
-        cells, paper, rows, bounds, counts = {}, {}, [], {}, {}
-        for bench, key in self.table5_rows():
-            if bench not in self.p.benchmarks:
-                continue
-            row = (bench, key)
-            for col, _ in cols:
-                if key == "avg":
-                    per_model = []
-                    for m in models[col]:
-                        vals = [ws.evals.maybe_score(m, bench, l) for l in self.p.mgsm_languages]
-                        if SKIPPED in vals:
-                            per_model.append(SKIPPED)
-                        elif MISSING in vals:
-                            per_model.append(MISSING)
-                        else:
-                            per_model.append(mean(vals))
-                else:
-                    per_model = [ws.evals.maybe_score(m, bench, key) for m in models[col]]
-                if SKIPPED in per_model:
-                    cells[(row, col)] = SKIPPED
-                elif MISSING in per_model:
-                    cells[(row, col)] = MISSING
-                else:
-                    langs = list(self.p.mgsm_languages) if key == "avg" else [key]
-                    self.fill(
-                        cells, bounds, counts, (row, col), mean(per_model), models[col], langs, "avg", bench, scale=1.0
-                    )
-                ref = self._paper_table5(bench, key, col)
-                if ref is not None:
-                    paper[(row, col)] = ref
-            if all(cells[(row, col)] == MISSING for col, _ in cols):
-                for col, _ in cols:
-                    del cells[(row, col)]
-                    paper.pop((row, col), None)
-                    bounds.pop((row, col), None)
-                    counts.pop((row, col), None)
-                continue
-            if key == "avg":
-                label = f"{len(self.p.mgsm_languages)}-lang avg"
-            elif "-" in key:
-                src, tgt = key.split("-", 1)
-                label = f"{self.name(src)} → {self.name(tgt)}"
-            else:
-                label = self.name(key)
-            rows.append((row, (BENCHMARKS[bench].label, label)))
-        notes = [
-            f"Each expert column is the average over the top {self.p.top_k} selected checkpoints of that expert type.",
-            "Accuracy / exact match / pass@1 as fractions, FLORES as BLEU (0-100); 'skipped' = benchmark not run "
-            "(see the evaluation file's 'skipped' reason); 'n/a' = no score for that language in the file.",
-            f"'{len(self.p.mgsm_languages)}-lang avg' = mean over {', '.join(self.p.mgsm_languages)}.",
-            f"Selection (section 3.1): math experts {selection_rule(ws.selection_dir, 'math')}; language experts "
-            f"(each in its language) {selection_rule(ws.selection_dir, self.p.languages[0])}.",
-        ]
-        for expert in ["math", *self.p.languages]:
-            below = below_base(ws.selection_dir, expert, self.p.top_k)
-            if below:
-                notes.append(
-                    f"Below the base model on a selection constraint ({self.name(expert)} experts: too few "
-                    f"checkpoints pass, so the best of the others by score are taken; selection.on_no_pass: best): "
-                    + "; ".join(below)
-                    + "."
-                )
-
-        if self.p.world == "paper":
-            notes.append(
-                "The paper's MGSM avg (beside ours) is its 10-language average (English, German, French, "
-                "Chinese, Russian, Spanish, Japanese, Bengali, Swahili, Telugu)."
-            )
-            notes += PAPER_TASK_NOTES
-
-        def fmt(row: Any, value: float) -> str:
-            return f"{value:.1f}" if BENCHMARKS[row[0]].unit == "bleu" else f"{value:.3f}"
-
-        return Table(
-            "table5",
-            self.title("Table 5: results of each set of experts"),
-            ["Task", "Language"],
-            rows,
-            cols,
-            cells,
-            fmt,
-            notes,
-            paper,
-            bounds,
-            counts,
-        )
-
-    def _paper_table5(self, bench: str, key: str, col: str) -> float | None:
-        if key == "avg":
-            pkey = "avg"
-        elif "-" in key:
-            src, tgt = key.split("-", 1)
-            a, b = self.paper_code(src), self.paper_code(tgt)
-            pkey = f"{a}-{b}" if a and b else None
-        else:
-            pkey = self.paper_code(key)
-        pcol = col if col in ("base", "math") else self.paper_code(col)
-        if pkey is None or pcol is None:
-            return None
-        return self._paper_get("table5", bench, pkey, pcol)
-
-    # Table 6 --------------------------------------------------------------------------------------------------
-    def table6(self) -> Table:
-        k = self.p.top_k
-        cols = [
-            ("soup_pairwise", f"model soup, pairwise (best config, avg of {k * k} pairs)"),
-            ("swap_pairwise", f"layer swap, pairwise (default config, avg of {k * k} pairs)"),
-            ("swap_langsoup", "layer swap, language soup w/ math soup (1 version)"),
-            ("swap_multisoup", "layer swap, multilingual soup w/ math soup (1 version)"),
-        ]
-        soup = METHODS["soup"]
-        if not self.p.best_of.get(soup.name):  # no soup configs to pick the best from: no pairwise soup column
-            cols = cols[1:]
-        cells, paper, rows, bounds, counts = {}, {}, [], {}, {}
-        for lang in self.p.languages:
-            models = {
-                "soup_pairwise": self.column_models(soup.best_column, lang) if self.p.best_of.get(soup.name) else [],
-                "swap_pairwise": self.column_models("swap_default", lang),
-                **{f"swap_{m}": [merge_model_id(SOUP_SWAP, lang, m)] for m in SOUPS},
-            }
-            rows.append((lang, (self.name(lang),)))
-            for col, _ in cols:
-                self.fill(
-                    cells,
-                    bounds,
-                    counts,
-                    (lang, col),
-                    self.mgsm_stats(models[col], lang).avg,
-                    models[col],
-                    [lang],
-                    "avg",
-                )
-                ref = self._paper_get("table6", self.paper_code(lang), col)
-                if ref is not None:
-                    paper[(lang, col)] = ref
-        notes = [
-            "MGSM exact match (%) in the target language. Language soup: uniform soup of the language's top "
-            f"{k} experts; multilingual soup: uniform soup of all language experts; each swapped with the math soup.",
-        ]
-        return Table(
-            "table6",
-            self.title("Table 6: layer swapping combined with model souping"),
-            ["Setting"],
-            rows,
-            cols,
-            cells,
-            fmt_pct,
-            notes,
-            paper,
-            bounds,
-            counts,
-        )
-
     # helpers --------------------------------------------------------------------------------------------------
-    def _paper_get(self, *keys: Any) -> float | None:
+    def paper_value(self, *keys: Any) -> float | None:
+        """The paper's number at these keys of paper_results.yaml, or None."""
         node: Any = self.paper
         for key in keys:
             if key is None or not isinstance(node, dict) or key not in node:
                 return None
             node = node[key]
         return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
-
-    def best_configs(self, table: int, langs: list[str], name: str) -> Table:
-        """Each pair's winning config of every method with a best-config column in Table `table`."""
-        rows, cells = [], {}
-        cols = [("config", "winning config"), ("score", "MGSM target (%)"), ("candidates", "candidates (%)")]
-        for lang in langs:
-            for method in self.best_of_methods(table):
-                for choice in self.best(method.name, lang):
-                    key = (lang, method.name, choice.pair)
-                    rows.append((key, (lang, method.label, choice.pair)))
-                    cells[(key, "config")] = choice.config
-                    cells[(key, "score")] = pct(choice.score)
-                    cells[(key, "candidates")] = "; ".join(f"{c}={pct(v):.1f}" for c, v in choice.candidates.items())
-        return Table(
-            name,
-            self.title(f"Table {table}: best config per pair"),
-            ["language", "method", "pair"],
-            rows,
-            cols,
-            cells,
-            fmt_pct,
-            ["pair l<i>m<j>: language expert rank i, math expert rank j."],
-        )

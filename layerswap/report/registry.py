@@ -1,7 +1,7 @@
 """The tables `layerswap tables` writes: one entry per table, listed once here.
 
 An entry names the table's file stem, the paper's table it belongs to (the report's subcategory, "Table <n>"), its
-report page's caption, its builder (a `Builder` method, layerswap/report/paper_tables.py), the formats it is written
+report page's caption, its builder (a module of layerswap/report/builders/, by name), the formats it is written
 in, whether it is one of the paper's own tables (the paper's numbers beside ours in the paper world) and the kinds of
 file it reads. The rules (rules/analysis.smk, through `ReportJobs`: layerswap/workflow/report_jobs.py), the command
 (layerswap/report/tables.py) and the writer (layerswap/report/render.py) read it; adding a table is its entry here
@@ -15,7 +15,7 @@ layer (layerswap/workflow/report_jobs.py) names no table.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from layerswap.merge.registry import SWAP, best_of_methods
 
@@ -76,12 +76,13 @@ class TableEntry:
     name: str  # file stem: results/tables/<name>.<format>
     number: int  # the paper's table it is or belongs to: the report's subcategory "Table <number>"
     caption: str  # its report page's caption, relative to rules/
-    build: Callable[[Any], Any]  # a paper_tables.Builder -> its render.Table (neither imported: render reads this)
+    builder: str  # its module in layerswap/report/builders/ (`build(Builder, *args) -> Table`)
     inputs: tuple[str, ...]  # kinds of file it reads (INPUTS) besides its merges'
     merges: MergeReads | None = None  # the pairwise merges' evaluations it reads (INPUTS' "merge_evals")
     formats: tuple[str, ...] = ("csv", "md", "tex")  # the CSV holds the numbers, the others as displayed
     paper: bool = True  # one of the paper's tables: a target of the default run, in the paper world its Markdown
     # shows the paper's numbers beside ours and it is also written as paper_vs_ours(name).{csv,md}
+    args: tuple[Any, ...] = ()  # the builder's arguments after the Builder
     every_setting: bool = False  # its paper_vs_ours notes name every benchmark's setting that differs from the
     # paper's (render.PAPER_TASK_NOTES), else MGSM's alone
 
@@ -105,14 +106,14 @@ _TABLE1 = MergeReads(("best_of:1", "default_swap"))  # Table 1's columns: the me
 _TABLE2 = MergeReads(("best_of:2", "default_swap"), "table2")
 
 TABLES: tuple[TableEntry, ...] = (
-    TableEntry("table1", 1, "../report/table1.rst", lambda b: b.table1(), _EXPERTS, _TABLE1),
-    TableEntry("table2", 2, "../report/table2.rst", lambda b: b.table2(), (*_EXPERTS, "table2_evals"), _TABLE2),
-    TableEntry("table5", 5, "../report/table5.rst", lambda b: b.table5(), _EXPERTS, every_setting=True),
+    TableEntry("table1", 1, "../report/table1.rst", "table1", _EXPERTS, _TABLE1),
+    TableEntry("table2", 2, "../report/table2.rst", "table2", (*_EXPERTS, "table2_evals"), _TABLE2),
+    TableEntry("table5", 5, "../report/table5.rst", "table5", _EXPERTS, every_setting=True),
     TableEntry(
         "table6",
         6,
         "../report/table6.rst",
-        lambda b: b.table6(),
+        "table6",
         ("soup_swap_evals",),
         MergeReads(("default_swap", "best_of:soup")),  # the swap, the pairwise soup
     ),
@@ -120,9 +121,10 @@ TABLES: tuple[TableEntry, ...] = (
         "table1_best_configs",
         1,
         "../report/best_configs.rst",
-        lambda b: b.best_configs(1, b.p.languages, "table1_best_configs"),
+        "best_configs",
         (),
         MergeReads(("best_of:1",)),
+        args=(1,),  # Table 1's best configs
         formats=("csv", "md"),
         paper=False,
     ),
@@ -130,9 +132,10 @@ TABLES: tuple[TableEntry, ...] = (
         "table2_best_configs",
         2,
         "../report/best_configs.rst",
-        lambda b: b.best_configs(2, [b.p.table2_language], "table2_best_configs"),
+        "best_configs",
         (),
         MergeReads(("best_of:2",), "table2"),
+        args=(2,),
         formats=("csv", "md"),
         paper=False,
     ),

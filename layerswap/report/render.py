@@ -2,7 +2,7 @@
 count, and in the paper world the paper's number beside ours (`<table>_paper_vs_ours.{csv,md}`).
 
 `Table` holds rows, columns, cells and per cell the interval and item count; the paper's tables
-(layerswap/report/paper_tables.py) and the figures that restate them (layerswap/report/charts.py) build Tables and
+(layerswap/report/builders/) and the figures that restate them (layerswap/report/charts.py) build Tables and
 write them here. Nothing here reads a results tree.
 """
 

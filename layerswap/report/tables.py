@@ -15,9 +15,10 @@ Inputs (all through arguments, never the workflow config):
 Model ids (layerswap/contracts.py): base; ckpt/<run>/<checkpoint> (a selected expert); merge/<config>/<lang>/l<i>m<j>
 (i = language expert rank, j = math expert rank); the soup-then-swap merges merge/<SOUP_SWAP>/<lang>/<one of SOUPS>.
 
-Which tables exist: layerswap/report/registry.py. Each is defined in layerswap/report/paper_tables.py (best configs,
-units), reads its inputs through layerswap/report/workspace.py (selections, the models of each column) and
-layerswap/report/evals.py (scores), and is written by layerswap/report/render.py. This command's params, and the
+Which tables exist: layerswap/report/registry.py. Each is defined in its module of layerswap/report/builders/ (with
+layerswap/report/paper_tables.py's `Builder`: columns, best configs), reads its inputs through
+layerswap/report/workspace.py (selections, the models of each column) and layerswap/report/evals.py (scores), and is
+written by layerswap/report/render.py. This command's params, and the
 Table 1 figure's (`layerswap charts table1-bars`): `Params`, layerswap/report/table_params.py.
 
 A cell whose evaluation file is missing, unreadable or skipped (where a score is needed) is an error naming the
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from layerswap.contracts import write_text_atomic
 from layerswap.errors import UserError
-from layerswap.report import summary
+from layerswap.report import builders, summary
 from layerswap.report.evals import Evals
 from layerswap.report.paper_tables import Builder
 from layerswap.report.registry import TABLES
@@ -67,7 +68,7 @@ def build_tables(
     (default Evals; `layerswap audit --trace` passes one that records which files each score came from)."""
     paper = load_paper_results(paper_results or PAPER_RESULTS) if params.world == "paper" else None
     builder = Builder(Workspace(selection_dir, evals or Evals(evals_dir), params), paper)
-    return {t.name: t.build(builder) for t in TABLES}
+    return {t.name: builders.build(t, builder) for t in TABLES}
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What the tables read, resolved: the selected experts (selection files), the models of each table column and
 their MGSM scores, and each merge method's best config per pair (`Workspace`); how a selection file chose
 (`selection_rule`, Table 5's note) and which selected experts fail a constraint (`below_base`, a note under Table 5).
-The tables themselves: layerswap/report/paper_tables.py.
+The tables themselves: layerswap/report/builders/ (one module each).
 """
 
 from __future__ import annotations
