@@ -53,6 +53,8 @@ PAPER_TARGETS: tuple[str, ...] = ("swh", "tel", "ben", "jpn")
 MAX_CHECKPOINTS_PER_RUN = 1000
 #: Selection metric -> evaluation task it is computed from.
 METRIC_TASK: dict[str, str] = {metric: benchmark for metric, (benchmark, _) in SELECTION_METRICS.items()}
+#: Selection metrics that need no target language (a math expert's).
+UNTARGETED_METRICS: list[str] = [m for m, (_, key) in SELECTION_METRICS.items() if "{lang}" not in key]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -224,8 +226,8 @@ def check(config: dict) -> None:
                 "so no benchmark can evaluate it; docs/EXTENDING.md: adding a language",
                 [code for code in HF_LANGUAGES if code != "en"],
             )
-        if world == "hf":
-            check_codes(config, i, lang)
+    if world == "hf":
+        check_codes(config, languages)
     mgsm_ok = mgsm_allowed(config)
     for i, lang in enumerate(config["mgsm_languages"]):
         if lang not in mgsm_ok:
@@ -387,9 +389,8 @@ def _check_selection(config: dict) -> None:
         for kind, metrics in selection.get(key, {}).items():
             for metric in metrics:
                 where = f"selection.{key}.{kind}.{metric}"
-                untargeted = [m for m, (_, score) in SELECTION_METRICS.items() if "{lang}" not in score]
-                if kind == "math" and metric not in untargeted:
-                    raise key_error(where, "math experts have no target language", untargeted)
+                if kind == "math" and metric not in UNTARGETED_METRICS:
+                    raise key_error(where, "math experts have no target language", UNTARGETED_METRICS)
                 task = METRIC_TASK[metric]
                 if task not in evaluated:
                     ok = [m for m, t in METRIC_TASK.items() if t in evaluated]

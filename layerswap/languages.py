@@ -23,8 +23,8 @@ HF_LANGUAGES: dict[str, dict[str, str]] = {
 }
 
 
-def check_codes(config: dict, i: int, lang: str) -> None:
-    """A real target language has the code (HF_LANGUAGES) of every benchmark scored in it that a table or selection
+def check_codes(config: dict, languages: list[str]) -> None:
+    """Each real target language has the code (HF_LANGUAGES) of every benchmark scored in it that a table or selection
     cannot do without: MGSM (Table 1, the best-config choice) and the benchmarks of its experts' selection metrics.
     Else its jobs would score nothing there and Table 1 or `select` would stop on the missing score."""
     needs = {
@@ -38,12 +38,13 @@ def check_codes(config: dict, i: int, lang: str) -> None:
                 bench, score = SELECTION_METRICS[metric]
                 if "{lang}" in score:
                     needs.setdefault(bench, f"selection.{key}.{kind}.{metric} reads it")
-    for bench, why in needs.items():
-        task = BENCHMARKS[bench].paper
-        if task is not None and task.code not in HF_LANGUAGES[lang]:
-            raise key_error(
-                f"languages[{i}]",
-                f"'{lang}' has no {BENCHMARKS[bench].title} code ('{task.code}' in its layerswap/languages.py:"
-                f"HF_LANGUAGES entry), and {why}",
-                [code for code, info in HF_LANGUAGES.items() if code != "en" and task.code in info],
-            )
+    for i, lang in enumerate(languages):
+        for bench, why in needs.items():
+            task = BENCHMARKS[bench].paper
+            if task is not None and task.code not in HF_LANGUAGES[lang]:
+                raise key_error(
+                    f"languages[{i}]",
+                    f"'{lang}' has no {BENCHMARKS[bench].title} code ('{task.code}' in its layerswap/languages.py:"
+                    f"HF_LANGUAGES entry), and {why}",
+                    [code for code, info in HF_LANGUAGES.items() if code != "en" and task.code in info],
+                )

@@ -54,28 +54,27 @@ REQUEST_CACHE = {"written": "save_to_cache", "read": "load_from_cache"}
 CUDA_STATS = ("num_device_alloc", "num_device_free", "num_alloc_retries", "num_ooms")
 
 
+def entries(stats: dict, suffix: str, name: str) -> list[tuple]:
+    """The profile's entries (calls, primitive calls, own time, cumulative time, callers) of function `name` in a file
+    whose path ends with `suffix`."""
+    return [v for (file, _, func), v in stats.items() if func == name and file.replace("\\", "/").endswith(suffix)]
+
+
 def phase_seconds(stats: dict) -> dict[str, float]:
     """The largest cumulative time of each phase's function (the outermost call when it nests, e.g. forward)."""
-    out = {}
-    for phase, (suffix, name) in PHASES.items():
-        cums = [
-            v[3] for (file, _, func), v in stats.items() if func == name and file.replace("\\", "/").endswith(suffix)
-        ]
-        out[phase] = round(max(cums, default=0.0), 4)
-    return out
+    return {
+        phase: round(max((v[3] for v in entries(stats, suffix, name)), default=0.0), 4)
+        for phase, (suffix, name) in PHASES.items()
+    }
 
 
 def request_cache(stats: dict) -> dict[str, int]:
     """How often the call wrote and read lm-eval's request cache (calls, not seconds: a structural fact that timing
     noise cannot flip)."""
-    counts = {}
-    for what, name in REQUEST_CACHE.items():
-        counts[what] = sum(
-            v[1]
-            for (file, _, func), v in stats.items()
-            if func == name and file.replace("\\", "/").endswith("lm_eval/caching/cache.py")
-        )
-    return counts
+    return {
+        what: sum(v[1] for v in entries(stats, "lm_eval/caching/cache.py", name))
+        for what, name in REQUEST_CACHE.items()
+    }
 
 
 def top_differences(first: dict, second: dict, n: int = 12) -> list[dict]:
