@@ -207,6 +207,7 @@ def test_a_gpu_result_kept_on_one_node_type_is_reused_on_another_with_the_same_g
     results are not reused on another CPU model."""
     from layerswap import machine
     from layerswap.evaluation import store as store_mod
+    from layerswap.evaluation.job import EvaluationJob
     from layerswap.evaluation.results import result_file, samples_file
     from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks
     from layerswap.merge.recipes import Recipe
@@ -220,11 +221,11 @@ def test_a_gpu_result_kept_on_one_node_type_is_reused_on_another_with_the_same_g
 
     def job(node: dict, device: str, out: Path):
         monkeypatch.setattr(machine, "hardware", lambda: node)
-        args = argparse.Namespace(
-            store=store, out_dir=out, device=device, dtype="auto", seed=0, batch_size=16, threads=1,
-            backend="hf", task_set="toy", hf_home=None, data_dir=grid["data"], benchmarks_json=json.dumps(BENCHMARKS),
+        job = EvaluationJob(
+            command="evaluate-merges", device=device, batch_size=16, data_dir=str(grid["data"]),
+            benchmarks_json=json.dumps(BENCHMARKS),
         )  # fmt: skip
-        return store_mod.reuse(args, models, plans, "evaluate-merges")
+        return store_mod.reuse(job, store, out, models, plans)
 
     for device in ("cuda", "cpu"):  # the first node evaluates every model and keeps its files
         todo, keeper, keys = job(intel, device, tmp_path / device)

@@ -17,61 +17,49 @@ def _redo(entry: Path, path: str) -> str:
 
 
 def reevaluate_entry(entry: Path, doc: dict, paths: list[str]) -> list[str]:
-    """Evaluate the model of a store entry again, without the store, from the arguments it records, and compare each
-    result file in `paths` with the fresh one. The fresh evaluation's own key must be the entry's (same job, same
-    model), else the entry cannot be checked and is named."""
+    """Evaluate the model of a store entry again, without the store, from the settings it records
+    (layerswap.evaluation.job.EvaluationJob.record), and compare each result file in `paths` with the fresh one. The
+    fresh evaluation's own key must be the entry's (same job, same model), else the entry cannot be checked and is
+    named."""
+    from layerswap.errors import UserError
     from layerswap.evaluation import evaluate, evaluate_merges
+    from layerswap.evaluation.job import COMMANDS, EvaluationJob
     from layerswap.evaluation.store import _sha256, job_key, model_doc
 
     args_doc = doc.get("args") or {}
     model = doc.get("model") or {}
     model_id, source = model.get("model_id"), args_doc.get("source")
-    command = args_doc.get("command")
-    if not model_id or not source or command not in ("evaluate", "evaluate-merges"):
+    try:
+        job = (
+            EvaluationJob.from_record(args_doc) if model_id and source and args_doc.get("command") in COMMANDS else None
+        )
+    except UserError as err:  # written by another version, or edited
+        job, why = None, f" ({err})"
+    else:
+        why = " (made by an older version)"
+    if job is None:
         return [
-            f"store: {p}: entry {entry} records no arguments to evaluate it again (made by an older version); "
+            f"store: {p}: entry {entry} records no arguments to evaluate it again{why}; "
             f"evaluate it without the store: {_redo(entry, p)}"
             for p in paths
         ]
-    module = evaluate_merges if command == "evaluate-merges" else evaluate
+    module = evaluate_merges if job.command == "evaluate-merges" else evaluate
     parser = argparse.ArgumentParser()
     module.add_arguments(parser)
     with tempfile.TemporaryDirectory(prefix="layerswap-audit-") as tmp:
-        argv = ["--model", f"{model_id}={source}", "--out-dir", tmp, "--benchmarks-json", args_doc["benchmarks_json"]]
-        for k in (
-            "data_dir",
-            "batch_size",
-            "seed",
-            "threads",
-            "device",
-            "dtype",
-            "task_set",
-            "backend",
-            "hf_home",
-            "context_tokens",
-        ):
-            if args_doc.get(k) is not None:
-                argv += [f"--{k.replace('_', '-')}", str(args_doc[k])]
-        args = parser.parse_args(argv)
+        args = parser.parse_args(["--model", f"{model_id}={source}", "--out-dir", tmp, *job.argv()])
         from layerswap.merge.recipes import Recipe
 
         model_source = (
-            Recipe.load(source) if command == "evaluate-merges" and not Path(source).is_dir() else Path(source)
+            Recipe.load(source) if job.command == "evaluate-merges" and not Path(source).is_dir() else Path(source)
         )
         import torch
 
-        from layerswap.evaluation.hosts import resolve_dtype
-        from layerswap.evaluation.tasks import parse_benchmarks, plan_benchmarks
-
-        device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        if args.task_set == "paper":
-            from layerswap.evaluation.paper_tasks import plan_paper
-
-            plans = plan_paper(parse_benchmarks(args.benchmarks_json))
-        else:
-            plans = plan_benchmarks(Path(args.data_dir), parse_benchmarks(args.benchmarks_json))
-        job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
-        if _sha256(job) != doc["job"] or model_doc(model_id, model_source) != model:
+        device, dtype = job.resolved(torch)
+        if (
+            _sha256(job_key(job, job.plans(), dtype, device)) != doc["job"]
+            or model_doc(model_id, model_source) != model
+        ):
             return [
                 f"store: {p}: entry {entry} cannot be evaluated again here (its job or model differs from what "
                 f"{source} and this machine give now); evaluate it without the store: {_redo(entry, p)}"

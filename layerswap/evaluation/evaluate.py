@@ -65,19 +65,19 @@ from layerswap.evaluation.hosts import (
     require_vllm,
     resolve_dtype,
 )
-from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper
+from layerswap.evaluation.job import EvaluationJob
+from layerswap.evaluation.paper_tasks import paper_include_paths, plan_paper  # noqa: F401 (plan_paper: re-export)
 from layerswap.evaluation.results import score_summary, write_index, write_outputs
 from layerswap.evaluation.tasks import (
     BACKENDS,
     TASK_SETS,
     BenchmarkPlan,
-    job_backends,
     job_batch_size,
     job_context_tokens,
     key_batch_sizes,
     paper_samples,
-    parse_benchmarks,
-    plan_benchmarks,
+    parse_benchmarks,  # noqa: F401 (re-exported: the benchmarks JSON and plans are read from here too)
+    plan_benchmarks,  # noqa: F401
     set_task_settings,
     write_task_yamls,
 )
@@ -224,23 +224,14 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
     evaluated (layerswap.evaluation.store)."""
     t0 = time.perf_counter()
     start_logging()
-    spec = parse_benchmarks(args.benchmarks_json)
+    settings = EvaluationJob.from_args(args, "evaluate" if merger is None else "evaluate-merges")
+    spec = settings.spec()
     if models is None:
         models = job_models(args)
-    task_set = getattr(args, "task_set", "toy")
-    backends = job_backends(spec, getattr(args, "backend", "hf"))
-    if task_set == "paper":
-        plans = plan_paper(spec)
-    else:
-        if args.data_dir is None:
-            raise UserError("--data-dir is required with --task-set toy")
-        plans = plan_benchmarks(Path(args.data_dir), spec)
-    if args.batch_size < 1 or args.threads < 1:
-        raise UserError("--batch-size and --threads must be >= 1")
-    context_tokens = getattr(args, "context_tokens", None)
-    if context_tokens is not None and context_tokens < 1:
-        raise UserError(f"--context-tokens {context_tokens}: must be >= 1")
-    args.batch_sizes = {b: cfg.batch_sizes for b, cfg in spec.items() if cfg.batch_sizes}  # the store's key has them
+    task_set = settings.task_set
+    backends = settings.backends()
+    plans = settings.plans()
+    context_tokens = settings.context_tokens
     # the benchmarks each backend evaluates (those that score something)
     by_backend = {b: [p for p in plans if backends[p.name] == b and not p.skipped and p.run_tasks] for b in BACKENDS}
     by_backend = {b: own for b, own in by_backend.items() if own}
@@ -254,7 +245,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
                 log.info("evaluate: UNAVAILABLE %s %s: %s", plan.name, t.key, t.unavailable)
     unsafe = any(p.bench.unsafe and not p.skipped for p in plans)
 
-    use_hf_home(getattr(args, "hf_home", None))
+    use_hf_home(settings.hf_home)
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -269,7 +260,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
         for model_id, src in models:
             recipe = None if isinstance(src, Path) else src.hash
             for plan in plans:
-                write_outputs(Path(args.out_dir), model_id, plan, None, args.seed, version("lm_eval"), None, recipe)
+                write_outputs(Path(args.out_dir), model_id, plan, None, settings.seed, version("lm_eval"), None, recipe)
             log.info("evaluate: %s: %s", model_id, ", ".join(f"{p.name}=skipped" for p in plans))
         if args.index:
             write_index(args.index, args.run, models, plans, Path(args.out_dir))
@@ -277,8 +268,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
         return timings
     all_models, keys, keeper = models, {}, None
     if getattr(args, "store", None) is not None:
-        command = "evaluate" if merger is None else "evaluate-merges"
-        models, keeper, keys = store.reuse(args, models, plans, command)
+        models, keeper, keys = store.reuse(settings, args.store, Path(args.out_dir), models, plans)
         if not models:
             log.info("evaluate: store: reused %d, evaluated 0", keeper.reused)
             log.info("evaluate: %s", hashcache.summary())
@@ -290,12 +280,12 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
         os.environ["LM_HARNESS_CACHE_PATH"] = str(Path(tmp) / "cache")
         import torch
 
-        torch.set_num_threads(args.threads)
-        args.dtype = resolve_dtype(args.dtype, args.device, torch)
+        torch.set_num_threads(settings.threads)
+        device, dtype = settings.device, resolve_dtype(settings.dtype, settings.device, torch)
         if "vllm" in by_backend:  # before any model is loaded: this machine's vLLM runs these models in this dtype
             check_vllm_models(
                 [src if isinstance(src, Path) else Path(src.model_dir) for _, src in models],
-                args.dtype,
+                dtype,
             )
         import lm_eval
         import lm_eval.caching.cache as lm_cache
@@ -322,22 +312,22 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
         for backend, own in by_backend.items():  # each backend's tasks, requests, context and model host
             task_dict = tm.load(sorted({t.name for p in own for t in p.run_tasks}))
             set_task_settings(task_dict, own)
-            requests = build_requests(task_dict, own, args.seed, paper_samples(task_dict, own))
+            requests = build_requests(task_dict, own, settings.seed, paper_samples(task_dict, own))
             own_spec = {p.name: spec[p.name] for p in own}
             context = Context(backend, requests, context_tokens, job_context_tokens(own_spec))
-            batch = job_batch_size(own_spec, args.batch_size)
+            batch = job_batch_size(own_spec, settings.batch_size)
             if backend == "vllm":
                 host = VLLMHost(
                     batch,
-                    args.device,
-                    args.dtype,
+                    device,
+                    dtype,
                     Path(tmp) / "models",
-                    args.seed,
+                    settings.seed,
                     merger,
                     context_for=context.of_model,
                 )
             else:
-                host = ModelHost(batch, args.device, args.dtype, quiet=not args.verbose, merger=merger)
+                host = ModelHost(batch, device, dtype, quiet=not args.verbose, merger=merger)
             for model_dir in dict.fromkeys(src if isinstance(src, Path) else Path(src.model_dir) for _, src in models):
                 context.of_model(model_dir)  # before any model is loaded: every request fits (else one line)
             parts.append(Part(backend, own, task_dict, context, host, key_batch_sizes(spec, own, task_dict), batch))
@@ -352,7 +342,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
                 "evaluate: model-written code runs in a subprocess sandbox; network isolation: %s", network_isolation()
             )
 
-        job = Job(plans, parts, Path(args.out_dir), args.seed, args.dtype, version, unsafe)
+        job = Job(plans, parts, Path(args.out_dir), settings.seed, dtype, version, unsafe)
 
         def keep(model_id: str) -> None:  # the store keeps what was just evaluated
             key, doc, source = keys[model_id]

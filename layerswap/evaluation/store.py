@@ -38,13 +38,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from layerswap.evaluation.job import EvaluationJob
 from layerswap.evaluation.results import result_file, samples_file
 from layerswap.evaluation.tasks import BenchmarkPlan
 
 log = logging.getLogger("layerswap.evaluate")
 
 VERSION = 2  # 2: the hardware by where the model computes (HARDWARE); 1: every node's CPU too
-COMMAND = "evaluate-merges"
 #: The hardware a result's numbers depend on (`layerswap.machine.hardware` fields), by where the model computes. Every
 #: job: the architecture and the level torch's CPU kernels dispatch to (merges are built on the CPU, and fused
 #: multiply-adds or vector widths change their last bits). A CPU job: the CPU model and instruction-set flags (BLAS and
@@ -87,13 +87,14 @@ def _plan_doc(plan: BenchmarkPlan) -> dict:
     return doc
 
 
-def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: str = COMMAND) -> dict:
-    """What every model's result of this job depends on besides the model (see the module docstring); `command`:
-    the command whose code computed it (`evaluate-merges`, or `evaluate` for checkpoint and base evaluations)."""
+def job_key(job: EvaluationJob, plans: list[BenchmarkPlan], dtype: str, device: str) -> dict:
+    """What every model's result of `job` depends on besides the model (see the module docstring): its settings, with
+    `device` and `dtype` as resolved on this machine, and the code of the command that computes it (`evaluate-merges`,
+    or `evaluate` for checkpoint and base evaluations)."""
     from layerswap.fingerprint import command_hash
     from layerswap.machine import hardware, package_versions
 
-    backend = _backend(args)
+    backend = job.backend_key()
     versions = package_versions()
     if "vllm" in ([backend] if isinstance(backend, str) else backend.values()):
         from importlib import metadata
@@ -103,34 +104,25 @@ def job_key(args, plans: list[BenchmarkPlan], dtype: str, device: str, command: 
                 versions[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
                 versions[name] = None
-    # vLLM's max_model_len (--context-tokens), where the job gives one: keyed only then, so keys without it stay
-    context = {} if getattr(args, "context_tokens", None) is None else {"context_tokens": args.context_tokens}
+    context = {} if job.context_tokens is None else {"context_tokens": job.context_tokens}
+    batch_sizes = job.batch_sizes()
     return {
         **context,
         "version": VERSION,
-        "code": command_hash(command),
+        "code": command_hash(job.command),
         "plans": [_plan_doc(p) for p in plans],
-        "seed": args.seed,
-        "batch_size": args.batch_size,
-        **({"batch_sizes": args.batch_sizes} if getattr(args, "batch_sizes", None) else {}),  # per key, where set
+        "seed": job.seed,
+        "batch_size": job.batch_size,
+        **({"batch_sizes": batch_sizes} if batch_sizes else {}),  # per key, where set
         "dtype": dtype,
         "device": device,
         "backend": backend,
-        "task_set": getattr(args, "task_set", "toy"),
-        "hf_home": getattr(args, "hf_home", None),
-        "threads": args.threads,
+        "task_set": job.task_set,
+        "hf_home": job.hf_home,
+        "threads": job.threads,
         "versions": versions,
         "hardware": hardware_key(device, hardware()),
     }
-
-
-def _backend(args):
-    """The job's backend: --backend, or {benchmark: backend} where --benchmarks-json gives one another backend."""
-    from layerswap.evaluation.tasks import job_backends, parse_benchmarks
-
-    default = getattr(args, "backend", "hf")
-    backends = job_backends(parse_benchmarks(args.benchmarks_json), default)
-    return default if set(backends.values()) == {default} else backends
 
 
 def model_doc(model_id: str, source) -> dict:
@@ -159,22 +151,10 @@ def entry_key(doc: dict) -> str | None:
     return store_entry_key(doc)
 
 
-def rerun_args(args, command: str) -> dict:
-    """What re-evaluates a model of this job without the store (`layerswap audit --reevaluate-store`): the job's
-    arguments. Kept in key.json beside the key's documents, not hashed into the key."""
-    keys = ("data_dir", "benchmarks_json", "batch_size", "seed", "threads", "device", "dtype", "task_set", "backend")
-    context = {} if getattr(args, "context_tokens", None) is None else {"context_tokens": args.context_tokens}
-    return {
-        "command": command,
-        **{k: getattr(args, k, None) for k in keys},
-        "hf_home": getattr(args, "hf_home", None),
-        **context,
-    }
-
-
 class Store:
-    def __init__(self, root: Path, job: dict, args: dict | None = None) -> None:
-        self.root, self.job, self.args = Path(root), job, args
+    def __init__(self, root: Path, job: dict, record: dict | None = None) -> None:
+        """`job`: the job's key document (`job_key`); `record`: its settings' record (EvaluationJob.record)."""
+        self.root, self.job, self.record = Path(root), job, record
         self.job_hash = _sha256(job)
         self.reused = self.evaluated = 0
 
@@ -255,7 +235,7 @@ class Store:
                     sums[src.name] = hashlib.sha256(blob).hexdigest()
             (tmp / "key.json").write_text(
                 json.dumps(
-                    {"job": self.job, **doc, "files": sums, "args": {**(self.args or {}), "source": str(doc_source)}},
+                    {**doc, "files": sums, "args": {**(self.record or {}), "source": str(doc_source)}},
                     indent=1,
                     sort_keys=True,
                     default=str,
@@ -269,27 +249,21 @@ class Store:
                 raise
 
 
-def reuse(args, models: list[tuple], plans: list[BenchmarkPlan], command: str):
-    """(the models whose results are not in the store at `args.store`, the Store, {model id: (key, key doc, source)}
-    of those): the others' files are copied from the store into `args.out_dir`. `models`: (id, checkpoint dir or
-    Recipe); `command`: the one evaluating them (`evaluate` or `evaluate-merges`)."""
+def reuse(job: EvaluationJob, root: Path, out_dir: Path, models: list[tuple], plans: list[BenchmarkPlan]):
+    """(the models whose results are not in the store at `root`, the Store, {model id: (key, key doc, source)} of
+    those): the others' files are copied from the store into `out_dir`. `models`: (id, checkpoint dir or Recipe)."""
     import torch
 
-    from layerswap.evaluation.hosts import resolve_dtype
-
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    job = job_key(args, plans, resolve_dtype(args.dtype, args.device, torch), device, command)
-    store = Store(args.store, job, rerun_args(args, command))
+    device, dtype = job.resolved(torch)
+    store = Store(root, job_key(job, plans, dtype, device), job.record())
     todo, keys = [], {}
     for model_id, source in models:
         key, doc = store.key(model_id, source)
-        if not store.fetch(key, Path(args.out_dir), model_id, plans):
+        if not store.fetch(key, out_dir, model_id, plans):
             todo.append((model_id, source))
             keys[model_id] = (key, doc, source)
             for p in plans:  # evaluated now: no earlier copy from the store fed these files
-                result = result_file(Path(args.out_dir), model_id, p.name)
+                result = result_file(out_dir, model_id, p.name)
                 for f in (result, samples_file(result)):
                     try:
                         fed_record(store.root, f).unlink(missing_ok=True)
