@@ -301,6 +301,9 @@ EXPERT_KINDS = ("math", "language", "joint")
 #: The selection command computes them (layerswap/select.py), the config checks and the rules read which benchmark
 #: each needs.
 SELECTION_METRICS: dict[str, tuple[str, str]] = {m: (b.name, key) for b in REGISTRY for m, key in b.selection}
+#: The selection metrics of an expert's target language (their score key names `{lang}`): language and joint experts
+#: only, and a target language must have their benchmark's code.
+TARGETED_METRICS: frozenset[str] = frozenset(m for m, (_, key) in SELECTION_METRICS.items() if "{lang}" in key)
 #: Expert kind -> the benchmarks its checkpoints are evaluated on for selection whatever the weights name.
 SELECT_READS: dict[str, list[str]] = {kind: [b.name for b in REGISTRY if kind in b.selects] for kind in EXPERT_KINDS}
 

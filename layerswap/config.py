@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS
+from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS, TARGETED_METRICS
 from layerswap.config_schema import SCHEMA_PATH, key_error, read_config_file, validate_config
 from layerswap.data.config_checks import check_mixes, check_prompt
 from layerswap.data.hub import is_local_source
@@ -54,7 +54,7 @@ MAX_CHECKPOINTS_PER_RUN = 1000
 #: Selection metric -> evaluation task it is computed from.
 METRIC_TASK: dict[str, str] = {metric: benchmark for metric, (benchmark, _) in SELECTION_METRICS.items()}
 #: Selection metrics that need no target language (a math expert's).
-UNTARGETED_METRICS: list[str] = [m for m, (_, key) in SELECTION_METRICS.items() if "{lang}" not in key]
+UNTARGETED_METRICS: list[str] = [m for m in SELECTION_METRICS if m not in TARGETED_METRICS]
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ the codes its evaluations need."""
 
 from __future__ import annotations
 
-from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS
+from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS, TARGETED_METRICS
 from layerswap.config_schema import key_error
 
 #: Real languages the hf world knows: MGSM split code and FLORES-200 / Belebele code.
@@ -35,9 +35,8 @@ def check_codes(config: dict, languages: list[str]) -> None:
     for key in ("weights", "constraints"):
         for kind in ("language", "joint"):
             for metric in selection.get(key, {}).get(kind, {}):
-                bench, score = SELECTION_METRICS[metric]
-                if "{lang}" in score:
-                    needs.setdefault(bench, f"selection.{key}.{kind}.{metric} reads it")
+                if metric in TARGETED_METRICS:
+                    needs.setdefault(SELECTION_METRICS[metric][0], f"selection.{key}.{kind}.{metric} reads it")
     for i, lang in enumerate(languages):
         for bench, why in needs.items():
             task = BENCHMARKS[bench].paper

@@ -32,7 +32,7 @@ from pathlib import Path
 from statistics import mean
 from typing import Annotated, Literal
 
-from layerswap.benchmarks import SELECTION_METRICS
+from layerswap.benchmarks import SELECTION_METRICS, TARGETED_METRICS
 from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import read_evaluation_index, read_json, write_json_atomic
 from layerswap.errors import UserError
@@ -91,7 +91,7 @@ def metrics_of(names: list[str], lang: str | None, get, mgsm_languages: list[str
         if name not in METRICS:
             raise UserError(f"selection weight '{name}': unknown metric; allowed: {', '.join(METRICS)}")
         benchmark, key = METRICS[name]
-        if "{lang}" in key and lang is None:
+        if name in TARGETED_METRICS and lang is None:
             raise UserError(f"selection weight '{name}': needs a target language (not for math experts)")
         scores = get(benchmark)
         out[name] = mean(scores[l] for l in mgsm_languages) if key == "*" else scores[key.format(lang=lang)]

@@ -6,7 +6,7 @@ extra languages).
 
 from __future__ import annotations
 
-from layerswap.benchmarks import BENCHMARKS, SELECT_READS, SELECTION_METRICS
+from layerswap.benchmarks import BENCHMARKS, SELECT_READS, SELECTION_METRICS, TARGETED_METRICS
 from layerswap.config import METRIC_TASK, backend_for, checkpoints_of, expert_type
 from layerswap.contracts import checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
@@ -114,8 +114,10 @@ class EvaluationJobs:
         wanted: set[str] = set()
         for metric in [*sel["weights"].get(kind, {}), *sel["constraints"].get(kind, {})]:
             b, key = SELECTION_METRICS[metric]
-            if b == bench:
-                wanted |= set(self._config["mgsm_languages"]) if key == "*" else {target if "{lang}" in key else key}
+            if b == bench and key == "*":
+                wanted |= set(self._config["mgsm_languages"])
+            elif b == bench:
+                wanted.add(target if metric in TARGETED_METRICS else key)
         langs = self.task_languages(bench, self.checkpoint_languages(run))
         return [l for l in langs if l in wanted] if wanted else langs
 
