@@ -1,7 +1,8 @@
-"""A new benchmark is its registry entry (layerswap/benchmarks.py) and its config: a synthetic lm-eval benchmark, added
-to a copy of the repository as a contributor would add it, goes through check-config, `layerswap cost` and the paper
-dry run, and the plan evaluates it. (Issue 50: a benchmark whose item counts or costs lived outside its entry passed
-every test, and then the paper config stopped with a KeyError at parse time and `layerswap cost` in a traceback.)"""
+"""One entry each: a new benchmark, merge method or target language, added to a copy of the repository as
+docs/EXTENDING.md says, goes through check-config, `layerswap cost` and the dry runs, and the plan evaluates it.
+(Issue 50: a benchmark whose item counts or costs lived outside its entry passed every test, and then the paper
+config stopped with a KeyError at parse time and `layerswap cost` in a traceback; a new language was accepted by every
+check and then could not run.) A new table is held to its declared inputs in tests/test_table_registry.py."""
 
 from __future__ import annotations
 
@@ -44,11 +45,17 @@ ENTRY = """
 """
 
 
-def _with_benchmark(tmp: Path) -> Path:
-    """A copy of the repository (code, rules, configs) whose registry holds ENTRY, its schema block regenerated."""
+def _copy(tmp: Path) -> Path:
+    """A copy of the repository's code, rules and configs."""
     copy = tmp / "repo"
     skip = shutil.ignore_patterns(".venv*", ".git", "results", ".snakemake", "__pycache__", "*.egg-info", "tests")
     shutil.copytree(REPO, copy, ignore=skip)
+    return copy
+
+
+def _with_benchmark(tmp: Path) -> Path:
+    """A copy of the repository whose registry holds ENTRY, its schema block regenerated."""
+    copy = _copy(tmp)
     registry = copy / "layerswap" / "benchmarks.py"
     text = registry.read_text()
     head, tail = text.split("\n)\n\n\ndef by_name(", 1)
@@ -94,3 +101,74 @@ def test_a_new_lm_eval_benchmark_is_checked_costed_and_planned_from_its_entry(tm
             assert index in dry, run
         elif spec["expert"] == "math":
             assert index not in dry and f"results/evals/ckpt/{run}/index.other_xstory.json" in dry, run
+
+
+def _config(copy: Path, base: str, name: str, edit) -> Path:
+    config = yaml.safe_load((copy / "config" / base).read_text())
+    edit(config)
+    path = copy / "config" / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def _checked_costed_dry(copy: Path, path: Path) -> str:
+    """check-config says ok, `layerswap cost` plans it, and the dry run's shell commands (returned) are made."""
+    assert _run(copy, "-m", "layerswap.cli", "check-config", str(path)).stdout.strip() == "ok"
+    cost = _run(copy, "-m", "layerswap.cli", "cost", "--configfile", str(path)).stdout
+    assert "evaluation" in cost and "total" in cost
+    return _run(copy, "-m", "snakemake", "-n", "--configfile", str(path), "--cores", "2", "--printshellcmds").stdout
+
+
+#: plain task arithmetic (the shared core as it is), a method module as docs/EXTENDING.md says
+METHOD = """from layerswap.merge.params import Method, Param
+from layerswap.merge.task_arithmetic import TaskArithmetic
+
+PARAMS = {"lam": Param(1.0, "number", "scale of the summed task vectors", {"exclusiveMinimum": 0})}
+METHOD = Method("task_arithmetic", "task arithmetic", "TA", PARAMS, ("models",), TaskArithmetic)
+METHODS = (METHOD,)
+"""
+
+
+def test_a_new_merge_method_is_checked_costed_and_planned_from_its_module(tmp_path):
+    copy = _copy(tmp_path)
+    (copy / "layerswap" / "merge" / "methods" / "task_arithmetic.py").write_text(METHOD)
+    registry = copy / "layerswap" / "merge" / "registry.py"
+    text = registry.read_text().replace(
+        "import dare, layer_swap, soup, ties", "import dare, layer_swap, soup, task_arithmetic, ties"
+    )
+    registry.write_text(text.replace("    dare,\n)", "    dare,\n    task_arithmetic,\n)"))
+    _run(copy, "-m", "layerswap.schema_blocks")
+
+    def edit(config):
+        config["merges"]["configs"]["ta_l05"] = {"method": "task_arithmetic", "lam": 0.5}
+        config["merges"]["best_of"]["task_arithmetic"] = ["ta_l05"]
+
+    for base in ("micro.yaml", "paper.yaml"):
+        config = yaml.safe_load((copy / "config" / base).read_text())
+        dry = _checked_costed_dry(copy, _config(copy, base, f"ta_{base}", edit))
+        # its recipes are written and evaluated for every target language (a best-config column of Tables 1 and 2)
+        for lang in config["languages"]:
+            assert f"merge/ta_l05/{lang}/" in dry, (base, lang)
+
+
+def test_a_new_paper_target_language_is_checked_costed_and_planned_from_config_edits(tmp_path):
+    """Thai, as docs/EXTENDING.md's paper-world steps add it (its layerswap/languages.py entry exists): its expert
+    runs, its merges and its evaluations on every benchmark are planned."""
+    copy = _copy(tmp_path)
+
+    def edit(config):
+        config["languages"].append("tha")
+        config["language_names"]["tha"] = "Thai"
+        config["data_sources"]["aya"]["languages"]["tha"] = "Thai"
+        config["data_sources"]["nllb"]["languages"]["tha"] = "eng_Latn-tha_Thai"
+        config["mixes"]["language"]["tha"] = {"aya": 3000, "nllb": 12000}
+        for i in (1, 2, 3):
+            config["sft"]["runs"][f"tha_{i}"] = {**config["sft"]["runs"][f"swh_{i}"], "expert": "tha"}
+        for task in config["evaluation"]["tasks"].values():
+            if "languages" in task:
+                task["languages"].append("tha")
+
+    dry = _checked_costed_dry(copy, _config(copy, "paper.yaml", "tha.yaml", edit))
+    for i in (1, 2, 3):
+        assert f"results/evals/ckpt/tha_{i}/" in dry
+    assert "results/evals/merge/swap_b5u2t00/tha/" in dry
