@@ -101,6 +101,9 @@ class Benchmark:
     # `{lang}` is the expert's target language and `*` the mean over the MGSM languages (layerswap/select.py)
     selection: tuple[tuple[str, str], ...] = ()
     selects: tuple[str, ...] = ()  # expert kinds (EXPERT_KINDS) whose checkpoints are always evaluated on it
+    # the math benchmark (exactly one entry): what Tables 1, 2 and 6, the best-config choice and the swap figures read
+    # in each target language, the benchmark of the merges' evaluations and of Table 2's models
+    math: bool = False
 
     def __post_init__(self):
         if not NAME.fullmatch(self.name):
@@ -154,6 +157,7 @@ REGISTRY: tuple[Benchmark, ...] = (
         table5=("en", "targets", "avg"),
         selection=(("mgsm_en", "en"), ("mgsm_avg", "*"), ("mgsm_target", "{lang}")),
         selects=("math", "joint"),
+        math=True,
     ),
     Benchmark(
         "belebele",
@@ -292,8 +296,18 @@ def by_name(registry: tuple[Benchmark, ...]) -> dict[str, Benchmark]:
     return found
 
 
+def math_benchmark(registry: tuple[Benchmark, ...]) -> str:
+    """The name of the registry's math benchmark (`math=True`): exactly one, else one line."""
+    names = [b.name for b in registry if b.math]
+    if len(names) != 1:
+        raise UserError(f"layerswap/benchmarks.py: REGISTRY needs exactly one entry with math=True, has {names}")
+    return names[0]
+
+
 BENCHMARKS: dict[str, Benchmark] = by_name(REGISTRY)
 NAMES: tuple[str, ...] = tuple(BENCHMARKS)
+#: The math benchmark's name (its entry says `math=True`): the planning and report layers read it, not a name.
+MATH: str = math_benchmark(REGISTRY)
 
 #: The kinds of expert selection tells apart (layerswap.config.expert_type).
 EXPERT_KINDS = ("math", "language", "joint")

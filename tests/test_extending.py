@@ -41,6 +41,19 @@ def test_a_benchmark_registered_twice_is_refused():
     assert list(benchmarks.by_name(REGISTRY)) == [b.name for b in REGISTRY]
 
 
+def test_the_math_benchmark_is_the_one_entry_that_says_so():
+    """Tables 1, 2 and 6, the best-config choice and the merges' evaluations read the registry's math benchmark
+    (`MATH`, from the entry with `math=True`), not a name written in the planning or report code."""
+    import dataclasses
+
+    assert benchmarks.MATH == "mgsm" and [b.name for b in REGISTRY if b.math] == ["mgsm"]
+    other = dataclasses.replace(BENCHMARKS["belebele"], math=True)
+    with pytest.raises(UserError, match=r"exactly one entry with math=True, has \['mgsm', 'belebele'\]"):
+        benchmarks.math_benchmark((*REGISTRY, other))
+    with pytest.raises(UserError, match="exactly one entry with math=True"):
+        benchmarks.math_benchmark(tuple(b for b in REGISTRY if not b.math))
+
+
 def test_a_toy_word_outside_the_vocabulary_is_refused_where_the_data_is_written(tmp_path, monkeypatch):
     """A word the toy vocabulary lacks would be <unk> to the word-level tokenizer: the writer's dataset is refused
     with one line naming it, the word and the field, and leaves no file; only the fields METADATA gives the

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+from layerswap.benchmarks import MATH
 from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import merge_model_id, merge_model_parts, pair_ids
 from layerswap.errors import UserError
@@ -109,7 +110,7 @@ def swap_grid_records(evals_dir: str | Path, params: SwapGridParams) -> list[dic
                     f"--params-json: configs.{cfg} has method {method!r}; only layer_swap configs "
                     "belong on the swap grid"
                 )
-            scores = [pct(evals.score(merge_model_id(cfg, lang, pair), "mgsm", lang)) for pair in pairs]
+            scores = [pct(evals.score(merge_model_id(cfg, lang, pair), MATH, lang)) for pair in pairs]
             rec = {
                 "language": lang,
                 "language_name": names.get(lang, lang),
@@ -249,7 +250,7 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                     member, config = f"rank {rank}", ""
                 else:
                     config, _, member = merge_model_parts(model)
-                value = pct(builder.ws.mgsm(model, lang))
+                value = pct(builder.ws.math_score(model, lang))
                 points.append({"kind": "point", "member": member, "model_id": model, "config": config, "mgsm": value})
             common = {"language": lang, "language_name": builder.name(lang), "setting": col, "setting_label": label}
             lo, hi = builder.interval(models, [lang], "avg") or (None, None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from layerswap.benchmarks import MATH
 from layerswap.contracts import BASE_MODEL_ID
 from layerswap.merge.params import Method
 from layerswap.merge.registry import METHODS, SWAP, best_of_methods
@@ -106,7 +107,7 @@ class Builder:
         return [(key, label.format(k=k, n=k * k, **extra)) for key, label in spec]
 
     def interval(
-        self, models: list[str], langs: list[str], stat: str, bench: str = "mgsm", scale: float = 100.0
+        self, models: list[str], langs: list[str], stat: str, bench: str = MATH, scale: float = 100.0
     ) -> tuple[float, float] | None:
         """95% bootstrap interval of a cell (layerswap.report.intervals); None for a corpus metric (no per-item
         scores)."""
@@ -121,7 +122,7 @@ class Builder:
             scale=scale,
         )
 
-    def count(self, models: list[str], langs: list[str], bench: str = "mgsm") -> int | None:
+    def count(self, models: list[str], langs: list[str], bench: str = MATH) -> int | None:
         """Items per model and language behind a cell (the smallest, should they differ); None if not recorded."""
         return self.ws.evals.smallest_count(models, bench, langs)
 
@@ -135,7 +136,7 @@ class Builder:
         models: list[str],
         langs: list[str],
         stat: str,
-        bench: str = "mgsm",
+        bench: str = MATH,
         scale: float = 100.0,
     ) -> None:
         """One numeric cell with its interval and item count."""
@@ -147,8 +148,8 @@ class Builder:
         if n is not None:
             counts[key] = n
 
-    def mgsm_stats(self, models: list[str], lang: str) -> Stats:
-        return Stats.of([pct(self.ws.mgsm(m, lang)) for m in models])
+    def math_stats(self, models: list[str], lang: str) -> Stats:
+        return Stats.of([pct(self.ws.math_score(m, lang)) for m in models])
 
     def column_models(self, col: str, lang: str) -> list[str]:
         ws, p = self.ws, self.p

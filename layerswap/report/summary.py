@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from layerswap.benchmarks import MATH
 from layerswap.report.intervals import separated
 
 README_BEGIN = (
@@ -67,7 +68,7 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
     t5, t1 = tables["table5"], tables["table1"]
     sentences = []
 
-    row = ("mgsm", "en")
+    row = (MATH, "en")
     math, base = t5.cells.get((row, "math")), t5.cells.get((row, "base"))
     if isinstance(math, float) and isinstance(base, float) and (row, "math") in t5.intervals:
         (mlo, mhi), (blo, bhi) = t5.intervals[(row, "math")], t5.intervals[(row, "base")]

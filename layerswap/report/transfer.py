@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from layerswap.benchmarks import MATH
 from layerswap.report.intervals import separated
 
 #: Table 1 columns the default swap must lie above, for (b).
@@ -29,7 +30,7 @@ RIVALS = ("base", "language_expert", "math_expert", "soup_best")
 def skills(table5, languages: list[str]) -> dict:
     """(a) from Table 5 (rows (bench, lang), columns base / math / <lang>)."""
     ivs, cells = table5.intervals, table5.cells
-    math_en = separated(ivs[(("mgsm", "en"), "math")], ivs[(("mgsm", "en"), "base")]) == 1
+    math_en = separated(ivs[((MATH, "en"), "math")], ivs[((MATH, "en"), "base")]) == 1
     per_lang = {}
     for lang in languages:
         belebele = separated(ivs[(("belebele", lang), lang)], ivs[(("belebele", lang), "base")]) == 1
@@ -38,7 +39,7 @@ def skills(table5, languages: list[str]) -> dict:
         )
         per_lang[lang] = {"belebele": belebele, "flores": flores}
     ok = math_en and all(v["belebele"] and v["flores"] for v in per_lang.values())
-    scores = {col: round(100 * cells[(("mgsm", "en"), col)], 1) for col in ("math", "base")}
+    scores = {col: round(100 * cells[((MATH, "en"), col)], 1) for col in ("math", "base")}
     return {"holds": ok, "math_en_above_base": math_en, "mgsm_en": scores, "languages": per_lang}
 
 

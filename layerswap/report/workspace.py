@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from layerswap.benchmarks import MATH
 from layerswap.contracts import checkpoint_model_id, merge_model_id, pair_ids, read_json, read_selection
 from layerswap.errors import UserError
 from layerswap.layout import Layout
@@ -97,17 +98,17 @@ class Workspace:
     def merge_models(self, config: str, lang: str) -> list[str]:
         return [merge_model_id(config, lang, pair) for pair in self.pairs()]
 
-    def mgsm(self, model_id: str, lang: str) -> float:
-        return self.evals.score(model_id, "mgsm", lang)
+    def math_score(self, model_id: str, lang: str) -> float:
+        return self.evals.score(model_id, MATH, lang)
 
-    def mgsm_all(self, model_id: str) -> float:
-        return mean([self.mgsm(model_id, lang) for lang in self.p.mgsm_languages])
+    def math_all(self, model_id: str) -> float:
+        return mean([self.math_score(model_id, lang) for lang in self.p.mgsm_languages])
 
     def best(self, method: str, lang: str) -> list[BestChoice]:
         choices = []
         for pair in self.pairs():
             candidates = {
-                config: self.mgsm(merge_model_id(config, lang, pair), lang) for config in self.p.best_of[method]
+                config: self.math_score(merge_model_id(config, lang, pair), lang) for config in self.p.best_of[method]
             }
             winner = max(candidates, key=lambda c: candidates[c])  # first of equal maxima
             choices.append(

@@ -57,7 +57,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from layerswap.benchmarks import NAMES
+from layerswap.benchmarks import MATH, NAMES
 from layerswap.contracts import read_text
 from layerswap.errors import UserError, yaml_problem
 from layerswap.merge.methods.layer_swap import SWAP_KEYS
@@ -117,9 +117,9 @@ def load(path: str | Path) -> dict:
     variants = spec.get("variants")
     if not isinstance(variants, list) or not variants:
         raise fail(f"{where}: variants", "must be a non-empty list")
-    metrics = spec.get("metrics", ["mgsm"])
-    if not isinstance(metrics, list) or "mgsm" not in metrics or any(m not in METRICS for m in metrics):
-        raise fail(f"{where}: metrics", f"{metrics!r} must be a list containing mgsm; allowed: {', '.join(METRICS)}")
+    metrics = spec.get("metrics", [MATH])
+    if not isinstance(metrics, list) or MATH not in metrics or any(m not in METRICS for m in metrics):
+        raise fail(f"{where}: metrics", f"{metrics!r} must be a list containing {MATH}; allowed: {', '.join(METRICS)}")
     expert_sets.check_file(where, spec)
     texts = [(k, spec.get(k)) for k in ("title", "plan", "note")]
     texts += [(f"variants[{i}].label", v.get("label")) for i, v in enumerate(variants) if isinstance(v, dict)]

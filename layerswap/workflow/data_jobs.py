@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from layerswap.benchmarks import MATH
 from layerswap.data.mixes import language_mix
 from layerswap.layout import Layout
 from layerswap.workflow.evaluation_jobs import EvaluationJobs
@@ -76,7 +77,7 @@ class DataJobs:
                 if "hub_id" in sources[s["name"]]
                 for p in (s["path"], layout.hub_manifest(Path(s["path"]).name))
             ]
-        evals_data = evals.task_data_files(evals.benchmarks) + evals.task_data_files(["mgsm"], evals.t2_langs)
+        evals_data = evals.task_data_files(evals.benchmarks) + evals.task_data_files([MATH], evals.t2_langs)
         evals_data += [f for l in config["languages"] for f in evals.task_data_files(evals.merge_benchmarks, [l])]
         mixes = [layout.sft_mix(e, ext) for e in experts for ext in ("jsonl", "manifest.json")]
         return sorted(set(raw)) + sorted(set(evals_data)) + mixes

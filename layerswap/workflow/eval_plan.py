@@ -35,7 +35,7 @@ import dataclasses
 import math
 from collections import defaultdict
 
-from layerswap.benchmarks import BENCHMARKS
+from layerswap.benchmarks import BENCHMARKS, MATH
 from layerswap.config import expert_type
 from layerswap.merge.registry import best_of_methods
 from layerswap.workflow.merge_groups import FAMILY, family
@@ -275,11 +275,9 @@ class EvalPlan:
         for lang in [] if groups else merges.langs:
             for bench in evals.merge_benchmarks:
                 add("evaluate_soup_then_swap", {"lang": lang}, bench, len(merges.soups), self.keys(bench, [lang]), True)
-        if "mgsm" in evals.benchmarks or "mgsm" in evals.merge_benchmarks:
+        if MATH in evals.benchmarks or MATH in evals.merge_benchmarks:
             for lang in evals.t2_langs:
-                add(
-                    "evaluate_table2", {"lang": lang}, "mgsm", self.table2_models(lang), self.keys("mgsm", [lang]), True
-                )
+                add("evaluate_table2", {"lang": lang}, MATH, self.table2_models(lang), self.keys(MATH, [lang]), True)
         return jobs
 
     def _rows(self) -> list[Row]:
@@ -309,7 +307,7 @@ class EvalPlan:
         return sorted(
             rows,
             key=lambda r: (
-                list(self.spec.evals.benchmarks + ["mgsm"]).index(r.benchmark)
+                list(self.spec.evals.benchmarks + [MATH]).index(r.benchmark)
                 if r.rule.startswith(("evaluate_checkpoints", "evaluate_base"))
                 else 99,
                 order[r.rule],

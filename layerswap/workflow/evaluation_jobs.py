@@ -6,7 +6,7 @@ extra languages).
 
 from __future__ import annotations
 
-from layerswap.benchmarks import BENCHMARKS, SELECT_READS, SELECTION_METRICS, TARGETED_METRICS
+from layerswap.benchmarks import BENCHMARKS, MATH, SELECT_READS, SELECTION_METRICS, TARGETED_METRICS
 from layerswap.config import METRIC_TASK, backend_for, checkpoints_of, expert_type
 from layerswap.contracts import checkpoint_model_id, checkpoint_name, merge_model_id
 from layerswap.fingerprint import command_hash
@@ -297,16 +297,16 @@ class EvaluationJobs:
     def table2_groups(self) -> list[tuple[dict[str, str], list[str], list[str]]]:
         """[(models {id: source}, their input files, the languages their own MGSM files hold)] of Table 2's columns
         (computed once, t2_groups)."""
-        mgsm = "mgsm" in self.benchmarks
+        has_math = MATH in self.benchmarks
         t2 = self.t2
         layout, pairs = self._layout, self._merges.pairs
-        groups = [({"base": layout.base()}, [layout.base_config()], self.task_languages("mgsm") if mgsm else [])]
+        groups = [({"base": layout.base()}, [layout.base_config()], self.task_languages(MATH) if has_math else [])]
         for run in [r for e in ("math", t2, f"joint_{t2}") for r in self._runs.of(e)]:
-            langs = self.task_languages("mgsm", self.checkpoint_languages(run)) if mgsm else []
+            langs = self.task_languages(MATH, self.checkpoint_languages(run)) if has_math else []
             groups.append((self.checkpoint_models(run), [layout.checkpoints_record(run)], langs))
         for cfg in self.t2_configs:
             recipes = {merge_model_id(cfg, t2, p): layout.recipe(cfg, t2, p) for p in pairs}
-            groups.append((recipes, list(recipes.values()), self.task_languages("mgsm", [t2])))
+            groups.append((recipes, list(recipes.values()), self.task_languages(MATH, [t2])))
         return groups
 
     def table2_models(self, lang: str) -> dict[str, str]:
@@ -329,11 +329,11 @@ class EvaluationJobs:
         """Per Table 2 column, the MGSM languages its models' own evaluation files hold (the base and the math
         experts: their own lists; the language and joint experts: English and the table's language; merges: the
         table's language)."""
-        mgsm = "mgsm" in self.benchmarks
-        own = self.task_languages("mgsm") if mgsm else []
-        kinds = {"base": own, "math_expert": own if mgsm else []}
-        kinds["language_expert"] = kinds["joint_sft"] = self.task_languages("mgsm", ["en", self.t2]) if mgsm else []
-        merged = self.task_languages("mgsm", [self.t2])
+        has_math = MATH in self.benchmarks
+        own = self.task_languages(MATH) if has_math else []
+        kinds = {"base": own, "math_expert": own if has_math else []}
+        kinds["language_expert"] = kinds["joint_sft"] = self.task_languages(MATH, ["en", self.t2]) if has_math else []
+        merged = self.task_languages(MATH, [self.t2])
         kinds |= {"swap_default": merged} | {m.best_column: merged for m in METHODS.values()}
         return kinds
 
@@ -343,7 +343,7 @@ class EvaluationJobs:
         experts = [e for e in ("math", self.t2, f"joint_{self.t2}") if e in self._runs.expert_types()]
         files = [self._layout.selection(e) for e in experts]
         configs = dict.fromkeys(c for names in self._merges.best_of_configs(2) for c in names)
-        return files + [f for c in configs for f in self.merge_eval_outputs(c, self.t2, self._merges.pairs, ["mgsm"])]
+        return files + [f for c in configs for f in self.merge_eval_outputs(c, self.t2, self._merges.pairs, [MATH])]
 
     def table2_choice_params(self) -> str:
         """The params of `layerswap table2-models`: only what Table 2's choice of models depends on."""

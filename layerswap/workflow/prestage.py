@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from layerswap.benchmarks import MATH
 from layerswap.data import hub, hub_retry
 from layerswap.data.hub import MODEL_PATTERNS, describe, is_local_source, needed_sources, source_spec
 from layerswap.errors import UserError
@@ -131,9 +132,7 @@ def evaluation_artefacts(config: dict) -> list[dict]:
             continue
         langs = list((cfg or {}).get("languages") or targets)
         langs += [
-            lang
-            for lang in targets + (config.get("mgsm_languages") or [] if name == "mgsm" else [])
-            if lang not in langs
+            lang for lang in targets + (config.get("mgsm_languages") or [] if name == MATH else []) if lang not in langs
         ]
         for lang in langs:
             keys = ([f"en-{lang}", f"{lang}-en"] if lang != "en" else []) if PAPER_TASKS[name].directions else [lang]

@@ -4,6 +4,7 @@ reads and their params. A part of `Spec` (layerswap/workflow/spec.py), for rules
 
 from __future__ import annotations
 
+from layerswap.benchmarks import MATH
 from layerswap.config import expert_type
 from layerswap.layout import Layout
 from layerswap.merge.registry import SWAP
@@ -162,7 +163,7 @@ class ReportJobs:
     def figure_merge_files(self, name: str) -> list[str]:
         """The MGSM evaluation files of the merges figure `name` declares it reads."""
         (reads,) = [f.merges for f in FIGURES if f.name == name]
-        return self.merge_eval_files(self._merges_read([reads]), ["mgsm"])
+        return self.merge_eval_files(self._merges_read([reads]), [MATH])
 
     def swap_grid_inputs(self) -> list[str]:
         return self.figure_merge_files("swap_grid")
@@ -174,6 +175,6 @@ class ReportJobs:
         evals = self._evals
         experts = ["math"] + self._merges.langs
         files = [self._layout.selection(e) for e in experts]
-        files += [i for e in experts for i in evals.checkpoint_indexes(e, ["mgsm"])]
-        files += evals.eval_files("base", ["mgsm"])
+        files += [i for e in experts for i in evals.checkpoint_indexes(e, [MATH])]
+        files += evals.eval_files("base", [MATH])
         return files + self.figure_merge_files("table1_bars")

@@ -24,7 +24,7 @@ import json
 import logging
 from pathlib import Path
 
-from layerswap.benchmarks import BENCHMARKS, ItemWork
+from layerswap.benchmarks import BENCHMARKS, MATH, ItemWork
 from layerswap.errors import UserError
 
 log = logging.getLogger("layerswap.token_counts")
@@ -227,6 +227,6 @@ def evaluated_keys(config: dict) -> list[tuple[str, str]]:
         if b.unsafe and not task.get("execute_code", False):
             continue
         langs = list(task.get("languages") or ["en", *world])
-        langs += [l for l in (config.get("mgsm_languages") or []) if bench == "mgsm" and l not in langs]
+        langs += [l for l in (config.get("mgsm_languages") or []) if bench == MATH and l not in langs]
         out += [(bench, k) for l in langs for k in b.keys(l)]
     return list(dict.fromkeys(out))

@@ -12,7 +12,7 @@ def build(b: Builder) -> Table:
     rows, cells, paper, bounds, counts = [], {}, {}, {}, {}
     for lang in b.p.languages:
         models = {col: b.column_models(col, lang) for col, _ in cols}
-        stats = {col: b.mgsm_stats(models[col], lang) for col, _ in cols}
+        stats = {col: b.math_stats(models[col], lang) for col, _ in cols}
         for stat in ("avg", "max"):
             key = (lang, stat)
             rows.append((key, (f"{b.name(lang)} {stat}",)))

@@ -24,13 +24,13 @@ def build(b: Builder) -> Table:
     cells, paper, bounds, counts = {}, {}, {}, {}
     for col, _ in cols:
         models = b.column_models(col, lang)
-        target = b.mgsm_stats(models, lang)
+        target = b.math_stats(models, lang)
         values = {
             "min": target.min,
             "avg": target.avg,
             "max": target.max,
-            "en_avg": mean([pct(b.ws.mgsm(m, "en")) for m in models]),
-            "all_avg": mean([pct(b.ws.mgsm_all(m)) for m in models]),
+            "en_avg": mean([pct(b.ws.math_score(m, "en")) for m in models]),
+            "all_avg": mean([pct(b.ws.math_all(m)) for m in models]),
         }
         langs = {"en_avg": ["en"], "all_avg": list(b.p.mgsm_languages)}
         for row, _ in row_spec:

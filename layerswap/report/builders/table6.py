@@ -34,7 +34,7 @@ def build(b: Builder) -> Table:
                 bounds,
                 counts,
                 (lang, col),
-                b.mgsm_stats(models[col], lang).avg,
+                b.math_stats(models[col], lang).avg,
                 models[col],
                 [lang],
                 "avg",
