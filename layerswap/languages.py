@@ -4,7 +4,7 @@ the codes its evaluations need."""
 
 from __future__ import annotations
 
-from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS, TARGETED_METRICS
+from layerswap.benchmarks import BENCHMARKS, MATH, SELECTION_METRICS, TARGETED_METRICS
 from layerswap.config_schema import key_error
 
 #: Real languages the hf world knows: MGSM split code and FLORES-200 / Belebele code.
@@ -28,7 +28,7 @@ def check_codes(config: dict, languages: list[str]) -> None:
     cannot do without: MGSM (Table 1, the best-config choice) and the benchmarks of its experts' selection metrics.
     Else its jobs would score nothing there and Table 1 or `select` would stop on the missing score."""
     needs = {
-        "mgsm": "Table 1 and the best-config choice read every target language's MGSM (a translation of MGSM, such "
+        MATH: "Table 1 and the best-config choice read every target language's MGSM (a translation of MGSM, such "
         "as AfriMGSM, cannot stand in for it yet: docs/EXTENDING.md)"
     }
     selection = config["selection"]

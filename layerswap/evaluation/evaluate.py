@@ -225,7 +225,7 @@ def run(args: argparse.Namespace, models: list | None = None, merger=None) -> di
     t0 = time.perf_counter()
     start_logging()
     settings = EvaluationJob.from_args(args, "evaluate" if merger is None else "evaluate-merges")
-    spec = settings.spec()
+    spec = settings.spec
     if models is None:
         models = job_models(args)
     task_set = settings.task_set

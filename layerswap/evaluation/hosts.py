@@ -44,6 +44,11 @@ def check_finite(model, source: Path) -> None:
                     raise UserError(f"{source}: tensor {name} contains NaN or Inf")
 
 
+def resolve_device(device: str, torch) -> str:
+    """`auto`: cuda where a GPU is visible, else cpu."""
+    return device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+
+
 def resolve_dtype(dtype: str, device: str, torch) -> str:
     """`auto`: bfloat16 where the model runs on a GPU (the precision SFT trains in), float32 on a CPU."""
     if dtype != "auto":
@@ -133,9 +138,7 @@ class ModelHost(_MergesInMemory):
         dtype = getattr(torch, self.dtype, None)
         if not isinstance(dtype, torch.dtype):
             raise UserError(f"--dtype {self.dtype}: not a torch dtype")
-        device = self.device
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = resolve_device(self.device, torch)
         self.model = self.lm = None
         model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=dtype)
         model.to(device).eval()

@@ -13,10 +13,18 @@ Not here: what one invocation evaluates and where it writes (--model, --out-dir,
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from layerswap.errors import UserError
-from layerswap.evaluation.tasks import TASK_SETS, BenchmarkPlan, TaskSettings, job_backends, parse_benchmarks
+from layerswap.evaluation.tasks import (
+    TASK_SETS,
+    BenchmarkPlan,
+    TaskSettings,
+    job_backends,
+    parse_benchmarks,
+    plan_benchmarks,
+)
 
 COMMANDS = ("evaluate", "evaluate-merges")  # the commands whose jobs these are (the store's key names the command)
 
@@ -80,12 +88,14 @@ class EvaluationJob:
                 out += [f"--{name.replace('_', '-')}", str(value)]
         return out
 
+    @functools.cached_property
     def spec(self) -> dict[str, TaskSettings]:
+        """The benchmarks' settings, parsed once (the key, the plans and the backends read them)."""
         return parse_benchmarks(self.benchmarks_json)
 
     def backends(self) -> dict[str, str]:
         """{benchmark: backend}: its own where its settings name one, else the job's."""
-        return job_backends(self.spec(), self.backend)
+        return job_backends(self.spec, self.backend)
 
     def backend_key(self) -> str | dict[str, str]:
         """The job's backend as its key holds it: one name, or {benchmark: backend} where a benchmark names another."""
@@ -94,21 +104,18 @@ class EvaluationJob:
 
     def batch_sizes(self) -> dict[str, dict[str, int]]:
         """{benchmark: {language key: batch}} of the benchmarks whose settings give keys their own batch."""
-        return {b: cfg.batch_sizes for b, cfg in self.spec().items() if cfg.batch_sizes}
+        return {b: cfg.batch_sizes for b, cfg in self.spec.items() if cfg.batch_sizes}
 
     def plans(self) -> list[BenchmarkPlan]:
         """The benchmarks' plans: the paper's lm-eval tasks, or the toy task set's over `data_dir`."""
         if self.task_set == "paper":
             from layerswap.evaluation.paper_tasks import plan_paper
 
-            return plan_paper(self.spec())
-        from layerswap.evaluation.tasks import plan_benchmarks
-
-        return plan_benchmarks(Path(self.data_dir), self.spec())
+            return plan_paper(self.spec)
+        return plan_benchmarks(Path(self.data_dir), self.spec)
 
     def resolved(self, torch) -> tuple[str, str]:
         """(device, dtype) as the job computes: `auto` resolved on this machine."""
-        from layerswap.evaluation.hosts import resolve_dtype
+        from layerswap.evaluation.hosts import resolve_device, resolve_dtype
 
-        device = self.device if self.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        return device, resolve_dtype(self.dtype, self.device, torch)
+        return resolve_device(self.device, torch), resolve_dtype(self.dtype, self.device, torch)
