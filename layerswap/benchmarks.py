@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from layerswap.errors import UserError
 
@@ -23,6 +24,8 @@ from layerswap.errors import UserError
 #: evaluation logs `..._<language>_<benchmark>.log`) are split on "_", and the rules join the names into a wildcard
 #: regex. Checked where a name is declared (`Benchmark`), so a bad one fails on import with its entry named.
 NAME = re.compile(r"[a-z][a-z0-9]*")
+#: Our own paper tasks' YAMLs (an `LmEvalTask` with folder None): FLORES's per direction, MBPP's.
+PAPER_TASK_DIR = Path(__file__).resolve().parent / "tasks" / "paper"
 
 
 @dataclass(frozen=True)
@@ -60,9 +63,11 @@ class LmEvalTask:
     """A benchmark in the paper task set, as lm-eval tasks scored by `metric,filter`: per task key (a language, or a
     FLORES direction "en-<lang>" / "<lang>-en"), the lm-eval task or group `task` in the task `folder` (relative to
     lm_eval/tasks; None: ours, layerswap/tasks/paper/`yaml`), present when the file `marker` exists there (None:
-    always), else unavailable with the reason `missing`. Templates: {key}, {code} (the language's `code` in
-    layerswap.languages), {task}. `metric`/`filter` None: read from our task YAML (layerswap/evaluation/tasks.py:
-    PAPER_TASKS)."""
+    always), else unavailable with the reason `missing`. Templates: {key}, {code} (the language's code for this task's
+    dataset: its `code` key in layerswap/languages.py:HF_LANGUAGES), {task}. `metric`/`filter` None: read from our task
+    YAML (layerswap/evaluation/tasks.py: PAPER_TASKS). `translation`: the task of a translation of the same items (MGSM:
+    AfriMGSM), run for a language whose entry has no `code` of this task's dataset but has the translation's: the
+    language's math benchmark is then that translation, scored under this benchmark and recorded as a variant."""
 
     metric: str | None
     filter: str | None  # lm-eval filter name of the reported metric (the `<metric>,<filter>` result key)
@@ -72,7 +77,7 @@ class LmEvalTask:
     folder: str | None
     marker: str | None
     missing: str
-    code: str  # "mgsm" (ISO 639-1 split names) or "flores" (FLORES-200 codes)
+    code: str | None  # the HF_LANGUAGES key of the dataset's language codes ("mgsm", "flores", ...); None: no code
     hub: HubSplits
     work: ItemWork  # its items' work, for the paper plan
     directions: bool = False
@@ -81,6 +86,7 @@ class LmEvalTask:
     own_fewshot: bool = True  # the task has a few-shot split (ours for FLORES/MBPP have none: 0-shot only)
     yaml: str | None = None  # our task's YAML in layerswap/tasks/paper/ ({key}: the task key), whose facts are read
     variant: str | None = None  # how the task differs from the paper's (recorded in each evaluation file)
+    translation: LmEvalTask | None = None  # for the languages this dataset lacks (see above); its variant: {key}
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,16 @@ class Benchmark:
                 "and digits, starting with a letter, with no '_' (the toy data files "
                 "<benchmark>_<language>.jsonl are split on it)"
             )
+        alt = self.paper.translation if self.paper else None
+        if alt is not None and (alt.metric, alt.filter, alt.directions) != (
+            self.paper.metric,
+            self.paper.filter,
+            self.paper.directions,
+        ):
+            raise UserError(
+                f"layerswap/benchmarks.py: benchmark '{self.name}': its translation's task ({alt.task}) must score by "
+                "the same metric and filter, per language, as its own task: its scores are kept under this benchmark"
+            )
 
     def keys(self, lang: str) -> list[str]:
         """The task keys (score keys) of a language: the language, or its two directions ([] for English)."""
@@ -121,6 +137,33 @@ class Benchmark:
 MBPP_VARIANT = (
     "English MBPP (google-research-datasets/mbpp, lm-eval's mbpp prompt, 0-shot) for every language key: "
     "no translated MBPP exists in lm-eval 0.4.13; the same number is recorded under each language"
+)
+
+# a GSM8K-style question ~45 words + "Question:/Step-by-Step Answer:" ~60 tokens with the template; an exemplar adds its
+# question and a one-paragraph worked answer ~150. lm-eval's default sampler draws the 8 exemplars in a per-item random
+# order (mgsm native_cot YAML: no first_n), so items share no prefix. MGSM's train split holds exactly 8 exemplars per
+# language, so every item gets all 8 (a fixed length). AfriMGSM translates the same items.
+MGSM_WORK = ItemWork(250, 1, 150, 150, 2.0, 1.0, False, 0, 256, "estimate: ~45-word question, ~150-token exemplars")
+
+#: AfriMGSM (IrokoBench, Adelani et al. 2024, arXiv 2406.03368): MGSM translated by people into 16 African languages
+#: (hub masakhane/afrimgsm, subsets by ISO 639-3 code; its train split holds the exemplars). lm-eval's direct_cot
+#: prompt_1 tasks: the question in the language, "Step-by-Step Answer:", flexible-extract as MGSM's (lm-eval
+#: 0.4.13's afrimgsm/direct_cot YAML). Its items' work is MGSM's (the same items; the language's length factor scales).
+AFRIMGSM = LmEvalTask(
+    "exact_match",
+    "flexible-extract",
+    "AfriMGSM chain of thought (lm-eval afrimgsm_cot prompt_1: the question in the target language, its train "
+    "exemplars); greedy; flexible-extract: the last number of the generation, as MGSM's",
+    8,
+    task="afrimgsm_cot_{code}_prompt_1",
+    folder="afrimgsm/direct_cot/prompt_1",
+    marker="afrimgsm_cot_{code}.yaml",  # the file of task afrimgsm_cot_<code>_prompt_1
+    missing="AfriMGSM has no {key} split ({task} not in lm-eval)",
+    code="afrimgsm",
+    hub=HubSplits("masakhane/afrimgsm", "{code}", ("train", "test"), ("question", "answer_number")),
+    work=MGSM_WORK,
+    variant="{key}: AfriMGSM (masakhane/afrimgsm, lm-eval {task}), the human translation of MGSM's items, in place "
+    "of MGSM, which has no {key}",
 )
 
 REGISTRY: tuple[Benchmark, ...] = (
@@ -146,13 +189,8 @@ REGISTRY: tuple[Benchmark, ...] = (
             missing="MGSM has no {key} split ({task} not in lm-eval)",
             code="mgsm",
             hub=HubSplits("juletxara/mgsm", "{code}", ("train", "test"), ("question", "answer_number")),
-            # a GSM8K-style question ~45 words + "Question:/Step-by-Step Answer:" ~60 tokens with the template; an
-            # exemplar adds its question and a one-paragraph worked answer ~150. lm-eval's default sampler draws the 8
-            # exemplars in a per-item random order (mgsm native_cot YAML: no first_n), so items share no prefix.
-            # MGSM's train split holds exactly 8 exemplars per language, so every item gets all 8 (a fixed length)
-            work=ItemWork(
-                250, 1, 150, 150, 2.0, 1.0, False, 0, 256, "estimate: ~45-word question, ~150-token exemplars"
-            ),
+            work=MGSM_WORK,
+            translation=AFRIMGSM,
         ),
         table5=("en", "targets", "avg"),
         selection=(("mgsm_en", "en"), ("mgsm_avg", "*"), ("mgsm_target", "{lang}")),
@@ -239,7 +277,7 @@ REGISTRY: tuple[Benchmark, ...] = (
             folder=None,
             marker=None,
             missing="",
-            code="mgsm",
+            code=None,
             hub=HubSplits(None, None, None, ("task_id", "text", "test_list", "test_setup_code")),
             # an MBPP problem statement and its test ~150 tokens, 0-shot, English for every key (MBPP_VARIANT)
             work=ItemWork(500, 1, 150, 150, 2.0, 1.0, False, 0, 512, "estimate: problem + tests ~150 tokens"),
@@ -268,7 +306,7 @@ REGISTRY: tuple[Benchmark, ...] = (
             folder="global_mmlu/full/{code}",
             marker="_{task}.yaml",
             missing="Global-MMLU has no {code} ({task} not in lm-eval)",
-            code="mgsm",  # ISO 639-1 codes, as MGSM
+            code="mmlu",  # Global-MMLU's subsets: ISO 639-1 codes
             hub=HubSplits(
                 "CohereForAI/Global-MMLU",
                 "{code}",

@@ -14,10 +14,10 @@ Every error is one line: ``config key '<dotted.path>': <what is wrong>; allowed:
 Language codes
 --------------
 ``en`` is English. Real languages use ISO 639-3 codes (``swh``, ``tel``, ``ben``, ``jpn``, ``deu``, ``fra``, ``zho``,
-``rus``, ``spa``, ``tha``): the paper's four targets are ISO 639-3 and so are Aya's ``language_code`` and the FLORES
-prefixes, so one scheme covers targets, MGSM languages and data sources; `HF_LANGUAGES` maps each code to the MGSM
-split and FLORES/Belebele code (`layerswap.languages`, its one owner). Toy languages are ``toy_<code>`` and exist
-only as keys of ``toy_world.languages``.
+``rus``, ``spa``, ``tha``, ``yor``): the paper's four targets are ISO 639-3 and so are Aya's ``language_code`` and
+the FLORES prefixes, so one scheme covers targets, MGSM languages and data sources; `HF_LANGUAGES` maps each code to
+its code in each benchmark's dataset (`layerswap.languages`, its one owner). Toy languages are ``toy_<code>`` and
+exist only as keys of ``toy_world.languages``.
 
 Known target languages
 ----------------------
@@ -26,8 +26,8 @@ Known target languages
   ``data_sources`` lists under ``languages`` (so a new target needs at least one data source that names it), and
   only those with an entry in `HF_LANGUAGES` (every benchmark evaluates a target language: without its codes none
   could).
-``mgsm_languages`` (and ``evaluation.tasks.mgsm.languages``) must be ``en`` or a toy language (toy world), or one of
-MGSM's languages (hf world).
+``mgsm_languages`` (and ``evaluation.tasks.mgsm.languages``) must be ``en`` or a toy language (toy world), or a
+language with a math benchmark: one of MGSM's, or of its translation's (AfriMGSM: Yoruba) (hf world).
 """
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from layerswap.benchmarks import BENCHMARKS, SELECTION_METRICS, TARGETED_METRICS
+from layerswap.benchmarks import BENCHMARKS, MATH, SELECTION_METRICS, TARGETED_METRICS
 from layerswap.config_schema import SCHEMA_PATH, key_error, read_config_file, validate_config
 from layerswap.data.config_checks import check_mixes, check_prompt
 from layerswap.data.hub import is_local_source
 from layerswap.data.mixes import language_mix
 from layerswap.errors import UserError
-from layerswap.languages import HF_LANGUAGES, check_codes
+from layerswap.languages import HF_LANGUAGES, check_codes, task_for
 from layerswap.merge.params import ParamError
 from layerswap.merge.registry import METHODS, SWAP
 from layerswap.train.gguf_base import is_gguf_source
@@ -162,7 +162,7 @@ def backend_for(evaluation: dict, benchmark: str) -> str:
 def mgsm_allowed(config: dict) -> list[str]:
     if config.get("world") == "toy":
         return ["en", *known_languages(config)]
-    return [code for code, info in HF_LANGUAGES.items() if "mgsm" in info]
+    return [code for code in HF_LANGUAGES if task_for(BENCHMARKS[MATH].paper, code) is not None]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -222,7 +222,7 @@ def check(config: dict) -> None:
             # a data source may name a language the paper task set cannot evaluate: refused here, not by the jobs
             raise key_error(
                 f"languages[{i}]",
-                f"'{lang}' has no entry in layerswap/languages.py:HF_LANGUAGES (its MGSM and FLORES/Belebele codes), "
+                f"'{lang}' has no entry in layerswap/languages.py:HF_LANGUAGES (its code in each benchmark's dataset), "
                 "so no benchmark can evaluate it; docs/EXTENDING.md: adding a language",
                 [code for code in HF_LANGUAGES if code != "en"],
             )

@@ -4,33 +4,47 @@ the codes its evaluations need."""
 
 from __future__ import annotations
 
-from layerswap.benchmarks import BENCHMARKS, MATH, SELECTION_METRICS, TARGETED_METRICS
+from layerswap.benchmarks import BENCHMARKS, MATH, PAPER_TASK_DIR, SELECTION_METRICS, TARGETED_METRICS, LmEvalTask
 from layerswap.config_schema import key_error
 
-#: Real languages the hf world knows: MGSM split code and FLORES-200 / Belebele code.
+#: Real languages the hf world knows: per dataset, the language's code there (an `LmEvalTask.code` key), none where
+#: the dataset lacks the language: "mgsm" MGSM's split, "afrimgsm" AfriMGSM's subset (a language MGSM lacks: its math
+#: benchmark is that translation, layerswap/benchmarks.py: AFRIMGSM), "flores" its FLORES-200 code (FLORES, Belebele,
+#: the NLLB/FLORES sources), "mmlu" its Global-MMLU subset. Adding a language: docs/EXTENDING.md.
 HF_LANGUAGES: dict[str, dict[str, str]] = {
-    "en": {"name": "English", "mgsm": "en", "flores": "eng_Latn"},
-    "swh": {"name": "Swahili", "mgsm": "sw", "flores": "swh_Latn"},
-    "tel": {"name": "Telugu", "mgsm": "te", "flores": "tel_Telu"},
-    "ben": {"name": "Bengali", "mgsm": "bn", "flores": "ben_Beng"},
-    "jpn": {"name": "Japanese", "mgsm": "ja", "flores": "jpn_Jpan"},
-    "deu": {"name": "German", "mgsm": "de", "flores": "deu_Latn"},
-    "fra": {"name": "French", "mgsm": "fr", "flores": "fra_Latn"},
-    "zho": {"name": "Chinese (simplified)", "mgsm": "zh", "flores": "zho_Hans"},
-    "rus": {"name": "Russian", "mgsm": "ru", "flores": "rus_Cyrl"},
-    "spa": {"name": "Spanish", "mgsm": "es", "flores": "spa_Latn"},
-    "tha": {"name": "Thai", "mgsm": "th", "flores": "tha_Thai"},
+    "en": {"name": "English", "mgsm": "en", "flores": "eng_Latn", "mmlu": "en"},
+    "swh": {"name": "Swahili", "mgsm": "sw", "flores": "swh_Latn", "mmlu": "sw"},
+    "tel": {"name": "Telugu", "mgsm": "te", "flores": "tel_Telu", "mmlu": "te"},
+    "ben": {"name": "Bengali", "mgsm": "bn", "flores": "ben_Beng", "mmlu": "bn"},
+    "jpn": {"name": "Japanese", "mgsm": "ja", "flores": "jpn_Jpan", "mmlu": "ja"},
+    "deu": {"name": "German", "mgsm": "de", "flores": "deu_Latn", "mmlu": "de"},
+    "fra": {"name": "French", "mgsm": "fr", "flores": "fra_Latn", "mmlu": "fr"},
+    "zho": {"name": "Chinese (simplified)", "mgsm": "zh", "flores": "zho_Hans", "mmlu": "zh"},
+    "rus": {"name": "Russian", "mgsm": "ru", "flores": "rus_Cyrl", "mmlu": "ru"},
+    "spa": {"name": "Spanish", "mgsm": "es", "flores": "spa_Latn", "mmlu": "es"},
+    "tha": {"name": "Thai", "mgsm": "th", "flores": "tha_Thai"},  # Global-MMLU has no Thai
+    "yor": {"name": "Yoruba", "afrimgsm": "yor", "flores": "yor_Latn", "mmlu": "yo"},  # MGSM has no Yoruba
 }
+
+
+def task_for(task: LmEvalTask, lang: str) -> LmEvalTask | None:
+    """The task that scores `task`'s benchmark in `lang`: `task` where the language's entry has its dataset's code
+    (or the task names no code), else its translation where the entry has that one's, else None (the dataset lacks
+    the language)."""
+    info = HF_LANGUAGES[lang]
+    if task.code is None or task.code in info:
+        return task
+    if task.translation is not None and task.translation.code in info:
+        return task.translation
+    return None
 
 
 def check_codes(config: dict, languages: list[str]) -> None:
     """Each real target language has the code (HF_LANGUAGES) of every benchmark scored in it that a table or selection
-    cannot do without: MGSM (Table 1, the best-config choice) and the benchmarks of its experts' selection metrics.
-    Else its jobs would score nothing there and Table 1 or `select` would stop on the missing score."""
-    needs = {
-        MATH: "Table 1 and the best-config choice read every target language's MGSM (a translation of MGSM, such "
-        "as AfriMGSM, cannot stand in for it yet: docs/EXTENDING.md)"
-    }
+    cannot do without, and our task YAML where the task is ours (FLORES): the math benchmark (Table 1, the best-config
+    choice; MGSM, or its translation) and the benchmarks of its experts' selection metrics. Else its jobs would score
+    nothing there and Table 1 or `select` would stop on the missing score."""
+    needs = {MATH: "Table 1 and the best-config choice read every target language's math benchmark"}
     selection = config["selection"]
     for key in ("weights", "constraints"):
         for kind in ("language", "joint"):
@@ -39,11 +53,23 @@ def check_codes(config: dict, languages: list[str]) -> None:
                     needs.setdefault(SELECTION_METRICS[metric][0], f"selection.{key}.{kind}.{metric} reads it")
     for i, lang in enumerate(languages):
         for bench, why in needs.items():
-            task = BENCHMARKS[bench].paper
-            if task is not None and task.code not in HF_LANGUAGES[lang]:
+            task, title = BENCHMARKS[bench].paper, BENCHMARKS[bench].title
+            own = task_for(task, lang) if task is not None else task
+            if task is not None and own is None:
+                codes = " or ".join(f"'{t.code}'" for t in (task, task.translation) if t is not None)
                 raise key_error(
                     f"languages[{i}]",
-                    f"'{lang}' has no {BENCHMARKS[bench].title} code ('{task.code}' in its layerswap/languages.py:"
-                    f"HF_LANGUAGES entry), and {why}",
-                    [code for code, info in HF_LANGUAGES.items() if code != "en" and task.code in info],
+                    f"'{lang}' has no {title} code ({codes} in its layerswap/languages.py:HF_LANGUAGES entry), "
+                    f"and {why}",
+                    [code for code in HF_LANGUAGES if code != "en" and task_for(task, code) is not None],
                 )
+            ours = own is not None and own.folder is None and own.marker is not None  # FLORES: a YAML per direction
+            for path in (
+                [PAPER_TASK_DIR / own.marker.format(key=k) for k in BENCHMARKS[bench].keys(lang)] if ours else []
+            ):
+                if not path.is_file():  # without it the task is scored "unavailable"
+                    raise key_error(
+                        f"languages[{i}]",
+                        f"'{lang}' has no {title} task for it (layerswap/tasks/paper/{path.name}; docs/EXTENDING.md: "
+                        f"adding a language), and {why}",
+                    )

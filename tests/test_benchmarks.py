@@ -3,6 +3,9 @@ the ablations and the evaluation read; facts of a task YAML come from the YAML."
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 import yaml
 from conftest import MICRO, REPO
 
@@ -10,6 +13,7 @@ from layerswap import benchmarks
 from layerswap.benchmarks import BENCHMARKS
 from layerswap.config import validate_config
 from layerswap.data import toy_writers, toyworld
+from layerswap.errors import UserError
 from layerswap.evaluation import tasks as et
 from layerswap.evaluation.paper_tasks import lm_eval_task_root
 from layerswap.report import ablation_table
@@ -80,3 +84,13 @@ def test_lm_eval_tasks_read_the_datasets_the_registry_names():
         if name == "mgsm":
             flexible = next(f for f in found["filter_list"] if f["name"] == paper.filter)
             assert f"regex {flexible['filter'][0]['regex_pattern']} group_select -1" in paper.filter_doc
+
+
+def test_a_translation_must_score_as_the_benchmark_it_stands_in_for():
+    """A translation's scores are kept under its benchmark's key (AfriMGSM under MGSM's), so a translation task that
+    scores by another metric or filter is refused when the entry is declared, with the entry named."""
+    mgsm = BENCHMARKS["mgsm"]
+    assert mgsm.paper.translation is benchmarks.AFRIMGSM
+    other = dataclasses.replace(benchmarks.AFRIMGSM, filter="strict-match")
+    with pytest.raises(UserError, match=r"benchmark 'mgsm': its translation's task \(afrimgsm_cot_\{code\}_prompt_1\)"):
+        dataclasses.replace(mgsm, paper=dataclasses.replace(mgsm.paper, translation=other))

@@ -620,11 +620,12 @@ def _add_target(paper: dict, lang: str, aya_name: str) -> None:
 
 
 def test_paper_new_language_with_data_source(paper):
-    """A data source that names a language makes it a target; the paper task set knows Thai (MGSM, FLORES, Belebele
-    codes in layerswap/languages.py), so the config is accepted."""
-    _add_target(paper, "tha", "Thai")
+    """A data source that names a language makes it a target; the paper task set knows Yoruba (its AfriMGSM, FLORES,
+    Belebele and Global-MMLU codes in layerswap/languages.py, its FLORES task YAMLs), so the config is accepted though
+    MGSM lacks Yoruba: its math benchmark is AfriMGSM."""
+    _add_target(paper, "yor", "Yoruba")
     for task in ("mgsm", "belebele", "flores", "mmlu", "mbpp"):
-        paper["evaluation"]["tasks"][task]["languages"].append("tha")
+        paper["evaluation"]["tasks"][task]["languages"].append("yor")
     cfg.validate_config(paper, SCHEMA)
     cfg.check(paper)
 
@@ -641,24 +642,41 @@ def test_paper_language_no_benchmark_can_evaluate_is_refused(paper):
 @pytest.mark.parametrize(
     "code, names",
     [
-        ("mgsm", "no MGSM code ('mgsm' in its layerswap/languages.py:HF_LANGUAGES entry), and Table 1"),
+        (
+            "afrimgsm",
+            "no MGSM code ('mgsm' or 'afrimgsm' in its layerswap/languages.py:HF_LANGUAGES entry), and Table 1",
+        ),
         ("flores", "no Belebele code ('flores' in its layerswap/languages.py:HF_LANGUAGES entry), and selection"),
     ],
 )
 def test_paper_language_without_a_code_its_tables_or_selection_read_is_refused(paper, monkeypatch, code, names):
     """Issue 50: a language whose entry lacks a dataset's code was kept (its scores null), and then Table 1 or `select`
-    stopped on the missing score. check-config refuses it when a table or its selection metrics read that dataset."""
-    hau = {"name": "Hausa", "mgsm": "ha", "flores": "hau_Latn"}
-    del hau[code]
-    monkeypatch.setitem(cfg.HF_LANGUAGES, "hau", hau)
-    _add_target(paper, "hau", "Hausa")
+    stopped on the missing score. check-config refuses it when a table or its selection metrics read that dataset (the
+    math benchmark: MGSM or its translation AfriMGSM)."""
+    yor = dict(cfg.HF_LANGUAGES["yor"])
+    del yor[code]
+    monkeypatch.setitem(cfg.HF_LANGUAGES, "yor", yor)
+    _add_target(paper, "yor", "Yoruba")
     for task in ("mgsm", "belebele", "flores", "mmlu", "mbpp"):
-        paper["evaluation"]["tasks"][task]["languages"].append("hau")
+        paper["evaluation"]["tasks"][task]["languages"].append("yor")
     text = error_of(paper)
-    assert text.startswith(f"config key 'languages[4]': 'hau' has {names}"), text
+    assert text.startswith(f"config key 'languages[4]': 'yor' has {names}"), text
     assert "allowed: swh, tel, ben, jpn, deu" in text and "\n" not in text
-    hau[code] = "ha" if code == "mgsm" else "hau_Latn"
+    yor[code] = "yor" if code == "afrimgsm" else "yor_Latn"
     cfg.check(paper)  # with the code, accepted
+
+
+def test_paper_language_without_our_flores_task_is_refused(paper):
+    """Thai has MGSM and FLORES codes but no FLORES task YAML of ours (layerswap/tasks/paper/): its FLORES would be
+    scored 'unavailable' though a language expert's selection reads it, so check-config names the missing file."""
+    _add_target(paper, "tha", "Thai")
+    for task in ("mgsm", "belebele", "flores", "mmlu", "mbpp"):
+        paper["evaluation"]["tasks"][task]["languages"].append("tha")
+    text = error_of(paper)
+    assert text.startswith(
+        "config key 'languages[4]': 'tha' has no FLORES task for it (layerswap/tasks/paper/flores_en-tha.yaml;"
+    ), text
+    assert text.endswith("selection.weights.language.flores_from_en reads it") and "\n" not in text
 
 
 def test_paper_layer_range(paper):
@@ -808,7 +826,7 @@ def test_embedded_default_config_checked_first(tmp_path, content):
 
 def test_a_benchmark_that_leaves_out_a_target_language_is_refused(paper):
     """Issue 50: Thai added as a target but left out of MGSM's languages planned merge evaluation jobs with an empty
-    language list (and tables without Thai). check-config names the benchmark's key and the language."""
-    _add_target(paper, "tha", "Thai")
+    language list (and tables without Thai); Yoruba here. check-config names the benchmark's key and the language."""
+    _add_target(paper, "yor", "Yoruba")
     text = error_of(paper)
-    assert text.startswith("config key 'evaluation.tasks.mgsm.languages': leaves out target language 'tha'")
+    assert text.startswith("config key 'evaluation.tasks.mgsm.languages': leaves out target language 'yor'")

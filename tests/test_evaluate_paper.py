@@ -131,7 +131,7 @@ def test_paper_yamls_parse_and_name_their_data():
 
     tm = TaskManager(include_path=str(pt.PAPER_TASK_DIR), include_defaults=False)
     names = sorted(tm.all_tasks)
-    assert "layerswap_mbpp" in names and len([n for n in names if n.startswith("layerswap_flores_")]) == 8
+    assert "layerswap_mbpp" in names and len([n for n in names if n.startswith("layerswap_flores_")]) == 10
     for f in pt.PAPER_TASK_DIR.glob("*.yaml"):
         assert "Data:" in f.read_text(encoding="utf-8") or "openlanguagedata/flores_plus" in f.read_text("utf-8")
     flores = tm.task_index["layerswap_flores_en-tel"].cfg
@@ -168,6 +168,39 @@ def test_hub_artefacts_reach_prestage(monkeypatch):
     items = prestage.evaluation_artefacts(PAPER)
     assert items and all(i["kind"] == "dataset" for i in items)
     assert any(i["hub_id"] == "CohereForAI/Global-MMLU" and i["subset"] == "te" for i in items)
+
+
+def test_a_language_mgsm_lacks_is_scored_on_its_translation():
+    """Yoruba (layerswap/languages.py: an AfriMGSM code, no MGSM one): its math benchmark is AfriMGSM, scored as MGSM's
+    key `yor` by lm-eval's afrimgsm task with MGSM's metric and filter, recorded as the plan's variant and pre-staged
+    from AfriMGSM's dataset; its other benchmarks are their own tasks."""
+    from lm_eval.tasks import TaskManager
+
+    config = json.loads(json.dumps(PAPER))
+    for task in config["evaluation"]["tasks"].values():
+        task["languages"].append("yor")
+    plans = ev.plan_paper(_spec(config))
+    index = TaskManager(include_path=ev.paper_include_paths(plans), include_defaults=False).task_index
+    got = {(p.name, t.key): t for p in plans for t in p.tasks}
+    assert got["mgsm", "yor"].name == "afrimgsm_cot_yor_prompt_1" and got["mgsm", "en"].name == "mgsm_native_cot_en"
+    assert got["mmlu", "yor"].name == "global_mmlu_full_yo" and got["belebele", "yor"].name == "belebele_yor_Latn"
+    assert got["flores", "en-yor"].name == "layerswap_flores_en-yor"
+    for (bench, key), t in got.items():
+        if "yor" in key:
+            assert t.unavailable is None and t.name in index, (bench, key, t.unavailable)
+    afri = index["afrimgsm_cot_yor_prompt_1"].cfg
+    mgsm = et.PAPER_TASKS["mgsm"]
+    assert mgsm.metric in [m["metric"] for m in afri["metric_list"]]
+    assert mgsm.filter in [f["name"] for f in afri["filter_list"]] and afri["training_split"]
+    assert (afri["dataset_path"], afri["dataset_name"]) == ("masakhane/afrimgsm", "yor")
+    plan = next(p for p in plans if p.name == "mgsm")
+    assert plan.variant.startswith("yor: AfriMGSM (masakhane/afrimgsm, lm-eval afrimgsm_cot_yor_prompt_1)")
+    have = {(a["hub_id"], a["subset"], a["split"]) for a in prestage.evaluation_artefacts(config)}
+    assert {("masakhane/afrimgsm", "yor", "test"), ("masakhane/afrimgsm", "yor", "train")} <= have
+    assert not [h for h in have if h[0] == "juletxara/mgsm" and h[1] == "yor"]
+    # English keeps MGSM: no variant where no translation stands in
+    (en,) = ev.plan_paper(ev.parse_benchmarks('{"mgsm": {"shots": 8, "languages": ["en", "swh"]}}'))
+    assert en.variant is None
 
 
 def test_unknown_language_is_one_line_error_and_missing_language_is_unavailable():

@@ -9,13 +9,13 @@ import json
 import logging
 from pathlib import Path
 
+from layerswap.benchmarks import PAPER_TASK_DIR
 from layerswap.errors import UserError
 from layerswap.evaluation.tasks import PAPER_TASKS, BenchmarkPlan, LmEvalTask, TaskPlan, TaskSettings
 
 log = logging.getLogger("layerswap.evaluate")
 
 RESOURCES = ("tasks/paper",)  # read at run time (layerswap.fingerprint hashes them with this module)
-PAPER_TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "paper"
 
 
 def lm_eval_task_root() -> Path:
@@ -42,23 +42,45 @@ def _benchmark(benchmark: str) -> LmEvalTask:
     return PAPER_TASKS[benchmark]
 
 
-def _codes(bench: LmEvalTask, key: str) -> list[str]:
-    """The language codes of a task key (two for a FLORES direction); an unknown language is a one-line error."""
-    return [_hf_language(lang)[bench.code] for lang in (key.split("-") if bench.directions else [key])]
+def _task(bench: LmEvalTask, key: str) -> tuple[LmEvalTask, list[str] | None]:
+    """The task that scores one key (the benchmark's own, or its translation for a language its dataset lacks:
+    layerswap.languages.task_for) and the key's language codes there (two for a FLORES direction); codes None where
+    the dataset lacks a language of the key. An unknown language is a one-line error."""
+    from layerswap.languages import task_for
+
+    langs = key.split("-") if bench.directions else [key]
+    infos = [_hf_language(lang) for lang in langs]
+    task = (None if bench.directions else task_for(bench, key)) or bench
+    if task.code is None:
+        return task, [key]
+    codes = [info.get(task.code) for info in infos]
+    return task, None if None in codes else codes
 
 
 def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str, str | None, str | None]:
     """(lm-eval task name, task folder relative to lm_eval/tasks or None for ours, reason it is unavailable or None)
     for one benchmark and task key (a language; FLORES: direction "en-<lang>" / "<lang>-en")."""
-    bench = _benchmark(benchmark)
+    task, codes = _task(_benchmark(benchmark), key)
     root = root or lm_eval_task_root()
-    fields = {"key": key, "code": _codes(bench, key)[0]}
-    name = bench.task.format(**fields)
-    folder = bench.folder.format(**fields) if bench.folder else None
-    if bench.marker is None:
+    fields = {"key": key, "code": codes[0] if codes else key}
+    name = task.task.format(**fields)
+    folder = task.folder.format(**fields) if task.folder else None
+    if codes is None:  # the language's entry has no code of this dataset
+        return name, folder, task.missing.format(task=name, **fields)
+    if task.marker is None:
         return name, folder, None
-    ok = ((root / folder) if folder else PAPER_TASK_DIR).joinpath(bench.marker.format(task=name, **fields)).is_file()
-    return name, folder, None if ok else bench.missing.format(task=name, **fields)
+    ok = ((root / folder) if folder else PAPER_TASK_DIR).joinpath(task.marker.format(task=name, **fields)).is_file()
+    return name, folder, None if ok else task.missing.format(task=name, **fields)
+
+
+def translated(benchmark: str, key: str, root: Path | None = None) -> str | None:
+    """How a key's task differs from the benchmark's, where a translation stands in for it (its `variant`), else
+    None."""
+    bench = _benchmark(benchmark)
+    task, _ = _task(bench, key)
+    if task is bench or task.variant is None:
+        return None
+    return task.variant.format(key=key, task=paper_task(benchmark, key, root)[0])
 
 
 def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
@@ -102,6 +124,7 @@ def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | Non
             skipped = (
                 f"{name} not run: no requested language is available (" + "; ".join(t.unavailable for t in tasks) + ")"
             )
+        variants = [bench.variant] + [translated(name, t.key, root) for t in tasks if not t.unavailable]
         plan = BenchmarkPlan(
             name,
             shots,
@@ -110,7 +133,7 @@ def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | Non
             skipped,
             task_set="paper",
             max_new_tokens=cfg.max_new_tokens,
-            variant=bench.variant,
+            variant="; ".join(v for v in variants if v) or None,
         )
         plan.config_hash = _paper_config_hash(plan, root)
         plans.append(plan)
@@ -132,6 +155,8 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
     bench = PAPER_TASKS[plan.name]
     for t in plan.run_tasks:
         _, folder, _ = paper_task(plan.name, t.key, root)
+        task, codes = _task(bench, t.key)
+        marker = task.marker.format(task=t.name, key=t.key, code=codes[0]) if task.marker and codes else None
         base = root / folder if folder else PAPER_TASK_DIR
         if bench.group:  # an lm-eval group: every YAML and helper of its folder
             files |= set(base.glob("*yaml")) | set(base.glob("*.py"))
@@ -141,7 +166,13 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
                 for p in base.iterdir()
                 if p.is_file()
                 and (p.suffix in {".yaml", ".py"} or "yaml" in p.name)
-                and (p.stem == t.name or "template" in p.name or p.name in {"cot_yaml", "utils.py"})
+                and (
+                    p.stem == t.name
+                    or p.name == marker
+                    or "template" in p.name
+                    or p.name.endswith("_yaml")
+                    or p.name == "utils.py"
+                )
             }
         else:
             files |= {base / (bench.marker or bench.yaml).format(key=t.key), base / bench.yaml, base / "utils.py"}
@@ -156,10 +187,10 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
 
 def paper_artefacts(benchmark: str, key: str) -> list[dict]:
     """The hub datasets (one dict per split) that one paper task reads; from the benchmark table, as the task YAMLs."""
-    bench = _benchmark(benchmark)
-    hub = bench.hub
+    task, codes = _task(_benchmark(benchmark), key)
+    hub = task.hub
     return [
         {"hub_id": hub.hub_id, "subset": hub.subset.format(code=code), "split": split, "columns": list(hub.columns)}
-        for code in _codes(bench, key)
+        for code in codes or []
         for split in hub.splits
     ]

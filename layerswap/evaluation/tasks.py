@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Literal
 
-from layerswap.benchmarks import BENCHMARKS, Benchmark, HubSplits, LmEvalTask
+from layerswap.benchmarks import BENCHMARKS, PAPER_TASK_DIR, Benchmark, HubSplits, LmEvalTask
 from layerswap.command_params import AtLeast, build
 from layerswap.errors import UserError
 from layerswap.jsonl import json_object
@@ -19,7 +19,6 @@ from layerswap.layout import eval_data_file
 
 RESOURCES = ("tasks/toy", "tasks/paper")  # read at run time (layerswap.fingerprint hashes them with this module)
 TASK_DIR = Path(__file__).resolve().parents[1] / "tasks" / "toy"
-PAPER_TASK_DIR = TASK_DIR.parent / "paper"
 TASK_SETS = ("toy", "paper")
 BACKENDS = ("hf", "vllm")  # lm-eval's HFLM, lm-eval's vLLM wrapper (evaluation.backend; --backend; TaskSettings)
 FEWSHOT_POOL = 8

@@ -68,6 +68,7 @@ LENGTH_FACTORS: dict[str, tuple[float, str]] = {
     "rus": (2.0, "estimate: Cyrillic, fewer merges than Latin-script languages in a cl100k-based vocabulary"),
     "zho": (1.5, "estimate: CJK characters mostly single tokens, ~1.5 per English token of the same content"),
     "tha": (3.0, "estimate: Thai script, few merges"),
+    "yor": (3.0, "estimate: Latin script with tone diacritics (combining marks split words), few Yoruba merges"),
 }
 
 
