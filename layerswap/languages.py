@@ -39,6 +39,16 @@ def task_for(task: LmEvalTask, lang: str) -> LmEvalTask | None:
     return None
 
 
+def translation_note(task: LmEvalTask, lang: str) -> str | None:
+    """Where `task`'s translation stands in for it in `lang` (layerswap/benchmarks.py: AFRIMGSM for MGSM): the
+    translation's `variant`, naming the language and its lm-eval task (what each evaluation file and the tables' notes
+    record); else None."""
+    own = task_for(task, lang) if lang in HF_LANGUAGES else None
+    if own is None or own is task or own.variant is None:
+        return None
+    return own.variant.format(key=lang, task=own.task.format(key=lang, code=HF_LANGUAGES[lang][own.code]))
+
+
 def check_codes(config: dict, languages: list[str]) -> None:
     """Each real target language has the code (HF_LANGUAGES) of every benchmark scored in it that a table or selection
     cannot do without, and our task YAML where the task is ours (FLORES): the math benchmark (Table 1, the best-config

@@ -445,6 +445,32 @@ def test_paper_world_shows_paper_numbers(tmp_path):
     assert vs6[(vs6["Setting"] == "Telugu") & (vs6["column"].str.contains("multilingual"))]["paper"].iloc[0] == 21.2
 
 
+def test_a_language_scored_on_a_translation_of_mgsm_is_named_in_the_notes(tmp_path):
+    """Paper world, Yoruba as a target (MGSM lacks it; its math benchmark is AfriMGSM, scored under MGSM's key): the
+    tables that show its MGSM say, under the numbers, that they are AfriMGSM's; Swahili's are MGSM's own."""
+    sel, ev = make_world(tmp_path, langs=("swh", "yor"))
+    params = {
+        **PARAMS,
+        "world": "hf",
+        "languages": ["swh", "yor"],
+        "mgsm_languages": ["en", "swh", "yor"],
+        "table2_language": "swh",
+        "language_names": {"swh": "Swahili", "yor": "Yoruba"},
+    }
+    out = tmp_path / "out"
+    write_tables(sel, ev, params, out)
+    note = "- yor: AfriMGSM (masakhane/afrimgsm, lm-eval afrimgsm_cot_yor_prompt_1), the human translation of MGSM's"
+    for name in ("table1", "table2", "table5", "table6"):
+        md = (out / f"{name}.md").read_text()
+        assert md.count(note) == 1, name
+        assert "swh: AfriMGSM" not in md and "Swahili: " not in md
+    assert "| Yoruba avg " in (out / "table1.md").read_text()
+    toy = tmp_path / "toy"
+    toy.mkdir()
+    write_tables(*make_world(toy), PARAMS, toy / "out")  # the toy world's languages stand for none: no such note
+    assert "AfriMGSM" not in (toy / "out" / "table1.md").read_text()
+
+
 def test_paper_numbers_spot_cells():
     data = yaml.safe_load(tables.PAPER_RESULTS.read_text())
     assert data["table1"]["swh"]["avg"]["swap_best"] == 32.8

@@ -12,6 +12,7 @@ from pathlib import Path
 from layerswap.benchmarks import PAPER_TASK_DIR
 from layerswap.errors import UserError
 from layerswap.evaluation.tasks import PAPER_TASKS, BenchmarkPlan, LmEvalTask, TaskPlan, TaskSettings
+from layerswap.languages import HF_LANGUAGES, task_for, translation_note
 
 log = logging.getLogger("layerswap.evaluate")
 
@@ -29,8 +30,6 @@ def lm_eval_task_root() -> Path:
 
 
 def _hf_language(lang: str) -> dict:
-    from layerswap.languages import HF_LANGUAGES
-
     if lang not in HF_LANGUAGES:
         raise UserError(f"paper task set: unknown language {lang!r} (known: {', '.join(HF_LANGUAGES)})")
     return HF_LANGUAGES[lang]
@@ -46,8 +45,6 @@ def _task(bench: LmEvalTask, key: str) -> tuple[LmEvalTask, list[str] | None]:
     """The task that scores one key (the benchmark's own, or its translation for a language its dataset lacks:
     layerswap.languages.task_for) and the key's language codes there (two for a FLORES direction); codes None where
     the dataset lacks a language of the key. An unknown language is a one-line error."""
-    from layerswap.languages import task_for
-
     langs = key.split("-") if bench.directions else [key]
     infos = [_hf_language(lang) for lang in langs]
     task = (None if bench.directions else task_for(bench, key)) or bench
@@ -71,16 +68,6 @@ def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str,
         return name, folder, None
     ok = ((root / folder) if folder else PAPER_TASK_DIR).joinpath(task.marker.format(task=name, **fields)).is_file()
     return name, folder, None if ok else task.missing.format(task=name, **fields)
-
-
-def translated(benchmark: str, key: str, root: Path | None = None) -> str | None:
-    """How a key's task differs from the benchmark's, where a translation stands in for it (its `variant`), else
-    None."""
-    bench = _benchmark(benchmark)
-    task, _ = _task(bench, key)
-    if task is bench or task.variant is None:
-        return None
-    return task.variant.format(key=key, task=paper_task(benchmark, key, root)[0])
 
 
 def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
@@ -124,7 +111,9 @@ def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | Non
             skipped = (
                 f"{name} not run: no requested language is available (" + "; ".join(t.unavailable for t in tasks) + ")"
             )
-        variants = [bench.variant] + [translated(name, t.key, root) for t in tasks if not t.unavailable]
+        # a key whose task is the benchmark's translation (a language its dataset lacks) says so
+        translated = [] if bench.directions else [translation_note(bench, t.key) for t in tasks if not t.unavailable]
+        variants = [bench.variant, *translated]
         plan = BenchmarkPlan(
             name,
             shots,

@@ -27,6 +27,7 @@ def build(b: Builder) -> Table:
         f"{k}x{k} pairs (language expert rank x math expert rank).",
         f"Default layer-swap config: {b.p.default_swap}."
         + (f" {best}; winners in table1_best_configs.csv." if (best := b.best_note(1, "target-language")) else ""),
+        *b.math_notes(b.p.languages),
     ]
     return Table(
         "table1",

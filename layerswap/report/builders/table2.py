@@ -56,6 +56,7 @@ def build(b: Builder) -> Table:
             "table2_best_configs.csv."
         )
     notes.append(f"Joint SFT: the top {b.p.top_k} checkpoints of selection joint_{lang}.")
+    notes += b.math_notes([lang, *b.p.mgsm_languages])
     if b.p.world == "paper" and paper:
         notes.append(
             "The paper's 'All langs avg' (beside ours) is over the languages of its MGSM evaluation "

@@ -97,6 +97,7 @@ def build(b: Builder) -> Table:
                 + "."
             )
 
+    notes += b.math_notes([*b.p.languages, *b.p.mgsm_languages])
     if b.p.world == "paper":
         notes.append(
             "The paper's MGSM avg (beside ours) is its 10-language average (English, German, French, "

@@ -45,6 +45,7 @@ def build(b: Builder) -> Table:
     notes = [
         "MGSM exact match (%) in the target language. Language soup: uniform soup of the language's top "
         f"{k} experts; multilingual soup: uniform soup of all language experts; each swapped with the math soup.",
+        *b.math_notes(b.p.languages),
     ]
     return Table(
         "table6",
