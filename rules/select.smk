@@ -57,7 +57,7 @@ rule evaluate_checkpoints_other:
         models=lambda w: evals.checkpoint_model_args(w.run),
         benchmarks=lambda w: evals.table5_params(w.run, w.part),
         out_dir=lambda w: evals.table5_part(w.run, w.part)[1],
-        top_k=config["selection"]["top_k"],
+        top_k=spec.merges.top_k,
         **evals.evaluation_params("evaluate"),
     wildcard_constraints:
         part=evals.table5_part_names(skipped=False),

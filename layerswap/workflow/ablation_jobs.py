@@ -125,7 +125,7 @@ class AblationJobs:
                 "metrics": spec["metrics"],
                 "variants": spec["variants"],
                 "languages": self._merges.langs,
-                "top_k": config["selection"]["top_k"],
+                "top_k": self._merges.top_k,
                 "world": config["world"],
                 "language_names": config.get("language_names", {}),
                 "seed": config["seed"],

@@ -216,7 +216,7 @@ class EvalPlan:
     def _jobs(self) -> list[Job]:
         spec, evals, merges = self.spec, self.spec.evals, self.spec.merges
         cfg, single = self.config, evals.single_task_jobs
-        top_k, per_run = cfg["selection"]["top_k"], cfg["selection"]["max_per_run"]
+        top_k, per_run = merges.top_k, cfg["selection"]["max_per_run"]
         jobs: list[Job] = []
 
         def add(rule: str, wc: dict, bench: str, models: int, keys: list[str], merged: bool) -> None:
@@ -317,7 +317,7 @@ class EvalPlan:
     def table2_models(self, lang: str) -> int:
         """At most how many models Table 2 evaluates in extra language `lang`: the columns whose own files lack it
         (selected experts: top_k each; merges: the pairs of the default swap and of each method's best config)."""
-        evals, k = self.spec.evals, self.config["selection"]["top_k"]
+        evals, k = self.spec.evals, self.spec.merges.top_k
         covered = evals.table2_covered_languages()
         pairs = len(self.spec.merges.pairs)
         sizes = {"base": 1, "math_expert": k, "language_expert": k, "joint_sft": k, "swap_default": pairs}

@@ -352,7 +352,7 @@ class EvaluationJobs:
             {
                 "languages": [self.t2],  # Table 2's choice reads no other target language
                 "mgsm_languages": c["mgsm_languages"],
-                "top_k": c["selection"]["top_k"],
+                "top_k": self._merges.top_k,
                 "best_of": c["merges"]["best_of"],
                 "default_swap": c["merges"]["default_swap"],
                 "world": c["world"],

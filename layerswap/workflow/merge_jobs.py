@@ -17,7 +17,10 @@ class MergeJobs:
         self._layout = layout
         self._best_of = config["merges"]["best_of"]
         self.langs = list(config["languages"])
-        self.pairs = pair_ids(config["selection"]["top_k"])
+        # selection.top_k, read here once: the experts of each kind that are merged (top_k x top_k pairs a language)
+        # and what every other part (selection, Table 2's choice, the tables, the ablations, the plan) takes
+        self.top_k: int = config["selection"]["top_k"]
+        self.pairs = pair_ids(self.top_k)
         self.soup_swap, self.soups = SOUP_SWAP, SOUPS  # the soup-then-swap recipes' config and members
         self.configs = {**config["merges"]["configs"], **ablation_configs}  # what a recipe job looks its config up in
         self.pair_configs = list(config["merges"]["configs"])

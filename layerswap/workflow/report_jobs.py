@@ -122,7 +122,7 @@ class ReportJobs:
         params = {
             "languages": self._merges.langs,
             "mgsm_languages": config["mgsm_languages"],
-            "top_k": config["selection"]["top_k"],
+            "top_k": self._merges.top_k,
             "best_of": m["best_of"],
             "default_swap": m["default_swap"],
             "world": config["world"],
@@ -153,7 +153,7 @@ class ReportJobs:
             {
                 "configs": self.swap_configs,
                 "languages": self._merges.langs,
-                "top_k": config["selection"]["top_k"],
+                "top_k": self._merges.top_k,
                 "default_swap": config["merges"]["default_swap"],
                 "world": config["world"],
                 "language_names": config.get("language_names", {}),

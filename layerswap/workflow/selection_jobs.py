@@ -55,7 +55,7 @@ class SelectionJobs:
             "lang": None if kind == "math" else expert.removeprefix("joint_"),
             "weights": sel["weights"][kind],
             "constraints": constraints,
-            "top_k": sel["top_k"],
+            "top_k": self._merges.top_k,
             "max_per_run": sel["max_per_run"],
             "mgsm_languages": self._config["mgsm_languages"],
         }
