@@ -129,6 +129,11 @@ class Benchmark:
                 "the same metric and filter, per language, as its own task: its scores are kept under this benchmark"
             )
 
+    @property
+    def metric_name(self) -> str:
+        """The metric as Table 5's label names it ("accuracy" of "Belebele (accuracy)"), for prose."""
+        return self.label.removeprefix(f"{self.title} (").removesuffix(")")
+
     def keys(self, lang: str) -> list[str]:
         """The task keys (score keys) of a language: the language, or its two directions ([] for English)."""
         return [] if self.directions and lang == "en" else [k.format(lang=lang) for k, _ in self.toy_templates]
@@ -358,6 +363,9 @@ SELECTION_METRICS: dict[str, tuple[str, str]] = {m: (b.name, key) for b in REGIS
 TARGETED_METRICS: frozenset[str] = frozenset(m for m, (_, key) in SELECTION_METRICS.items() if "{lang}" in key)
 #: Expert kind -> the benchmarks its checkpoints are evaluated on for selection whatever the weights name.
 SELECT_READS: dict[str, list[str]] = {kind: [b.name for b in REGISTRY if kind in b.selects] for kind in EXPERT_KINDS}
+#: A language expert's skill: the benchmarks its checkpoints are always selected on (Belebele, FLORES), which the
+#: report's findings (layerswap/report/summary.py, transfer.py) compare with the base's.
+LANGUAGE_SKILLS: tuple[str, ...] = tuple(SELECT_READS["language"])
 
 
 def toy_sizes(given: dict | None = None) -> dict[str, int]:

@@ -8,16 +8,17 @@ A difference is stated only where the two cells' 95% intervals (layerswap.report
 overlap the text says the run cannot tell the two apart. Corpus BLEU cells have no interval: their numbers are given,
 no difference is claimed.
 
-Read from the tables (keys as in layerswap.report.tables): Table 5 rows (mgsm, en), (belebele, <lang>),
-(flores, en-<lang>) and (flores, <lang>-en), columns base / math / <lang>; Table 1 rows (<lang>, avg), columns base,
-math_expert, soup_best, swap_best.
+Read from the tables (keys as in layerswap.report.tables): Table 5 rows (<math benchmark>, en) and each key of the
+language experts' skills in their languages (LANGUAGE_SKILLS: (belebele, <lang>), (flores, en-<lang>), (flores,
+<lang>-en)), columns base / math / <lang>; Table 1 rows (<lang>, avg), columns base, math_expert, soup_best,
+swap_best.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from layerswap.benchmarks import MATH
+from layerswap.benchmarks import BENCHMARKS, LANGUAGE_SKILLS, MATH, Benchmark
 from layerswap.report.intervals import separated
 
 README_BEGIN = (
@@ -28,6 +29,10 @@ README_END = "<!-- END summary -->"
 
 def _pct(value: float) -> str:
     return f"{100 * value:.1f}"
+
+
+def _num(value: float) -> str:
+    return f"{value:.1f}"
 
 
 def _span(values: list[float], fmt) -> str:
@@ -62,6 +67,33 @@ def _relation(groups: dict[int, list[str]], total: int, a: str, b: str) -> str:
     return "; ".join(parts)
 
 
+def _skill_sentence(t5, bench: Benchmark, languages: list[str], name: dict[str, str]) -> list[str]:
+    """A sentence on the language experts and the base on `bench` in their own languages (every key: FLORES's two
+    directions): their intervals compared, or, for a corpus metric (no interval), the numbers alone."""
+    rows = [
+        ((bench.name, key), lang, "base", name[lang])
+        for lang in languages
+        for key in bench.keys(lang)
+        if isinstance(t5.cells.get(((bench.name, key), lang)), float)
+        and (not bench.corpus or isinstance(t5.cells.get(((bench.name, key), "base")), float))
+    ]
+    if not rows:
+        return []
+    experts = [t5.cells[(r, c)] for r, c, _, _ in rows]
+    bases = [t5.cells[(r, "base")] for r, _, _, _ in rows]
+    m = bench.metric_name
+    if bench.corpus:
+        both = ", both directions" if bench.directions else ""
+        return [
+            f"{bench.title} (corpus {m}{both}; {m} cells have no interval, so no difference is claimed): "
+            f"language experts {_span(experts, _num)}, base {_span(bases, _num)}."
+        ]
+    return [
+        f"On {bench.title} in its own language each language expert scores {_span(experts, _pct)}% {m}, the "
+        f"base {_span(bases, _pct)}%: " + _relation(_compare(t5, rows), len(rows), "the expert", "the base") + "."
+    ]
+
+
 def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
     """The paragraph, from Table 5 and Table 1 (Table objects of layerswap.report.tables)."""
     name = {lang: names.get(lang, lang) for lang in languages}
@@ -82,34 +114,8 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
             f"the base {_pct(base)}% [{_pct(blo)}, {_pct(bhi)}]: {verdict}."
         )
 
-    rows = [
-        (("belebele", lang), lang, "base", name[lang])
-        for lang in languages
-        if isinstance(t5.cells.get((("belebele", lang), lang)), float)
-    ]
-    if rows:
-        experts = [t5.cells[(r, c)] for r, c, _, _ in rows]
-        bases = [t5.cells[(r, "base")] for r, _, _, _ in rows]
-        groups = _compare(t5, rows)
-        sentences.append(
-            f"On Belebele in its own language each language expert scores {_span(experts, _pct)}% accuracy, the "
-            f"base {_span(bases, _pct)}%: " + _relation(groups, len(rows), "the expert", "the base") + "."
-        )
-
-    flores = [
-        (lang, d)
-        for lang in languages
-        for d in (f"en-{lang}", f"{lang}-en")
-        if isinstance(t5.cells.get((("flores", d), lang)), float)
-        and isinstance(t5.cells.get((("flores", d), "base")), float)
-    ]
-    if flores:
-        experts = [t5.cells[(("flores", d), lang)] for lang, d in flores]
-        bases = [t5.cells[(("flores", d), "base")] for _, d in flores]
-        sentences.append(
-            f"FLORES (corpus BLEU, both directions; BLEU cells have no interval, so no difference is claimed): "
-            f"language experts {_span(experts, lambda v: f'{v:.1f}')}, base {_span(bases, lambda v: f'{v:.1f}')}."
-        )
+    for bench in LANGUAGE_SKILLS:  # the language experts' own skill (Belebele, FLORES), each in its language
+        sentences += _skill_sentence(t5, BENCHMARKS[bench], languages, name)
 
     rows = [(lang, "avg") for lang in languages]
     comparisons, clauses = [], []

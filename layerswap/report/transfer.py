@@ -1,8 +1,8 @@
 """Issue 21's three questions of a finished toy run, read from its tables and its parameter-change profile.
 
 (a) the experts learned their skills: the math experts' English MGSM interval lies above the base's; in every target
-    language the language experts' Belebele interval lies above the base's and their FLORES BLEU (both directions,
-    a corpus metric without an interval) is higher than the base's;
+    language, on each benchmark the language experts are selected on (LANGUAGE_SKILLS), their interval lies above the
+    base's: Belebele; for a corpus metric without an interval their number is higher: FLORES BLEU, both directions;
 (b) layer swapping transfers: in a target language, the default layer swap's Table 1 avg interval lies above those of
     the base, the language experts, the math experts and the best model soup; (b) holds when that is so in at least
     `min_languages` of the target languages;
@@ -20,7 +20,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from layerswap.benchmarks import MATH
+from layerswap.benchmarks import BENCHMARKS, LANGUAGE_SKILLS, MATH, Benchmark
 from layerswap.report.intervals import separated
 
 #: Table 1 columns the default swap must lie above, for (b).
@@ -28,19 +28,23 @@ RIVALS = ("base", "language_expert", "math_expert", "soup_best")
 
 
 def skills(table5, languages: list[str]) -> dict:
-    """(a) from Table 5 (rows (bench, lang), columns base / math / <lang>)."""
+    """(a) from Table 5 (rows (bench, key), columns base / math / <lang>): per target language, each benchmark of the
+    language experts' skill (LANGUAGE_SKILLS: Belebele, FLORES) above the base in every key of it."""
     ivs, cells = table5.intervals, table5.cells
     math_en = separated(ivs[((MATH, "en"), "math")], ivs[((MATH, "en"), "base")]) == 1
-    per_lang = {}
-    for lang in languages:
-        belebele = separated(ivs[(("belebele", lang), lang)], ivs[(("belebele", lang), "base")]) == 1
-        flores = all(
-            cells[(("flores", pair), lang)] > cells[(("flores", pair), "base")] for pair in (f"en-{lang}", f"{lang}-en")
-        )
-        per_lang[lang] = {"belebele": belebele, "flores": flores}
-    ok = math_en and all(v["belebele"] and v["flores"] for v in per_lang.values())
+    per_lang = {lang: {b: _above(table5, BENCHMARKS[b], lang) for b in LANGUAGE_SKILLS} for lang in languages}
+    ok = math_en and all(all(v.values()) for v in per_lang.values())
     scores = {col: round(100 * cells[((MATH, "en"), col)], 1) for col in ("math", "base")}
     return {"holds": ok, "math_en_above_base": math_en, "mgsm_en": scores, "languages": per_lang}
+
+
+def _above(table5, bench: Benchmark, lang: str) -> bool:
+    """The language experts above the base on `bench` in `lang`, every key of it (FLORES: both directions): interval
+    separation, or for a corpus metric (BLEU: no interval) the higher number."""
+    rows = [(bench.name, key) for key in bench.keys(lang)]
+    if bench.corpus:
+        return all(table5.cells[(r, lang)] > table5.cells[(r, "base")] for r in rows)
+    return all(separated(table5.intervals[(r, lang)], table5.intervals[(r, "base")]) == 1 for r in rows)
 
 
 def transfer(table1, languages: list[str], min_languages: int) -> dict:
