@@ -416,16 +416,16 @@ def test_cli_writes_files_toy(tmp_path):
     assert "skipped" in set(t5["math experts"].astype(str))
 
 
+def _paper_params(first: str, second: str, names: dict[str, str]) -> dict:
+    """PARAMS for the paper world (world: hf) with the two target languages of make_world(langs=(first, second))."""
+    langs = [first, second]
+    paper = {"world": "hf", "languages": langs, "mgsm_languages": ["en", *langs], "table2_language": first}
+    return {**PARAMS, **paper, "language_names": names}
+
+
 def test_paper_world_shows_paper_numbers(tmp_path):
     sel, ev = make_world(tmp_path, langs=("swh", "tel"))
-    params = {
-        **PARAMS,
-        "world": "hf",
-        "languages": ["swh", "tel"],
-        "mgsm_languages": ["en", "swh", "tel"],
-        "table2_language": "swh",
-        "language_names": {},
-    }
+    params = _paper_params("swh", "tel", {})
     out = tmp_path / "out"
     write_tables(sel, ev, params, out)
     md = (out / "table1.md").read_text()
@@ -449,14 +449,7 @@ def test_a_language_scored_on_a_translation_of_mgsm_is_named_in_the_notes(tmp_pa
     """Paper world, Yoruba as a target (MGSM lacks it; its math benchmark is AfriMGSM, scored under MGSM's key): the
     tables that show its MGSM say, under the numbers, that they are AfriMGSM's; Swahili's are MGSM's own."""
     sel, ev = make_world(tmp_path, langs=("swh", "yor"))
-    params = {
-        **PARAMS,
-        "world": "hf",
-        "languages": ["swh", "yor"],
-        "mgsm_languages": ["en", "swh", "yor"],
-        "table2_language": "swh",
-        "language_names": {"swh": "Swahili", "yor": "Yoruba"},
-    }
+    params = _paper_params("swh", "yor", {"swh": "Swahili", "yor": "Yoruba"})
     out = tmp_path / "out"
     write_tables(sel, ev, params, out)
     note = "- yor: AfriMGSM (masakhane/afrimgsm, lm-eval afrimgsm_cot_yor_prompt_1), the human translation of MGSM's"
