@@ -1,5 +1,6 @@
 """One entry each: a new benchmark, merge method or target language, added to a copy of the repository as
-docs/EXTENDING.md says, goes through check-config, `layerswap cost` and the dry runs, and the plan evaluates it.
+docs/EXTENDING.md says, goes through check-config, `layerswap cost` and the dry runs, and the plan evaluates it; the
+new method's micro config also runs end to end (the toy language's run: tests/test_extending.py).
 (Issue 50: a benchmark whose item counts or costs lived outside its entry passed every test, and then the paper
 config stopped with a KeyError at parse time and `layerswap cost` in a traceback; a new language was accepted by every
 check and then could not run.) A new table is held to its declared inputs in tests/test_table_registry.py."""
@@ -150,6 +151,13 @@ def test_a_new_merge_method_is_checked_costed_and_planned_from_its_module(tmp_pa
         # its recipes are written and evaluated for every target language (a best-config column of Tables 1 and 2)
         for lang in config["languages"]:
             assert f"merge/ta_l05/{lang}/" in dry, (base, lang)
+    # and the micro config naming it runs end to end: its merges made and evaluated, its column in Tables 1 and 2
+    _run(copy, "-m", "snakemake", "--configfile", str(copy / "config" / "ta_micro.yaml"), "--cores", "2")
+    results = copy / "results"
+    assert list((results / "evals" / "merge" / "ta_l05" / "toy_swh").rglob("mgsm.json"))
+    for table in ("table1", "table2"):
+        header = (results / "tables" / f"{table}.csv").read_text().splitlines()[0]
+        assert "task arithmetic (best config" in header, (table, header)
 
 
 def _add_language(lang: str, name: str, nllb: str):
