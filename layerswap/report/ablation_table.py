@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Literal
 
-from layerswap.benchmarks import BENCHMARKS, NAMES
+from layerswap.benchmarks import BENCHMARKS, MATH, NAMES
 from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import merge_model_id, pair_ids
 from layerswap.errors import UserError
@@ -209,28 +209,28 @@ def _present(value) -> bool:
 def chart(frame, params: Params):
     import altair as alt
 
-    data = frame[frame["mgsm_avg"].notna()].copy()
+    avg, best, title = f"{MATH}_avg", f"{MATH}_max", BENCHMARKS[MATH].title  # the math benchmark's columns (mgsm_*)
+    data = frame[frame[avg].notna()].copy()
     if data.empty:
-        raise UserError("no variant has MGSM scores to plot (all skipped)")
+        raise UserError(f"no variant has {title} scores to plot (all skipped)")
     order = list(dict.fromkeys(data["variant"]))
     base = alt.Chart(data).encode(
         x=alt.X("variant:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35, labelLimit=260))
     )
     bars = base.mark_bar(color="#4c78a8").encode(
-        y=alt.Y("mgsm_avg:Q", title="MGSM target language (%)"),
+        y=alt.Y(f"{avg}:Q", title=f"{title} target language (%)"),
         tooltip=[
             "variant:N",
             "layers:N",
-            alt.Tooltip("mgsm_avg:Q", format=".2f"),
-            alt.Tooltip("mgsm_max:Q", format=".2f"),
+            alt.Tooltip(f"{avg}:Q", format=".2f"),
+            alt.Tooltip(f"{best}:Q", format=".2f"),
         ],
     )
-    ticks = base.mark_tick(color="#e45756", thickness=2, size=18).encode(y="mgsm_max:Q")
-    interval = base.transform_filter(alt.expr.isValid(alt.datum.mgsm_avg_lo))
-    whisker = interval.mark_rule(color="#222222", strokeWidth=1.5).encode(y="mgsm_avg_lo:Q", y2="mgsm_avg_hi:Q")
+    ticks = base.mark_tick(color="#e45756", thickness=2, size=18).encode(y=f"{best}:Q")
+    interval = base.transform_filter(alt.expr.isValid(getattr(alt.datum, f"{avg}_lo")))
+    whisker = interval.mark_rule(color="#222222", strokeWidth=1.5).encode(y=f"{avg}_lo:Q", y2=f"{avg}_hi:Q")
     caps = [
-        interval.mark_tick(color="#222222", thickness=1.5, size=10).encode(y=f"mgsm_avg_{end}:Q")
-        for end in ("lo", "hi")
+        interval.mark_tick(color="#222222", thickness=1.5, size=10).encode(y=f"{avg}_{end}:Q") for end in ("lo", "hi")
     ]
     world = "TOY WORLD (synthetic): " if params.world == "toy" else ""
     return (
@@ -240,7 +240,7 @@ def chart(frame, params: Params):
         .properties(
             title=alt.Title(
                 f"{world}ablation: {params.heading}",
-                subtitle="bar: MGSM mean over the expert pairs, with its 95% interval; red tick: best pair",
+                subtitle=f"bar: {title} mean over the expert pairs, with its 95% interval; red tick: best pair",
             )
         )
     )

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from layerswap.benchmarks import MATH
+from layerswap.benchmarks import BENCHMARKS, MATH
 from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import merge_model_id, merge_model_parts, pair_ids
 from layerswap.errors import UserError
@@ -44,6 +44,10 @@ from layerswap.merge.registry import METHODS, SWAP
 from layerswap.report.evals import Evals, mean, pct
 from layerswap.report.render import TOY_LABEL
 
+#: The figures' score columns, named by the math benchmark (the registry's MATH, "mgsm"): the swap grid's mean, min and
+#: max over the pairs, the Table 1 bars' score and its 95% interval; the titles name its entry's title (MGSM).
+MEAN, LOWEST, HIGHEST, SCORE, LO, HI = (f"{MATH}{end}" for end in ("_mean", "_min", "_max", "", "_lo", "_hi"))
+TITLE = BENCHMARKS[MATH].title
 GRID_COLUMNS = [
     "language",
     "language_name",
@@ -53,9 +57,9 @@ GRID_COLUMNS = [
     "in_grid",
     "is_default",
     "n_pairs",
-    "mgsm_mean",
-    "mgsm_min",
-    "mgsm_max",
+    MEAN,
+    LOWEST,
+    HIGHEST,
     "note",
 ]
 BAR_COLUMNS = [
@@ -67,9 +71,9 @@ BAR_COLUMNS = [
     "member",
     "model_id",
     "config",
-    "mgsm",
-    "mgsm_lo",
-    "mgsm_hi",
+    SCORE,
+    LO,
+    HI,
     "n_items",
 ]
 
@@ -120,9 +124,9 @@ def swap_grid_records(evals_dir: str | Path, params: SwapGridParams) -> list[dic
                 "in_grid": True,
                 "is_default": cfg == params.default_swap,
                 "n_pairs": len(scores),
-                "mgsm_mean": mean(scores),
-                "mgsm_min": min(scores),
-                "mgsm_max": max(scores),
+                MEAN: mean(scores),
+                LOWEST: min(scores),
+                HIGHEST: max(scores),
                 "note": "",
             }
             if spec.get("lang_layers") is not None:
@@ -152,20 +156,20 @@ def swap_grid_chart(frame, world: str = "toy"):
     for key in SWAP_KEYS:
         grid[key] = grid[key].astype(int)
     grid["transitions"] = [f"tb={a}, tu={b}" for a, b in zip(grid["transition_bottom"], grid["transition_top"])]
-    grid["label"] = [f"{v:.1f}" + ("*" if d else "") for v, d in zip(grid["mgsm_mean"], grid["is_default"])]
-    lo, hi = float(grid["mgsm_mean"].min()), float(grid["mgsm_mean"].max())
+    grid["label"] = [f"{v:.1f}" + ("*" if d else "") for v, d in zip(grid[MEAN], grid["is_default"])]
+    lo, hi = float(grid[MEAN].min()), float(grid[MEAN].max())
     domain = [lo, hi] if hi > lo else [max(0.0, lo - 1.0), hi + 1.0]
     b_values = sorted(set(grid["bottom"]))
     u_values = sorted(set(grid["top"]))
     facet_order = sorted(set(zip(grid["transition_bottom"], grid["transition_top"])))
     mid = (domain[0] + domain[1]) / 2
-    grid["dark"] = grid["mgsm_mean"] < mid  # viridis: white text on the dark half, black on the light half
+    grid["dark"] = grid[MEAN] < mid  # viridis: white text on the dark half, black on the light half
     base = alt.Chart().encode(
         x=alt.X("bottom:O", sort=b_values, title="b (bottom layers)", axis=alt.Axis(labelAngle=0)),
         y=alt.Y("top:O", sort=u_values, title="u (top layers)"),
     )
     rect = base.mark_rect(stroke="#888888", strokeWidth=0.5).encode(
-        color=alt.Color("mgsm_mean:Q", title="MGSM target (%)", scale=alt.Scale(domain=domain, scheme="viridis")),
+        color=alt.Color(f"{MEAN}:Q", title=f"{TITLE} target (%)", scale=alt.Scale(domain=domain, scheme="viridis")),
         tooltip=[
             "language_name:N",
             "config:N",
@@ -173,9 +177,9 @@ def swap_grid_chart(frame, world: str = "toy"):
             "top:O",
             "transition_bottom:O",
             "transition_top:O",
-            alt.Tooltip("mgsm_mean:Q", format=".2f"),
-            alt.Tooltip("mgsm_min:Q", format=".2f"),
-            alt.Tooltip("mgsm_max:Q", format=".2f"),
+            alt.Tooltip(f"{MEAN}:Q", format=".2f"),
+            alt.Tooltip(f"{LOWEST}:Q", format=".2f"),
+            alt.Tooltip(f"{HIGHEST}:Q", format=".2f"),
             "n_pairs:Q",
         ],
     )
@@ -201,7 +205,7 @@ def swap_grid_chart(frame, world: str = "toy"):
         ),
     ).properties(
         title=alt.Title(
-            _title("MGSM in the target language over the layer-swap grid", world),
+            _title(f"{TITLE} in the target language over the layer-swap grid", world),
             subtitle="mean over the expert pairs (%); b/u: bottom/top layers from the language expert, "
             "tb/tu: transition layers (averaged); * = default config",
         )
@@ -218,7 +222,7 @@ def run_swap_grid(args: argparse.Namespace) -> None:
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     out = frame.copy()
-    for col in ("mgsm_mean", "mgsm_min", "mgsm_max"):
+    for col in (MEAN, LOWEST, HIGHEST):
         out[col] = out[col].round(6)
     for key in SWAP_KEYS:
         out[key] = out[key].astype("Int64")
@@ -251,7 +255,7 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                 else:
                     config, _, member = merge_model_parts(model)
                 value = pct(builder.ws.math_score(model, lang))
-                points.append({"kind": "point", "member": member, "model_id": model, "config": config, "mgsm": value})
+                points.append({"kind": "point", "member": member, "model_id": model, "config": config, SCORE: value})
             common = {"language": lang, "language_name": builder.name(lang), "setting": col, "setting_label": label}
             lo, hi = builder.interval(models, [lang], "avg") or (None, None)
             records.append(
@@ -261,13 +265,13 @@ def table1_bar_records(selection_dir: str | Path, evals_dir: str | Path, params)
                     "member": "",
                     "model_id": "",
                     "config": "",
-                    "mgsm": mean([p["mgsm"] for p in points]),
-                    "mgsm_lo": lo,
-                    "mgsm_hi": hi,
+                    SCORE: mean([p[SCORE] for p in points]),
+                    LO: lo,
+                    HI: hi,
                     "n_items": builder.count(models, [lang]),
                 }
             )
-            records += [{**common, **p, "mgsm_lo": None, "mgsm_hi": None, "n_items": None} for p in points]
+            records += [{**common, **p, LO: None, HI: None, "n_items": None} for p in points]
     return records
 
 
@@ -283,7 +287,7 @@ def table1_bars_chart(frame, world: str = "toy"):
     for _, group in points.groupby(["language", "setting"], sort=False):
         n = len(group)
         frame.loc[group.index, "spread"] = [(i / (n - 1) - 0.5) * 0.6 if n > 1 else 0.0 for i in range(n)]
-    top = max(float(frame["mgsm"].max()), float(frame["mgsm_hi"].max()) if frame["mgsm_hi"].notna().any() else 0.0)
+    top = max(float(frame[SCORE].max()), float(frame[HI].max()) if frame[HI].notna().any() else 0.0)
     ymax = min(100.0, max(5.0, top * 1.08))  # an all-zero run still gets an axis
     x = alt.X("setting_label:N", sort=order, title=None, axis=alt.Axis(labelAngle=-35, labelLimit=260))
     bar = (
@@ -292,8 +296,8 @@ def table1_bars_chart(frame, world: str = "toy"):
         .mark_bar(color="#9ecae1")
         .encode(
             x=x,
-            y=alt.Y("mgsm:Q", title="MGSM target language (%)", scale=alt.Scale(domain=[0, ymax])),
-            tooltip=["language_name:N", "setting_label:N", alt.Tooltip("mgsm:Q", title="mean (%)", format=".2f")],
+            y=alt.Y(f"{SCORE}:Q", title=f"{TITLE} target language (%)", scale=alt.Scale(domain=[0, ymax])),
+            tooltip=["language_name:N", "setting_label:N", alt.Tooltip(f"{SCORE}:Q", title="mean (%)", format=".2f")],
         )
     )
     dots = (
@@ -303,34 +307,31 @@ def table1_bars_chart(frame, world: str = "toy"):
         .encode(
             x=x,
             xOffset=alt.XOffset("spread:Q", scale=alt.Scale(domain=[-1.0, 1.0])),
-            y="mgsm:Q",
+            y=f"{SCORE}:Q",
             tooltip=[
                 "language_name:N",
                 "setting_label:N",
                 "member:N",
                 "config:N",
                 "model_id:N",
-                alt.Tooltip("mgsm:Q", format=".2f"),
+                alt.Tooltip(f"{SCORE}:Q", format=".2f"),
             ],
         )
     )
-    interval = alt.Chart().transform_filter((alt.datum.kind == "avg") & alt.expr.isValid(alt.datum.mgsm_lo))
+    interval = alt.Chart().transform_filter((alt.datum.kind == "avg") & alt.expr.isValid(getattr(alt.datum, LO)))
     whisker = interval.mark_rule(color="#d62728", strokeWidth=2).encode(
         x=x,
-        y="mgsm_lo:Q",
-        y2="mgsm_hi:Q",
+        y=f"{LO}:Q",
+        y2=f"{HI}:Q",
         tooltip=[
             "language_name:N",
             "setting_label:N",
-            alt.Tooltip("mgsm_lo:Q", title="95% lo", format=".2f"),
-            alt.Tooltip("mgsm_hi:Q", title="95% hi", format=".2f"),
+            alt.Tooltip(f"{LO}:Q", title="95% lo", format=".2f"),
+            alt.Tooltip(f"{HI}:Q", title="95% hi", format=".2f"),
             alt.Tooltip("n_items:Q", title="items"),
         ],
     )
-    caps = [
-        interval.mark_tick(color="#d62728", thickness=2, size=14).encode(x=x, y=f"{end}:Q")
-        for end in ("mgsm_lo", "mgsm_hi")
-    ]
+    caps = [interval.mark_tick(color="#d62728", thickness=2, size=14).encode(x=x, y=f"{end}:Q") for end in (LO, HI)]
     layered = alt.layer(bar, dots, whisker, *caps, data=frame).properties(width=max(220, 48 * len(order)), height=220)
     return layered.facet(column=alt.Column("language_name:N", sort=langs, title=None)).properties(
         title=alt.Title(
@@ -354,7 +355,7 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     prefix = Path(args.out_prefix)
     prefix.parent.mkdir(parents=True, exist_ok=True)
     out = frame.copy()
-    for col in ("mgsm", "mgsm_lo", "mgsm_hi"):
+    for col in (SCORE, LO, HI):
         out[col] = out[col].round(6)
     out["n_items"] = out["n_items"].astype("Int64")
     out.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
