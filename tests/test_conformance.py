@@ -1,9 +1,10 @@
 """One entry each: a new benchmark, merge method or target language, added to a copy of the repository as
 docs/EXTENDING.md says, goes through check-config, `layerswap cost` and the dry runs, and the plan evaluates it; the
-new method's micro config also runs end to end (the toy language's run: tests/test_extending.py).
+new method's, the new benchmark's and a new table's micro configs also run end to end (the toy language's run:
+tests/test_extending.py).
 (Issue 50: a benchmark whose item counts or costs lived outside its entry passed every test, and then the paper
 config stopped with a KeyError at parse time and `layerswap cost` in a traceback; a new language was accepted by every
-check and then could not run.) A new table is held to its declared inputs in tests/test_table_registry.py."""
+check and then could not run.) A table is also held to its declared inputs in tests/test_table_registry.py."""
 
 from __future__ import annotations
 
@@ -216,3 +217,30 @@ def test_a_new_paper_target_language_is_checked_costed_and_planned_from_config_e
     assert "results/evals/merge/swap_b5u2t00/yor/" in dry
     # the joint expert's selection (mgsm_target) and the merges' evaluation score yor on the math benchmark
     assert re.search(r'"mgsm": \{[^}]*"languages": \[[^]]*"yor"', dry)
+
+
+def test_a_new_table_runs_end_to_end_on_the_toy_world(tmp_path):
+    """A table added as docs/EXTENDING.md says (its builder module listed in MODULES, its TableEntry, its report
+    caption): the micro config's run writes it in every format its entry names. Its builder is Table 1's with another
+    title, reading what Table 1's entry declares, so its numbers are Table 1's."""
+    copy = _copy(tmp_path)
+    builders = copy / "layerswap" / "report" / "builders"
+    text = (builders / "table1.py").read_text()
+    (builders / "table7.py").write_text(
+        text.replace('"table1",', '"table7",').replace("Table 1: MGSM", "Table 7: MGSM")
+    )
+    init = (builders / "__init__.py").read_text()
+    (builders / "__init__.py").write_text(init.replace("table5, table6", "table5, table6, table7"))
+    registry = copy / "layerswap" / "report" / "registry.py"
+    entry = '    TableEntry("table7", 7, "../report/table7.rst", "table7", _EXPERTS, _TABLE1),\n'
+    text = registry.read_text()
+    registry.write_text(
+        text.replace("TABLES: tuple[TableEntry, ...] = (\n", "TABLES: tuple[TableEntry, ...] = (\n" + entry)
+    )
+    (copy / "report" / "table7.rst").write_text("Table 7: Table 1's numbers under another name (a conformance test).\n")
+    path = copy / "config" / "micro.yaml"
+    assert "results/tables/table7.csv" in _checked_costed_dry(copy, path)
+    _run(copy, "-m", "snakemake", "--configfile", str(path), "--cores", "2")
+    tables = copy / "results" / "tables"
+    assert (tables / "table7.csv").read_bytes() == (tables / "table1.csv").read_bytes()
+    assert (tables / "table7.md").read_text().startswith("# Table 7: MGSM") and (tables / "table7.tex").is_file()
