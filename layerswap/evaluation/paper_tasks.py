@@ -54,20 +54,27 @@ def _task(bench: LmEvalTask, key: str) -> tuple[LmEvalTask, list[str] | None]:
     return task, None if None in codes else codes
 
 
-def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str, str | None, str | None]:
-    """(lm-eval task name, task folder relative to lm_eval/tasks or None for ours, reason it is unavailable or None)
-    for one benchmark and task key (a language; FLORES: direction "en-<lang>" / "<lang>-en")."""
-    task, codes = _task(_benchmark(benchmark), key)
-    root = root or lm_eval_task_root()
+def _located(bench: LmEvalTask, key: str, root: Path) -> tuple[str, str | None, str | None, str | None]:
+    """(lm-eval task name, its folder, the name of its marker file (None: it has none, or no code), the reason it is
+    unavailable or None) of one key: what `paper_task` answers and the task config hash reads the YAMLs by."""
+    task, codes = _task(bench, key)
     fields = {"key": key, "code": codes[0] if codes else key}
     name = task.task.format(**fields)
     folder = task.folder.format(**fields) if task.folder else None
     if codes is None:  # the language's entry has no code of this dataset
-        return name, folder, task.missing.format(task=name, **fields)
+        return name, folder, None, task.missing.format(task=name, **fields)
     if task.marker is None:
-        return name, folder, None
-    ok = ((root / folder) if folder else PAPER_TASK_DIR).joinpath(task.marker.format(task=name, **fields)).is_file()
-    return name, folder, None if ok else task.missing.format(task=name, **fields)
+        return name, folder, None, None
+    marker = task.marker.format(task=name, **fields)
+    ok = ((root / folder) if folder else PAPER_TASK_DIR).joinpath(marker).is_file()
+    return name, folder, marker, None if ok else task.missing.format(task=name, **fields)
+
+
+def paper_task(benchmark: str, key: str, root: Path | None = None) -> tuple[str, str | None, str | None]:
+    """(lm-eval task name, task folder relative to lm_eval/tasks or None for ours, reason it is unavailable or None)
+    for one benchmark and task key (a language; FLORES: direction "en-<lang>" / "<lang>-en")."""
+    name, folder, _, why = _located(_benchmark(benchmark), key, root or lm_eval_task_root())
+    return name, folder, why
 
 
 def plan_paper(spec: dict[str, TaskSettings], default_languages: list[str] | None = None) -> list[BenchmarkPlan]:
@@ -143,9 +150,7 @@ def _paper_config_hash(plan: BenchmarkPlan, root: Path) -> str:
     files: set[Path] = set()
     bench = PAPER_TASKS[plan.name]
     for t in plan.run_tasks:
-        _, folder, _ = paper_task(plan.name, t.key, root)
-        task, codes = _task(bench, t.key)
-        marker = task.marker.format(task=t.name, key=t.key, code=codes[0]) if task.marker and codes else None
+        _, folder, marker, _ = _located(bench, t.key, root)
         base = root / folder if folder else PAPER_TASK_DIR
         if bench.group:  # an lm-eval group: every YAML and helper of its folder
             files |= set(base.glob("*yaml")) | set(base.glob("*.py"))
