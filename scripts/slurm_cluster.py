@@ -8,7 +8,9 @@ advertises more than the machine has (`SlurmdParameters=config_overrides`): 64 C
 profile's unshrunk requests (an 8-GPU SFT job with 64 CPUs and 480 GB) schedule as they would on a GPU node. The GPUs
 are character devices equal to /dev/null (22.05 drops a GRES without `File=` and rejects regular files). Partitions
 `cpu` (default, no time limit) and `gpu` (4 hours); accounting enforced by associations with one account,
-`layerswap_test`, holding root.
+`layerswap_test`, holding root. One cluster per machine (munge's socket and /etc/slurm/slurm.conf are fixed paths):
+a cluster whose process was killed before it could stop leaves its link and its daemons (each in a session of its
+own), and the next cluster clears them (`reap_stale`, by the owner and daemon records in the cluster's folder).
 
 Needs root (SlurmUser=root, as on a one-node test cluster); `Cluster.unavailable()` says why it cannot run here.
 Why hand-written: no maintained Python package starts a real SLURM (the pytest plugins mock its commands), and the
@@ -39,6 +41,10 @@ MUNGE_RUN = Path("/run/munge")
 MUNGE_SOCKET = MUNGE_RUN / "munge.socket.2"
 MUNGE_LOG = MUNGE_RUN / "layerswap-test.log"
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
+# In the cluster's folder: the process that started it and the daemons it started, each as "PID START" (START: the
+# process's start time in clock ticks since boot, /proc/PID/stat field 22, so that a reused PID is not taken for it).
+OWNER = "run/owner"
+DAEMON_RECORD = "run/daemons"
 
 
 def _which(name: str) -> str | None:
@@ -100,10 +106,12 @@ class Cluster:
     def start(self) -> None:
         for sub in ("etc", "log", "state", "spool", "db", "gpu", "run"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
+        reap_stale(ETC_CONF)
+        (self.root / OWNER).write_text(_identity(os.getpid()) + "\n")
+        self._link_conf()  # first, so that a process killed while starting leaves its daemons where reap_stale looks
         self._munge()
         self._mariadb()
         self._write_configs()
-        self._link_conf()
         self._daemon("slurmdbd", [_which("slurmdbd"), "-D"])  # reads slurmdbd.conf beside $SLURM_CONF
         self._wait(lambda: self._port_open(self.ports["dbd"]), "slurmdbd")
         self._sacctmgr("add", "cluster", "layerswap")
@@ -115,9 +123,12 @@ class Cluster:
         self._wait(self._node_idle, "slurmd (node idle)")
 
     def _link_conf(self) -> None:
-        if ETC_CONF.is_symlink() and not ETC_CONF.exists():
-            ETC_CONF.unlink()  # left by a cluster that was killed before it could stop
-        if ETC_CONF.exists() or ETC_CONF.is_symlink():
+        if ETC_CONF.is_symlink():  # reap_stale leaves a link only where it cannot tell it is a test cluster's
+            raise RuntimeError(
+                f"{ETC_CONF} links to {os.readlink(ETC_CONF)}, no test cluster's that this code can tell is stale: "
+                "remove the link if no SLURM reads it"
+            )
+        if ETC_CONF.exists():
             raise RuntimeError(f"{ETC_CONF} exists (a real SLURM here?): this test cluster would shadow it")
         ETC_CONF.parent.mkdir(parents=True, exist_ok=True)
         ETC_CONF.symlink_to(self.conf)
@@ -143,6 +154,10 @@ class Cluster:
         out = open(self.root / "log" / f"{name}.out", "ab")
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True, **kw)
         self.pids[name] = proc.pid
+        identity = _identity(proc.pid)
+        if identity:  # for reap_stale, should this process die without stop()
+            with open(self.root / DAEMON_RECORD, "a") as f:
+                f.write(f"{name} {identity}\n")
         time.sleep(0.2)
         if proc.poll() is not None:
             raise RuntimeError(
@@ -358,6 +373,56 @@ def differing(a: Path, b: Path) -> list[str]:
         if not (pa.is_file() and pb.is_file()) or pa.read_bytes() != pb.read_bytes():
             out.append(rel)
     return out
+
+
+def reap_stale(link: Path) -> None:
+    """Clear what a test cluster killed before it could stop left behind: its config link at `link` (ETC_CONF) and
+    its daemons, which run in sessions of their own and outlive it. A cluster is stale when the process that started
+    it (its OWNER record) is gone; a link into a live cluster's folder is refused (one cluster per machine: munge's
+    socket and ETC_CONF are fixed paths); a real file at `link` is left for _link_conf to refuse."""
+    if not link.is_symlink():
+        return
+    root = Path(os.readlink(link)).parent.parent  # <root>/etc/slurm.conf
+    owner = root / OWNER
+    if owner.is_file():
+        pid, start = owner.read_text().split()
+        if _identity(int(pid)) == f"{pid} {start}":
+            raise RuntimeError(
+                f"{link} links to the test cluster in {root}, whose process {pid} is running: stop it first"
+            )
+        record = root / DAEMON_RECORD
+        for line in (record.read_text().splitlines() if record.is_file() else [])[::-1]:
+            name, pid, start = line.split()
+            if _identity(int(pid)) == f"{pid} {start}":
+                print(f"stopping {name} (pid {pid}), left running by the test cluster in {root}", file=sys.stderr)
+                _kill_session(int(pid))
+    elif link.exists():
+        return  # not a test cluster's link: _link_conf refuses it
+    link.unlink()
+
+
+def _identity(pid: int) -> str | None:
+    """ "PID START" for a running process, None for one that is gone (a zombie counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state is field 3, start time field 22
+    return None if fields[0] == "Z" else f"{pid} {fields[19]}"
+
+
+def _kill_session(pid: int) -> None:
+    """TERM, then KILL after 10 s, to the process group a daemon leads (start_new_session: it holds runuser's child)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _identity(pid):
+            time.sleep(0.1)
+        if not _identity(pid):
+            return
 
 
 def _alive(pid: int) -> bool:
