@@ -84,7 +84,7 @@ class TableEntry:
     # shows the paper's numbers beside ours and it is also written as paper_vs_ours(name).{csv,md}
     args: tuple[Any, ...] = ()  # the builder's arguments after the Builder
     every_setting: bool = False  # its paper_vs_ours notes name every benchmark's setting that differs from the
-    # paper's (render.PAPER_TASK_NOTES), else MGSM's alone
+    # paper's (each entry's LmEvalTask.note), else the math benchmark's alone
 
     @property
     def kinds(self) -> tuple[str, ...]:

@@ -12,21 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from layerswap.benchmarks import BENCHMARKS, MATH
 from layerswap.contracts import write_text_atomic
 from layerswap.report.registry import PAPER_VS_OURS_FORMATS, TableEntry, paper_vs_ours
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
-#: What the paper config runs where the paper names no set or setting (docs/PAPER_DIFFERENCES.md).
-PAPER_TASK_NOTES = [
-    "MGSM: 8-shot native chain of thought (lm-eval mgsm_native_cot_*, MGSM's own exemplars in the target language), "
-    "greedy, the final number of the generation (flexible-extract), up to evaluation.tasks.mgsm.max_new_tokens new "
-    "tokens (512 in config/paper.yaml; each evaluation file records its budget).",
-    "FLORES: FLORES+ devtest, 0-shot, sacreBLEU corpus BLEU with tokenizer ja-mecab for Japanese targets and 13a for "
-    "the others (the paper names none).",
-    "MMLU: Global-MMLU (full, lm-eval global_mmlu_full_*), 5-shot, instead of the paper's unnamed translated MMLU.",
-    "MBPP: English MBPP (google-research-datasets/mbpp), 0-shot pass@1, recorded under every language key: the "
-    "paper's translated MBPP is not named and none is loadable.",
-]
+#: What the paper config runs where the paper names no set or setting, per benchmark (its entry's LmEvalTask.note).
+PAPER_TASK_NOTES = {b.name: b.paper.note for b in BENCHMARKS.values() if b.paper and b.paper.note}
 INTERVAL_NOTE = (
     "[lo, hi]: 95% interval, seeded bootstrap (layerswap/report/intervals.py): an avg resamples the items "
     "(the same draw for every model) and the experts / pairs; a min, max or single model resamples the "
@@ -247,7 +239,7 @@ class Table:
             write_text_atomic(extra[0], self.paper_frame().to_csv(index=False))
             frame = self.paper_frame(formatted=True)
             # the settings that differ from the paper's, under the numbers they qualify
-            settings = PAPER_TASK_NOTES if entry.every_setting else PAPER_TASK_NOTES[:1]  # others: MGSM only
+            settings = [n for bench, n in PAPER_TASK_NOTES.items() if entry.every_setting or bench == MATH]
             notes = self.notes + self.extra_notes() + [n for n in settings if n not in self.notes]
             write_text_atomic(
                 extra[1],

@@ -98,6 +98,7 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
     """The paragraph, from Table 5 and Table 1 (Table objects of layerswap.report.tables)."""
     name = {lang: names.get(lang, lang) for lang in languages}
     t5, t1 = tables["table5"], tables["table1"]
+    mb = BENCHMARKS[MATH]
     sentences = []
 
     row = (MATH, "en")
@@ -110,8 +111,8 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
             0: "the intervals overlap, so this run shows no difference",
         }[separated((mlo, mhi), (blo, bhi))]
         sentences.append(
-            f"On English MGSM the math experts score {_pct(math)}% [{_pct(mlo)}, {_pct(mhi)}] exact match and "
-            f"the base {_pct(base)}% [{_pct(blo)}, {_pct(bhi)}]: {verdict}."
+            f"On English {mb.title} the math experts score {_pct(math)}% [{_pct(mlo)}, {_pct(mhi)}] "
+            f"{mb.metric_name} and the base {_pct(base)}% [{_pct(blo)}, {_pct(bhi)}]: {verdict}."
         )
 
     for bench in LANGUAGE_SKILLS:  # the language experts' own skill (Belebele, FLORES), each in its language
@@ -136,7 +137,7 @@ def summary(tables: dict, languages: list[str], names: dict[str, str]) -> str:
         clauses.append(" and ".join(parts))
     if clauses:
         sentences.append(
-            "In Table 1 (MGSM avg in the target language; above or below only where the 95% intervals "
+            f"In Table 1 ({mb.title} avg in the target language; above or below only where the 95% intervals "
             "do not overlap) layer swapping (best config) is " + "; ".join(clauses) + "."
         )
     if {"math_expert", "soup_best"} <= {other for other, _ in comparisons}:

@@ -103,7 +103,7 @@ def build(b: Builder) -> Table:
             "The paper's MGSM avg (beside ours) is its 10-language average (English, German, French, "
             "Chinese, Russian, Spanish, Japanese, Bengali, Swahili, Telugu)."
         )
-        notes += PAPER_TASK_NOTES
+        notes += PAPER_TASK_NOTES.values()
 
     def fmt(row: Any, value: float) -> str:
         return f"{value:.1f}" if BENCHMARKS[row[0]].unit == "bleu" else f"{value:.3f}"
