@@ -49,6 +49,14 @@ def translation_note(task: LmEvalTask, lang: str) -> str | None:
     return own.variant.format(key=lang, task=own.task.format(key=lang, code=HF_LANGUAGES[lang][own.code]))
 
 
+def math_notes(langs) -> list[str]:
+    """A note per language of `langs` whose math benchmark is a translation (AfriMGSM, for a language MGSM lacks): the
+    paper world's tables and figures show its scores in the math benchmark's place."""
+    bench = BENCHMARKS[MATH]
+    notes = (translation_note(bench.paper, lang) for lang in dict.fromkeys(langs))
+    return [f"{note}; shown in {bench.title}'s place." for note in notes if note]
+
+
 def check_codes(config: dict, languages: list[str]) -> None:
     """Each real target language has the code (HF_LANGUAGES) of every benchmark scored in it that a table or selection
     cannot do without, and our task YAML where the task is ours (FLORES): the math benchmark (Table 1, the best-config

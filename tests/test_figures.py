@@ -523,6 +523,27 @@ def test_table1_bars_csv_numbers(tmp_path):
     assert (tmp_path / "figs" / "table1_bars.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_a_language_scored_on_a_translation_of_mgsm_is_named_under_the_figures(tmp_path):
+    """Paper world, Yoruba a target (MGSM lacks it; AfriMGSM is scored in its place): the Table 1 bars and the swap
+    grid say so in a subtitle line, as the tables do under their numbers; Swahili's MGSM is its own; the toy world's
+    languages stand for none."""
+    from test_tables import _paper_params, make_world
+
+    from layerswap.report.table_params import Params
+
+    sel, ev = make_world(tmp_path, langs=("swh", "yor"))
+    params = Params.from_json(json.dumps(_paper_params("swh", "yor", {"swh": "Swahili", "yor": "Yoruba"})), False)
+    bars = pd.DataFrame.from_records(charts.table1_bar_records(sel, ev, params), columns=charts.BAR_COLUMNS)
+    grid_frame = pd.DataFrame({**{k: [1, 2] for k in charts.SWAP_KEYS}, "language": ["swh", "yor"], "in_grid": True})
+    grid_frame = grid_frame.assign(language_name=["Swahili", "Yoruba"], is_default=False, mgsm_mean=[10.0, 20.0])
+    note = "yor: AfriMGSM (masakhane/afrimgsm, lm-eval afrimgsm_cot_yor_prompt_1), the human translation of MGSM's"
+    for chart in (charts.table1_bars_chart(bars, "paper"), charts.swap_grid_chart(grid_frame, "paper")):
+        subtitle = chart.to_dict()["title"]["subtitle"]
+        assert len(subtitle) == 2 and subtitle[1].startswith(note) and subtitle[1].endswith("in MGSM's place.")
+    toy = charts.swap_grid_chart(grid_frame.assign(language=["toy_swh", "toy_yor"]), "toy").to_dict()["title"]
+    assert isinstance(toy["subtitle"], str) and "AfriMGSM" not in json.dumps(toy)
+
+
 def test_table1_bars_missing_eval_names_it(tmp_path):
     from test_tables import PARAMS, make_world
 

@@ -17,18 +17,17 @@ Subcommands (every value through arguments, never the workflow config):
                 pair. Models and "best config" are resolved exactly as in Table 1 (layerswap.report.tables).
                 params: the Table params of `layerswap tables`.
   table-html    Self-contained HTML pages of tables from their Markdown files (title, table, notes), so that the
-                Snakemake report shows them inline (Snakemake 9's report shows HTML, images and PDF inline; CSV,
-                Markdown and YAML are download links).
-  config-html   The workflow config (JSON) as config_used.yaml and a self-contained config_used.html.
+                Snakemake report shows them inline (layerswap/report/pages.py).
+  config-html   The workflow config (JSON) as config_used.yaml and a self-contained config_used.html (pages.py).
 
 Figures are written as <prefix>.svg, <prefix>.png (vl-convert, no CDN) and <prefix>.csv (the plotted numbers).
-MGSM is in percent (exact match x 100), as in Table 1.
+MGSM is in percent (exact match x 100), as in Table 1. In the paper world a language scored on a translation of MGSM
+(AfriMGSM) gets a subtitle line saying so, as under the tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import html
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -37,11 +36,12 @@ from layerswap.benchmarks import BENCHMARKS, MATH
 from layerswap.command_params import AtLeast, parse
 from layerswap.contracts import merge_model_id, merge_model_parts, pair_ids
 from layerswap.errors import UserError
-from layerswap.jsonl import json_object
+from layerswap.languages import math_notes
 from layerswap.merge.methods.layer_swap import SWAP_KEYS
 from layerswap.merge.params import filled_params
 from layerswap.merge.registry import METHODS, SWAP
 from layerswap.report.evals import Evals, mean, pct
+from layerswap.report.pages import run_config_html, run_table_html
 from layerswap.report.render import TOY_LABEL
 
 #: The figures' score columns, named by the math benchmark (the registry's MATH, "mgsm"): the swap grid's mean, min and
@@ -78,8 +78,15 @@ BAR_COLUMNS = [
 ]
 
 
-def _title(text: str, world: str) -> str:
-    return f"{text} — {TOY_LABEL}" if world == "toy" else text
+def _heading(text: str, subtitle: str, world: str, langs):
+    """A figure's title (with the toy world's label there) and subtitle, plus in the paper world a line per language
+    of `langs` scored on a translation of the math benchmark (layerswap/languages.py math_notes: AfriMGSM)."""
+    import altair as alt
+
+    notes = math_notes(langs) if world == "paper" else []
+    return alt.Title(
+        f"{text} — {TOY_LABEL}" if world == "toy" else text, subtitle=[subtitle, *notes] if notes else subtitle
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -204,10 +211,12 @@ def swap_grid_chart(frame, world: str = "toy"):
             header=alt.Header(labelAngle=0, labelAlign="left", labelFontSize=11),
         ),
     ).properties(
-        title=alt.Title(
-            _title(f"{TITLE} in the target language over the layer-swap grid", world),
-            subtitle="mean over the expert pairs (%); b/u: bottom/top layers from the language expert, "
+        title=_heading(
+            f"{TITLE} in the target language over the layer-swap grid",
+            "mean over the expert pairs (%); b/u: bottom/top layers from the language expert, "
             "tb/tu: transition layers (averaged); * = default config",
+            world,
+            grid["language"],
         )
     )
 
@@ -334,10 +343,12 @@ def table1_bars_chart(frame, world: str = "toy"):
     caps = [interval.mark_tick(color="#d62728", thickness=2, size=14).encode(x=x, y=f"{end}:Q") for end in (LO, HI)]
     layered = alt.layer(bar, dots, whisker, *caps, data=frame).properties(width=max(220, 48 * len(order)), height=220)
     return layered.facet(column=alt.Column("language_name:N", sort=langs, title=None)).properties(
-        title=alt.Title(
-            _title("Table 1 as bars: mean over experts / pairs, a point per expert or pair", world),
-            subtitle="red: 95% bootstrap interval of the mean (items and experts / pairs resampled, "
+        title=_heading(
+            "Table 1 as bars: mean over experts / pairs, a point per expert or pair",
+            "red: 95% bootstrap interval of the mean (items and experts / pairs resampled, "
             "seeded; layerswap/report/intervals.py)",
+            world,
+            frame["language"],
         )
     )
 
@@ -360,109 +371,6 @@ def run_table1_bars(args: argparse.Namespace) -> None:
     out["n_items"] = out["n_items"].astype("Int64")
     out.to_csv(prefix.with_name(prefix.name + ".csv"), index=False)
     save_chart(table1_bars_chart(frame, params.world), prefix)
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# report pages
-
-PAGE_CSS = (
-    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.2em;color:#222}"
-    "table{border-collapse:collapse;font-size:13px}th,td{border:1px solid #ccc;padding:3px 8px}"
-    "th{background:#f0f0f0}td.r,th.r{text-align:right}tr:nth-child(even) td{background:#fafafa}"
-    "pre{background:#f6f6f6;padding:1em;font-size:12px;overflow:auto}ul{font-size:13px}"
-)
-
-
-def _page(title: str, body: str) -> str:
-    return (
-        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"<style>{PAGE_CSS}</style></head><body>\n{body}\n</body></html>\n"
-    )
-
-
-def parse_markdown_table(text: str) -> dict:
-    """The Markdown files of `layerswap tables`: '# title', paragraphs, one pipe table, '- note' lines."""
-    lines = text.splitlines()
-    title, paragraphs, rows, notes = "", [], [], []
-    for line in lines:
-        s = line.strip()
-        if not s:
-            continue
-        if s.startswith("# ") and not title:
-            title = s[2:].strip()
-        elif s.startswith("|"):
-            rows.append([c.strip() for c in s.strip("|").split("|")])
-        elif s.startswith("- ") and rows:
-            notes.append(s[2:])
-        else:
-            paragraphs.append(s)
-    if len(rows) < 2 or not all(set(c) <= set(":-") and c for c in rows[1]):
-        raise UserError("no Markdown pipe table (header, separator line, rows) found")
-    align = ["right" if c.endswith(":") and not c.startswith(":") else "left" for c in rows[1]]
-    return {
-        "title": title,
-        "paragraphs": paragraphs,
-        "header": rows[0],
-        "align": align,
-        "rows": rows[2:],
-        "notes": notes,
-    }
-
-
-def table_page(md_text: str, source: str) -> str:
-    t = parse_markdown_table(md_text)
-    esc = html.escape
-
-    def cls(i: int) -> str:
-        return ' class="r"' if i < len(t["align"]) and t["align"][i] == "right" else ""
-
-    head = "".join(f"<th{cls(i)}>{esc(c)}</th>" for i, c in enumerate(t["header"]))
-    body = "\n".join(
-        "<tr>" + "".join(f"<td{cls(i)}>{esc(c)}</td>" for i, c in enumerate(row)) + "</tr>" for row in t["rows"]
-    )
-    parts = [f"<h2>{esc(t['title'])}</h2>"]
-    parts += [f"<p>{esc(p)}</p>" for p in t["paragraphs"]]
-    parts.append(f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>")
-    if t["notes"]:
-        parts.append("<ul>" + "".join(f"<li>{esc(n)}</li>" for n in t["notes"]) + "</ul>")
-    parts.append(f'<p style="color:#777;font-size:12px">Source: {esc(source)}</p>')
-    return _page(t["title"] or source, "\n".join(parts))
-
-
-def run_table_html(args: argparse.Namespace) -> None:
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for md in args.markdown:
-        src = Path(md)
-        try:
-            text = src.read_text()
-        except OSError as err:
-            raise UserError(f"{src}: cannot read the table ({err})") from None
-        try:
-            page = table_page(text, str(src))
-        except UserError as err:
-            raise UserError(f"{src}: {err}") from None
-        (out_dir / f"{src.stem}.html").write_text(page)
-
-
-def run_config_html(args: argparse.Namespace) -> None:
-    import yaml
-
-    config = json_object(args.config_json, "--config-json")
-    prefix = Path(args.out_prefix)
-    prefix.parent.mkdir(parents=True, exist_ok=True)
-    text = yaml.safe_dump(config, sort_keys=False, allow_unicode=True, width=110)
-    header = "# The workflow config this run used (after schema defaults), written by `layerswap charts config-html`.\n"
-    prefix.with_name(prefix.name + ".yaml").write_text(header + text)
-    world = config.get("world", "?")
-    warn = (
-        "<p><b>Toy world:</b> every language is a synthetic stand-in; no number says anything about a real "
-        "language.</p>"
-        if world == "toy"
-        else ""
-    )
-    body = f"<h2>Config used (world: {html.escape(str(world))})</h2>{warn}<pre>{html.escape(text)}</pre>"
-    prefix.with_name(prefix.name + ".html").write_text(_page("Config used", body))
 
 
 # ----------------------------------------------------------------------------------------------------------------

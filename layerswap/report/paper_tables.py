@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from layerswap.benchmarks import BENCHMARKS, MATH
+from layerswap.benchmarks import MATH
 from layerswap.contracts import BASE_MODEL_ID
-from layerswap.languages import translation_note
+from layerswap.languages import math_notes
 from layerswap.merge.params import Method
 from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
@@ -61,9 +61,7 @@ class Builder:
     def math_notes(self, langs) -> list[str]:
         """Where a translation of the math benchmark stands in for it in one of `langs` (paper world; a language MGSM
         lacks: AfriMGSM), a note naming it: the tables show its scores in MGSM's place."""
-        task = BENCHMARKS[MATH].paper
-        notes = [translation_note(task, lang) for lang in dict.fromkeys(langs)] if self.p.world == "paper" else []
-        return [f"{note}; shown in MGSM's place." for note in notes if note]
+        return math_notes(langs) if self.p.world == "paper" else []
 
     def title(self, text: str) -> str:
         return f"{text} — {TOY_LABEL}" if self.p.world == "toy" else text
