@@ -137,16 +137,8 @@ class Cluster:
         """Stop every daemon this cluster started (TERM, then KILL after 10 s), newest first; unlink the config."""
         if ETC_CONF.is_symlink() and ETC_CONF.resolve() == self.conf:
             ETC_CONF.unlink()
-        for name, pid in reversed(list(self.pids.items())):
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and _alive(pid):
-                time.sleep(0.1)
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        for pid in reversed(list(self.pids.values())):
+            _terminate(pid)
         self.pids.clear()
 
     # --- daemons ---------------------------------------------------------------------------------------------------
@@ -385,24 +377,26 @@ def reap_stale(link: Path) -> None:
     root = Path(os.readlink(link)).parent.parent  # <root>/etc/slurm.conf
     owner = root / OWNER
     if owner.is_file():
-        pid, start = owner.read_text().split()
-        if _identity(int(pid)) == f"{pid} {start}":
+        identity = owner.read_text().strip()
+        if _running(identity):
             raise RuntimeError(
-                f"{link} links to the test cluster in {root}, whose process {pid} is running: stop it first"
+                f"{link} links to the test cluster in {root}, whose process {identity.split()[0]} is running: "
+                "stop it first"
             )
         record = root / DAEMON_RECORD
         for line in (record.read_text().splitlines() if record.is_file() else [])[::-1]:
-            name, pid, start = line.split()
-            if _identity(int(pid)) == f"{pid} {start}":
+            name, identity = line.split(" ", 1)
+            if _running(identity):
+                pid = int(identity.split()[0])
                 print(f"stopping {name} (pid {pid}), left running by the test cluster in {root}", file=sys.stderr)
-                _kill_session(int(pid))
+                _terminate(pid, os.killpg)  # the group it leads (start_new_session): munged under runuser too
     elif link.exists():
         return  # not a test cluster's link: _link_conf refuses it
     link.unlink()
 
 
 def _identity(pid: int) -> str | None:
-    """ "PID START" for a running process, None for one that is gone (a zombie counts as gone)."""
+    """The record "PID START" of a running process; None for one that is gone (a zombie counts as gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError):
@@ -411,30 +405,28 @@ def _identity(pid: int) -> str | None:
     return None if fields[0] == "Z" else f"{pid} {fields[19]}"
 
 
-def _kill_session(pid: int) -> None:
-    """TERM, then KILL after 10 s, to the process group a daemon leads (start_new_session: it holds runuser's child)."""
+def _running(identity: str) -> bool:
+    """Whether the process of a record "PID START" still runs (not another one that took its PID)."""
+    return _identity(int(identity.split()[0])) == identity
+
+
+def _terminate(pid: int, send=os.kill) -> None:
+    """TERM, then KILL after 10 s, until it is gone; `send`: os.kill (the process) or os.killpg (the group it leads)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
-            os.killpg(pid, sig)
+            send(pid, sig)
         except ProcessLookupError:
             return
         deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and _identity(pid):
+        while time.monotonic() < deadline and _alive(pid):
             time.sleep(0.1)
-        if not _identity(pid):
+        if not _alive(pid):
             return
 
 
 def _alive(pid: int) -> bool:
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)
-        return done == 0
-    except ChildProcessError:
-        try:
-            os.kill(pid, 0)
-            return True
-        except ProcessLookupError:
-            return False
+    """Running: neither gone nor a zombie (a daemon's Popen object, or init for an orphan, reaps it)."""
+    return _identity(pid) is not None
 
 
 if __name__ == "__main__":  # manual use: python scripts/slurm_cluster.py <folder>; Ctrl-C stops it

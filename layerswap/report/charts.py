@@ -42,7 +42,7 @@ from layerswap.merge.params import filled_params
 from layerswap.merge.registry import METHODS, SWAP
 from layerswap.report.evals import Evals, mean, pct
 from layerswap.report.pages import run_config_html, run_table_html
-from layerswap.report.render import TOY_LABEL
+from layerswap.report.render import world_title
 
 #: The figures' score columns, named by the math benchmark (the registry's MATH, "mgsm"): the swap grid's mean, min and
 #: max over the pairs, the Table 1 bars' score and its 95% interval; the titles name its entry's title (MGSM).
@@ -84,9 +84,7 @@ def _heading(text: str, subtitle: str, world: str, langs):
     import altair as alt
 
     notes = math_notes(langs) if world == "paper" else []
-    return alt.Title(
-        f"{text} — {TOY_LABEL}" if world == "toy" else text, subtitle=[subtitle, *notes] if notes else subtitle
-    )
+    return alt.Title(world_title(text, world), subtitle=[subtitle, *notes] if notes else subtitle)
 
 
 # ----------------------------------------------------------------------------------------------------------------

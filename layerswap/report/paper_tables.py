@@ -28,7 +28,7 @@ from layerswap.merge.params import Method
 from layerswap.merge.registry import METHODS, SWAP, best_of_methods
 from layerswap.report import intervals
 from layerswap.report.evals import pct
-from layerswap.report.render import TOY_LABEL
+from layerswap.report.render import world_title
 from layerswap.report.workspace import BestChoice, Stats, Workspace
 
 
@@ -64,7 +64,7 @@ class Builder:
         return math_notes(langs) if self.p.world == "paper" else []
 
     def title(self, text: str) -> str:
-        return f"{text} — {TOY_LABEL}" if self.p.world == "toy" else text
+        return world_title(text, self.p.world)
 
     def best(self, method: str, lang: str) -> list[BestChoice]:
         if (method, lang) not in self.best_cache:

@@ -17,6 +17,13 @@ from layerswap.contracts import write_text_atomic
 from layerswap.report.registry import PAPER_VS_OURS_FORMATS, TableEntry, paper_vs_ours
 
 TOY_LABEL = "TOY WORLD — synthetic languages"
+
+
+def world_title(text: str, world: str) -> str:
+    """A table's or figure's title: in the toy world labelled as such."""
+    return f"{text} — {TOY_LABEL}" if world == "toy" else text
+
+
 #: What the paper config runs where the paper names no set or setting, per benchmark (its entry's LmEvalTask.note).
 PAPER_TASK_NOTES = {b.name: b.paper.note for b in BENCHMARKS.values() if b.paper and b.paper.note}
 INTERVAL_NOTE = (
